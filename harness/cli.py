@@ -1,0 +1,233 @@
+"""The ``diskbench`` command.  Thin: parse, call a plain function, map errors to exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from harness import __version__
+from harness.errors import ExitCode, HarnessError, SpecError
+from harness.paths import default_results_dir, default_work_dir
+from harness.spec import PAYLOADS, Aio, Cache, Cell, Format, Interface, Workload, expand, split_list
+
+
+def _err(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _choices(enum: Any) -> str:
+    return ",".join(m.value for m in enum)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="diskbench",
+        description=(
+            "Benchmark virtual-disk IO under QEMU: boot a minimal guest on a fresh disk image "
+            "per sample, run a workload in it, and record guest and host figures."
+        ),
+        epilog="Exit codes: 0 ok, 1 regression, 2 bad usage or input, 3 infrastructure failure.",
+    )
+    parser.add_argument("--version", action="version", version=f"diskbench {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser(
+        "run",
+        help="measure one cell, or every combination of comma-separated axis values",
+        description=(
+            "Measure cells: each sample creates a fresh image, boots a guest, runs the workload "
+            "and writes the record under RESULTS/records/RUN_ID/. Axis flags take comma-separated "
+            "lists; every combination is run (combinations a format cannot have, such as "
+            "preallocation=metadata on raw, are skipped when several formats are given)."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    axes = run.add_argument_group("cell axes (comma-separated lists)")
+    axes.add_argument("--format", default="qcow2", help=f"image format: {_choices(Format)}")
+    axes.add_argument(
+        "--preallocation",
+        default="off",
+        help="raw: off,falloc,full; qcow2: off,metadata,falloc,full",
+    )
+    axes.add_argument(
+        "--cluster-size",
+        default=None,
+        help="qcow2 cluster_size, a power of two from 512 to 2M (default 64K)",
+    )
+    axes.add_argument("--lazy-refcounts", action="store_true", help="qcow2 lazy_refcounts=on")
+    axes.add_argument("--size", default="2G", help="virtual disk size")
+    axes.add_argument("--cache", default="writeback", help=f"drive cache mode: {_choices(Cache)}")
+    axes.add_argument(
+        "--aio", default="threads", help=f"drive aio: {_choices(Aio)} (native needs a direct cache mode)"
+    )
+    axes.add_argument("--interface", default="virtio-blk", help=f"bus: {_choices(Interface)}")
+    axes.add_argument("--workload", default="install", help=f"guest workload: {_choices(Workload)}")
+    wl = run.add_argument_group("workload parameters")
+    wl.add_argument("--payload", default="full", choices=PAYLOADS, help="install: package set to install")
+    wl.add_argument("--dd-mib", type=int, default=256, help="dd: MiB to write")
+    wl.add_argument("--dd-chunk-mib", type=int, default=2, help="dd: chunk size in MiB")
+    wl.add_argument("--fs", default="ext4", help="dd: filesystem to write through (ext4, ext2)")
+    rn = run.add_argument_group("how to run")
+    rn.add_argument("--repeat", type=int, default=3, help="samples per cell")
+    rn.add_argument(
+        "--accel",
+        default="auto",
+        choices=("auto", "kvm", "tcg"),
+        help="auto: KVM if a guest really boots under it, else TCG with a warning",
+    )
+    rn.add_argument(
+        "--work-dir",
+        type=Path,
+        default=default_work_dir(),
+        help="where disk images are created: the runner's real disk, never tmpfs",
+    )
+    rn.add_argument(
+        "--results-dir", type=Path, default=default_results_dir(), help="records and logs go here"
+    )
+    rn.add_argument(
+        "--boot-timeout-s",
+        type=float,
+        default=None,
+        help="deadline for the guest's ready line (default 30 under KVM, 120 under TCG)",
+    )
+    rn.add_argument(
+        "--workload-timeout-s", type=float, default=1800.0, help="deadline for the workload report"
+    )
+    rn.add_argument(
+        "--mem-mib",
+        type=int,
+        default=256,
+        help="guest RAM (small, so the guest page cache does not hide the disk)",
+    )
+    rn.add_argument("--smp", type=int, default=1, help="guest vCPUs")
+    rn.add_argument("--keep-images", action="store_true", help="keep each sample's image in the work dir")
+
+    guest = sub.add_parser("guest", help="build or re-pin the guest (kernel, initramfs, install payload)")
+    gsub = guest.add_subparsers(dest="guest_command", metavar="ACTION")
+    gbuild = gsub.add_parser(
+        "build", help="build the guest from the pinned recipe in images/ (cached by its hash)"
+    )
+    gbuild.add_argument("--force", action="store_true", help="rebuild even if cached")
+    gsub.add_parser("pin", help="re-pin every package of the recipe to the mirror's current version")
+
+    acc = sub.add_parser("accel", help="say which accelerator works here, and why")
+    acc.add_argument("--accel", default="auto", choices=("auto", "kvm", "tcg"))
+    acc.add_argument("--no-cache", action="store_true", help="probe again even if a result is cached")
+
+    show = sub.add_parser("show", help="print the table of existing records")
+    show.add_argument("records", nargs="+", type=Path, help="record files or run directories")
+    return parser
+
+
+def cells_from_args(args: argparse.Namespace) -> tuple[list[Cell], list[str]]:
+    """Expand the axis flags; return cells and the combinations that were skipped."""
+    axes: dict[str, list[Any]] = {
+        "format": split_list(args.format),
+        "preallocation": split_list(args.preallocation),
+        "cache": split_list(args.cache),
+        "aio": split_list(args.aio),
+        "interface": split_list(args.interface),
+        "workload": split_list(args.workload),
+    }
+    if args.cluster_size:
+        axes["cluster_size"] = split_list(args.cluster_size)
+    for name, values in axes.items():
+        if not values:
+            raise SpecError(f"--{name.replace('_', '-')} is empty: give at least one value")
+    fixed = {
+        "size": args.size,
+        "lazy_refcounts": args.lazy_refcounts,
+        "payload": args.payload,
+        "dd_mib": args.dd_mib,
+        "dd_chunk_mib": args.dd_chunk_mib,
+        "fs": args.fs,
+    }
+    return expand(axes, skip_format_mismatch=len(axes["format"]) > 1, **fixed)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from harness.session import run_cells
+
+    if args.repeat < 1:
+        raise SpecError(f"--repeat {args.repeat}: use 1 or more")
+    cells, skipped = cells_from_args(args)
+    for note in skipped:
+        _err(f"skipped: {note}")
+    result = run_cells(
+        cells,
+        repeat=args.repeat,
+        accel=args.accel,
+        work_dir=args.work_dir,
+        results_dir=args.results_dir,
+        boot_timeout_s=args.boot_timeout_s,
+        workload_timeout_s=args.workload_timeout_s,
+        mem_mib=args.mem_mib,
+        smp=args.smp,
+        keep_images=args.keep_images,
+        progress=_err,
+    )
+    print(result.table, end="")
+    print(f"records: {result.run_dir}")
+    if result.failed_samples:
+        _err(
+            f"diskbench: {result.failed_samples} of {result.total_samples} samples failed; "
+            "their reasons and console logs are in the table above"
+        )
+        return ExitCode.INFRA
+    return ExitCode.OK
+
+
+def cmd_guest(args: argparse.Namespace) -> int:
+    from harness.guest import build_guest, pin_recipe
+
+    if args.guest_command == "build":
+        art = build_guest(log=_err, force=args.force)
+        print(f"guest {art.recipe_hash}: kernel {art.kernel}, initrd {art.initrd}")
+        for name, path in sorted(art.payloads.items()):
+            print(f"payload {name}: {path}")
+        return ExitCode.OK
+    if args.guest_command == "pin":
+        pin_recipe(log=_err)
+        return ExitCode.OK
+    raise SpecError("diskbench guest: give an action: build or pin")
+
+
+def cmd_accel(args: argparse.Namespace) -> int:
+    from harness.accel import choose_accel
+    from harness.guest import build_guest
+
+    art = build_guest(log=_err)
+    choice = choose_accel(args.accel, art.kernel, art.initrd, warn=_err, use_cache=not args.no_cache)
+    print(f"accel: {choice.accel} ({choice.reason})")
+    return ExitCode.OK
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from harness.records import load_record
+    from harness.report import render_table
+
+    paths: list[Path] = []
+    for path in args.records:
+        paths.extend(sorted(path.glob("*.json")) if path.is_dir() else [path])
+    print(render_table([load_record(p) for p in paths]), end="")
+    return ExitCode.OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handlers = {"run": cmd_run, "guest": cmd_guest, "accel": cmd_accel, "show": cmd_show}
+    if args.command not in handlers:
+        parser.print_help()
+        return ExitCode.USAGE
+    try:
+        return handlers[args.command](args)
+    except HarnessError as exc:
+        _err(f"diskbench: error: {exc.message}")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        _err("diskbench: interrupted")
+        return 130

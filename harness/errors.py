@@ -1,0 +1,130 @@
+"""Typed errors of the harness, rooted in one :class:`HarnessError`.
+
+The tree::
+
+    HarnessError                 exit 3 unless a subclass says otherwise
+    +-- UsageError               exit 2: bad flags, bad spec, bad input file
+    |   +-- SpecError            a cell or sweep value that is not allowed
+    +-- InfraError               exit 3: the machine cannot do what was asked
+    |   +-- AccelError           the asked accelerator does not work here
+    |   +-- CommandError         a host command failed (argv, rc, stderr tail)
+    |   |   +-- ImageError       qemu-img failed
+    |   |   +-- GuestBuildError  the guest recipe could not be built
+    |   +-- VMError              QEMU could not be run
+    |       +-- VMBootError      QEMU exited or the guest died before it was ready
+    |       +-- GuestTimeout     a deadline passed (boot or workload)
+    |       +-- GuestPanic       the kernel panicked
+    +-- ProtocolError            the guest's report is missing or malformed
+    +-- RecordError              a stored record cannot be read (old, truncated)
+
+Errors carry their evidence (argv, exit code, log tail) so that a failed
+sample can be recorded with it instead of being reduced to a bare message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class ExitCode:
+    """Exit codes of the ``diskbench`` command; each means one thing."""
+
+    OK = 0
+    REGRESSION = 1
+    USAGE = 2
+    INFRA = 3
+
+
+class HarnessError(Exception):
+    """Root of every error the harness raises on purpose."""
+
+    exit_code = ExitCode.INFRA
+
+    def __init__(self, message: str, *, log_tail: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.log_tail = log_tail
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UsageError(HarnessError):
+    """Bad input from the user: printed as one line, exit 2."""
+
+    exit_code = ExitCode.USAGE
+
+
+class SpecError(UsageError):
+    """A value of a cell or sweep spec that is not allowed."""
+
+
+class InfraError(HarnessError):
+    """The machine cannot do what was asked: exit 3."""
+
+
+class AccelError(InfraError):
+    """The requested accelerator does not work on this machine."""
+
+
+class CommandError(InfraError):
+    """A host command failed; carries argv, exit code and stderr tail."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        argv: Sequence[str] = (),
+        returncode: int | None = None,
+        stderr: str = "",
+    ) -> None:
+        super().__init__(message, log_tail=stderr[-2000:])
+        self.argv = list(argv)
+        self.returncode = returncode
+        self.stderr = stderr
+
+
+class ImageError(CommandError):
+    """qemu-img failed or an image is not what it should be."""
+
+
+class GuestBuildError(CommandError):
+    """The guest recipe could not be built (a package cannot be fetched...)."""
+
+
+class VMError(InfraError):
+    """QEMU could not be run as asked."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        argv: Sequence[str] = (),
+        log_tail: str = "",
+        returncode: int | None = None,
+    ) -> None:
+        super().__init__(message, log_tail=log_tail)
+        self.argv = list(argv)
+        self.returncode = returncode
+
+
+class VMBootError(VMError):
+    """QEMU exited, or the guest died, before the guest was ready."""
+
+
+class GuestTimeout(VMError):
+    """A deadline passed while waiting for the guest."""
+
+
+class GuestPanic(VMError):
+    """The guest kernel panicked."""
+
+
+class ProtocolError(HarnessError):
+    """The guest's report is missing or malformed: a failed sample, never a number."""
+
+
+class RecordError(HarnessError):
+    """A stored record cannot be read; the message says what to do."""
+
+    exit_code = ExitCode.USAGE

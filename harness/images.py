@@ -1,0 +1,192 @@
+"""The disk under test: ``qemu-img create``, allocation, integrity.
+
+I/O only: every figure here is measured with the real ``qemu-img`` or ``stat``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness import proc
+from harness.errors import ImageError, UsageError
+from harness.spec import Cache, Format, ImageSpec
+
+MEMORY_FILESYSTEMS = {"tmpfs", "ramfs"}
+
+
+def qemu_img_binary() -> str:
+    """``$DISKBENCH_QEMU_IMG`` or ``qemu-img`` on PATH."""
+    return os.environ.get("DISKBENCH_QEMU_IMG") or "qemu-img"
+
+
+@dataclass(frozen=True)
+class CreatedImage:
+    path: Path
+    spec: ImageSpec
+    create_s: float
+    allocated_bytes: int
+    file_bytes: int
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """``qemu-img check``: 0 clean, 2 corrupt, 3 leaks, 63 not applicable (raw)."""
+
+    returncode: int
+    report: dict[str, Any]
+
+    @property
+    def verdict(self) -> str:
+        return {0: "clean", 2: "corrupt", 3: "leaks", 63: "not-applicable"}.get(self.returncode, "error")
+
+    @property
+    def fails_sample(self) -> bool:
+        return self.returncode not in (0, 3, 63)
+
+
+def allocated_bytes(path: Path) -> int:
+    """Bytes the host filesystem really allocated to the file (``st_blocks``)."""
+    return os.stat(path).st_blocks * 512
+
+
+def create(path: Path, spec: ImageSpec, *, qemu_img: str | None = None) -> CreatedImage:
+    """Create a fresh image (replacing any old one) and time ``qemu-img create``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        path.unlink()
+    argv = [
+        qemu_img or qemu_img_binary(),
+        "create",
+        "-q",
+        "-f",
+        spec.format.value,
+        "-o",
+        ",".join(spec.create_options()),
+        str(path),
+        str(spec.size),
+    ]
+    start = time.monotonic()
+    proc.run(argv, timeout_s=3600, error_cls=ImageError)
+    create_s = time.monotonic() - start
+    return CreatedImage(
+        path=path,
+        spec=spec,
+        create_s=create_s,
+        allocated_bytes=allocated_bytes(path),
+        file_bytes=path.stat().st_size,
+    )
+
+
+def info(path: Path, *, qemu_img: str | None = None) -> dict[str, Any]:
+    result = proc.run(
+        [qemu_img or qemu_img_binary(), "info", "-U", "--output=json", str(path)],
+        timeout_s=60,
+        error_cls=ImageError,
+    )
+    data: dict[str, Any] = json.loads(result.stdout)
+    return data
+
+
+def mapped_bytes(path: Path, fmt: Format, *, qemu_img: str | None = None) -> dict[str, int]:
+    """What ``qemu-img map`` says is data vs zero, in guest-visible bytes."""
+    result = proc.run(
+        [qemu_img or qemu_img_binary(), "map", "-U", "-f", fmt.value, "--output=json", str(path)],
+        timeout_s=300,
+        error_cls=ImageError,
+    )
+    data = 0
+    zero = 0
+    for extent in json.loads(result.stdout):
+        if extent.get("data"):
+            data += int(extent["length"])
+        if extent.get("zero"):
+            zero += int(extent["length"])
+    return {"data_bytes": data, "zero_bytes": zero}
+
+
+def check(path: Path, fmt: Format, *, qemu_img: str | None = None) -> CheckResult:
+    """``qemu-img check --output=json``; exit codes are figures, not failures."""
+    result = proc.run(
+        [qemu_img or qemu_img_binary(), "check", "-f", fmt.value, "--output=json", str(path)],
+        timeout_s=600,
+        check=False,
+        error_cls=ImageError,
+    )
+    report: dict[str, Any] = {}
+    if result.stdout.strip().startswith("{"):
+        try:
+            report = json.loads(result.stdout)
+        except json.JSONDecodeError:
+            report = {}
+    if not report and result.returncode not in (0, 63):
+        report = {"stderr": result.stderr.strip()[-500:]}
+    return CheckResult(returncode=result.returncode, report=report)
+
+
+def filesystem_type(path: Path) -> str:
+    """The filesystem a path lives on, from the longest mount point in /proc/mounts."""
+    target = os.path.realpath(path)
+    best = ("", "unknown")
+    try:
+        with open("/proc/mounts", encoding="utf-8") as mounts:
+            for line in mounts:
+                fields = line.split()
+                if len(fields) < 3:
+                    continue
+                mnt = fields[1].replace("\\040", " ")
+                inside = target == mnt or target.startswith(mnt.rstrip("/") + "/")
+                if inside and len(mnt) >= len(best[0]):
+                    best = (mnt, fields[2])
+    except OSError:
+        pass
+    return best[1]
+
+
+def supports_o_direct(directory: Path) -> bool:
+    """Whether files in ``directory`` can be opened with O_DIRECT (cache=none needs it)."""
+    probe = directory / f".diskbench-odirect-{os.getpid()}"
+    try:
+        fd = os.open(probe, os.O_CREAT | os.O_RDWR | os.O_DIRECT, 0o600)
+    except OSError as exc:
+        if exc.errno == errno.EINVAL:
+            return False
+        raise
+    else:
+        os.close(fd)
+        return True
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            probe.unlink()
+
+
+def check_work_dir(work_dir: Path, caches: set[Cache]) -> str:
+    """Refuse a work dir that cannot hold honest measurements; return its filesystem.
+
+    Checked before anything is created, so the sweep never starts on a bad dir.
+    """
+    try:
+        work_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(
+            f"work dir {work_dir} cannot be created ({exc.strerror}): pass --work-dir DIR"
+        ) from exc
+    fstype = filesystem_type(work_dir)
+    direct = sorted(c.value for c in caches if c.direct)
+    if direct and not supports_o_direct(work_dir):
+        raise UsageError(
+            f"work dir {work_dir} is on {fstype}, which does not support O_DIRECT that "
+            f"cache={direct[0]} needs: put --work-dir on a disk filesystem (ext4, xfs) "
+            "or use cache=writeback"
+        )
+    if fstype in MEMORY_FILESYSTEMS:
+        raise UsageError(
+            f"work dir {work_dir} is on {fstype} (memory, not a disk): put --work-dir on the runner's disk"
+        )
+    return fstype

@@ -1,0 +1,88 @@
+"""Machine identity: what a sample must never be mixed across."""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import socket
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from harness import proc
+from harness.errors import CommandError
+from harness.images import filesystem_type, qemu_img_binary
+from harness.vm import qemu_binary
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def mem_total_kib() -> int:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+@lru_cache(maxsize=8)
+def tool_version(binary: str) -> str:
+    """First line of ``BINARY --version``, e.g. ``QEMU emulator version 7.2.22 (...)``."""
+    try:
+        result = proc.run([binary, "--version"], timeout_s=30)
+    except CommandError as exc:
+        raise CommandError(
+            f"{binary} cannot run ({exc.message}): run scripts/setup.sh, or set "
+            "DISKBENCH_QEMU / DISKBENCH_QEMU_IMG to working binaries",
+            argv=exc.argv,
+        ) from exc
+    first = result.stdout.strip().splitlines()
+    return first[0] if first else ""
+
+
+def short_version(text: str) -> str:
+    match = re.search(r"version (\S+)", text)
+    return match.group(1) if match else text
+
+
+def machine_info(work_dir: Path, *, accel: str, accel_reason: str) -> dict[str, Any]:
+    """Everything that makes two samples comparable or not."""
+    qemu = qemu_binary()
+    qemu_img = qemu_img_binary()
+    uname = os.uname()
+    return {
+        "hostname": socket.gethostname(),
+        "host_kernel": f"{uname.sysname} {uname.release}",
+        "arch": uname.machine,
+        "cpu": cpu_model(),
+        "cores": os.cpu_count() or 0,
+        "mem_kib": mem_total_kib(),
+        "accel": accel,
+        "accel_reason": accel_reason,
+        "qemu": qemu,
+        "qemu_version": short_version(tool_version(qemu)),
+        "qemu_img": qemu_img,
+        "qemu_img_version": short_version(tool_version(qemu_img)),
+        "work_dir": str(work_dir),
+        "work_dir_fs": filesystem_type(work_dir),
+    }

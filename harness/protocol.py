@@ -1,0 +1,118 @@
+"""The guest's report, validated.  Pure: no I/O.
+
+The guest writes one JSON object per line on the virtio-serial port
+``org.diskbench.report``: first ``{"event": "ready", ...}``, at the end one
+``{"event": "report", ...}`` with per-phase durations from its monotonic
+clock.  Anything else, or a report with missing or ill-typed fields, is a
+:class:`ProtocolError`: a failed sample, never a number.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from harness.errors import ProtocolError
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    seconds: float
+    rc: int
+
+
+@dataclass(frozen=True)
+class GuestReport:
+    workload: str
+    status: str
+    phases: tuple[Phase, ...]
+    total_s: float
+    metrics: dict[str, float]
+    fsck_rc: int | None
+    kernel: str
+    mem_kib: int | None
+    ncpu: int | None
+    error: str | None
+    clock: str | None
+    raw: dict[str, Any]
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok" and (self.fsck_rc in (None, 0))
+
+    def phase_seconds(self) -> dict[str, float]:
+        return {p.name: p.seconds for p in self.phases}
+
+
+def _number(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ProtocolError(f"guest report: {what} is {value!r}, not a number")
+    if not math.isfinite(value) or value < 0:
+        raise ProtocolError(f"guest report: {what} is {value!r}, not a finite figure >= 0")
+    return float(value)
+
+
+def _int_or_none(value: Any, what: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ProtocolError(f"guest report: {what} is {value!r}, not an integer")
+    return value
+
+
+def parse_ready(event: dict[str, Any]) -> dict[str, Any]:
+    if event.get("event") != "ready":
+        raise ProtocolError(f"guest sent {event.get('event')!r} where 'ready' was expected")
+    return {
+        "uptime_s": _number(event.get("uptime_s", 0.0), "ready.uptime_s"),
+        "kernel": str(event.get("kernel", "")),
+        "clock": str(event.get("clock", "")),
+    }
+
+
+def parse_report(event: dict[str, Any], *, workload: str) -> GuestReport:
+    """Validate the final report of ``workload``; raise ProtocolError if unusable."""
+    if event.get("event") != "report":
+        raise ProtocolError(f"guest sent {event.get('event')!r} where 'report' was expected")
+    if event.get("workload") != workload:
+        raise ProtocolError(f"guest reported workload {event.get('workload')!r}, expected {workload!r}")
+    status = event.get("status")
+    if status not in ("ok", "error"):
+        raise ProtocolError(f"guest report: status is {status!r}, not 'ok' or 'error'")
+    phases_raw = event.get("phases")
+    if not isinstance(phases_raw, dict):
+        raise ProtocolError("guest report: 'phases' is missing or not an object")
+    phases = []
+    for name, body in phases_raw.items():
+        if not isinstance(body, dict):
+            raise ProtocolError(f"guest report: phase {name!r} is not an object")
+        phases.append(
+            Phase(
+                name=str(name),
+                seconds=_number(body.get("s"), f"phase {name}.s"),
+                rc=_int_or_none(body.get("rc", 0), f"phase {name}.rc") or 0,
+            )
+        )
+    if status == "ok" and not phases:
+        raise ProtocolError("guest report: status ok but no phases")
+    metrics_raw = event.get("metrics") or {}
+    if not isinstance(metrics_raw, dict):
+        raise ProtocolError("guest report: 'metrics' is not an object")
+    metrics = {str(k): _number(v, f"metric {k}") for k, v in metrics_raw.items() if v is not None}
+    error = event.get("error")
+    return GuestReport(
+        workload=workload,
+        status=str(status),
+        phases=tuple(phases),
+        total_s=_number(event.get("total_s", sum(p.seconds for p in phases)), "total_s"),
+        metrics=metrics,
+        fsck_rc=_int_or_none(event.get("fsck_rc"), "fsck_rc"),
+        kernel=str(event.get("kernel", "")),
+        mem_kib=_int_or_none(event.get("mem_kib"), "mem_kib"),
+        ncpu=_int_or_none(event.get("ncpu"), "ncpu"),
+        error=None if error is None else str(error),
+        clock=None if event.get("clock") is None else str(event.get("clock")),
+        raw=event,
+    )

@@ -1,0 +1,347 @@
+"""Cells: the points of the matrix, validated before anything runs.
+
+Pure: no I/O. Every value is spelled as qemu-img and QEMU spell it.  A bad
+value raises :class:`SpecError` with one line naming the value and what is
+allowed, so the CLI can print it and exit 2 before an image is created.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from enum import Enum, StrEnum
+from typing import Any
+
+from harness.errors import SpecError
+
+
+class Format(StrEnum):
+    RAW = "raw"
+    QCOW2 = "qcow2"
+
+
+class Cache(StrEnum):
+    NONE = "none"
+    WRITETHROUGH = "writethrough"
+    WRITEBACK = "writeback"
+    DIRECTSYNC = "directsync"
+    UNSAFE = "unsafe"
+
+    @property
+    def direct(self) -> bool:
+        """Whether QEMU opens the image with O_DIRECT in this mode."""
+        return self in (Cache.NONE, Cache.DIRECTSYNC)
+
+
+class Aio(StrEnum):
+    THREADS = "threads"
+    NATIVE = "native"
+    IO_URING = "io_uring"
+
+
+class Interface(StrEnum):
+    VIRTIO_BLK = "virtio-blk"
+    VIRTIO_SCSI = "virtio-scsi"
+    IDE = "ide"
+    AHCI = "ahci"
+    NVME = "nvme"
+
+
+class Workload(StrEnum):
+    INSTALL = "install"
+    DD = "dd"
+
+
+PREALLOCATION: Mapping[Format, tuple[str, ...]] = {
+    Format.RAW: ("off", "falloc", "full"),
+    Format.QCOW2: ("off", "metadata", "falloc", "full"),
+}
+CLUSTER_SIZE_MIN = 512
+CLUSTER_SIZE_MAX = 2 * 1024 * 1024
+DEFAULT_CLUSTER_SIZE = 65536
+PAYLOADS = ("small", "full")
+FILESYSTEMS = ("ext4", "ext2")
+
+_SIZE_RE = re.compile(r"^\s*(\d+)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+
+
+def parse_size(text: str | int, *, what: str = "size") -> int:
+    """``"64K"`` -> 65536. Sizes are binary, as qemu-img reads them."""
+    if isinstance(text, int):
+        return text
+    match = _SIZE_RE.match(text)
+    if not match:
+        raise SpecError(f"{what} {text!r} is not a size: use a number with an optional K, M, G or T suffix")
+    return int(match.group(1)) * _UNITS[match.group(2).lower()]
+
+
+def format_size(size: int) -> str:
+    """65536 -> ``"64k"``: the shortest exact binary spelling, for cell ids."""
+    for suffix, unit in (("t", 1024**4), ("g", 1024**3), ("m", 1024**2), ("k", 1024)):
+        if size >= unit and size % unit == 0:
+            return f"{size // unit}{suffix}"
+    return str(size)
+
+
+def _choice(enum: type[Enum], value: str | Enum, what: str) -> Any:
+    if isinstance(value, enum):
+        return value
+    try:
+        return enum(str(value).strip().lower())
+    except ValueError:
+        allowed = ", ".join(str(m.value) for m in enum)
+        raise SpecError(f"unknown {what} {value!r}: use one of {allowed}") from None
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+    """How the disk under test is created (``qemu-img create``)."""
+
+    format: Format = Format.QCOW2
+    preallocation: str = "off"
+    size: int = 2 * 1024**3
+    cluster_size: int | None = None
+    lazy_refcounts: bool = False
+
+    def create_options(self) -> list[str]:
+        """The ``-o`` options for ``qemu-img create``."""
+        opts = [f"preallocation={self.preallocation}"]
+        if self.format is Format.QCOW2:
+            opts.append(f"cluster_size={self.cluster_size or DEFAULT_CLUSTER_SIZE}")
+            opts.append(f"lazy_refcounts={'on' if self.lazy_refcounts else 'off'}")
+        return opts
+
+    @property
+    def slug(self) -> str:
+        parts = [self.format.value, self.preallocation]
+        if self.format is Format.QCOW2:
+            parts.append(f"cs{format_size(self.cluster_size or DEFAULT_CLUSTER_SIZE)}")
+            if self.lazy_refcounts:
+                parts.append("lazy")
+        parts.append(format_size(self.size))
+        return "-".join(parts)
+
+
+@dataclass(frozen=True)
+class DriveSpec:
+    """How QEMU attaches the disk under test."""
+
+    cache: Cache = Cache.WRITEBACK
+    aio: Aio = Aio.THREADS
+    interface: Interface = Interface.VIRTIO_BLK
+
+    @property
+    def slug(self) -> str:
+        return f"{self.cache.value}-{self.aio.value}-{self.interface.value}"
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """What the guest runs, with its parameters."""
+
+    name: Workload = Workload.INSTALL
+    payload: str = "full"
+    dd_mib: int = 256
+    dd_chunk_mib: int = 2
+    fs: str = "ext4"
+
+    def kernel_args(self) -> list[str]:
+        args = [f"diskbench.workload={self.name.value}"]
+        if self.name is Workload.DD:
+            args += [
+                f"diskbench.fs={self.fs}",
+                f"diskbench.dd_mib={self.dd_mib}",
+                f"diskbench.dd_chunk_mib={self.dd_chunk_mib}",
+            ]
+        return args
+
+    @property
+    def slug(self) -> str:
+        if self.name is Workload.INSTALL:
+            return f"install-{self.payload}"
+        return f"dd-{self.dd_mib}m-{self.dd_chunk_mib}m-{self.fs}"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One point of the matrix; :attr:`id` is stable across runs and machines."""
+
+    image: ImageSpec = field(default_factory=ImageSpec)
+    drive: DriveSpec = field(default_factory=DriveSpec)
+    workload: WorkloadSpec = field(default_factory=WorkloadSpec)
+
+    @property
+    def id(self) -> str:
+        return f"{self.image.slug}.{self.drive.slug}.{self.workload.slug}"
+
+    def as_dict(self) -> dict[str, Any]:
+        def plain(value: Any) -> Any:
+            if isinstance(value, Enum):
+                return value.value
+            if isinstance(value, dict):
+                return {k: plain(v) for k, v in value.items()}
+            return value
+
+        data = {k: plain(v) for k, v in asdict(self).items()}
+        data["id"] = self.id
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Cell:
+        image = data["image"]
+        drive = data["drive"]
+        workload = data["workload"]
+        return make_cell(
+            format=image["format"],
+            preallocation=image["preallocation"],
+            size=image["size"],
+            cluster_size=image.get("cluster_size"),
+            lazy_refcounts=bool(image.get("lazy_refcounts", False)),
+            cache=drive["cache"],
+            aio=drive["aio"],
+            interface=drive["interface"],
+            workload=workload["name"],
+            payload=workload.get("payload", "full"),
+            dd_mib=workload.get("dd_mib", 256),
+            dd_chunk_mib=workload.get("dd_chunk_mib", 2),
+            fs=workload.get("fs", "ext4"),
+        )
+
+
+def _validate_cluster_size(value: str | int | None, fmt: Format) -> int | None:
+    if value is None:
+        return None
+    size = parse_size(value, what="cluster_size")
+    if fmt is not Format.QCOW2:
+        raise SpecError(f"cluster_size {value!r} applies to qcow2 only: drop it for format {fmt.value}")
+    if size < CLUSTER_SIZE_MIN or size > CLUSTER_SIZE_MAX or size & (size - 1):
+        raise SpecError(f"cluster_size {value!r} is not allowed: use a power of two from 512 to 2M")
+    return size
+
+
+def make_cell(
+    *,
+    format: str | Format = Format.QCOW2,
+    preallocation: str = "off",
+    size: str | int = "2G",
+    cluster_size: str | int | None = None,
+    lazy_refcounts: bool = False,
+    cache: str | Cache = Cache.WRITEBACK,
+    aio: str | Aio = Aio.THREADS,
+    interface: str | Interface = Interface.VIRTIO_BLK,
+    workload: str | Workload = Workload.INSTALL,
+    payload: str = "full",
+    dd_mib: int = 256,
+    dd_chunk_mib: int = 2,
+    fs: str = "ext4",
+) -> Cell:
+    """Build one validated cell from user-facing spellings."""
+    fmt: Format = _choice(Format, format, "format")
+    prealloc = str(preallocation).strip().lower()
+    if prealloc not in PREALLOCATION[fmt]:
+        raise SpecError(
+            f"preallocation {preallocation!r} is not allowed for {fmt.value}: "
+            f"use one of {', '.join(PREALLOCATION[fmt])}"
+        )
+    disk_size = parse_size(size, what="disk size")
+    if disk_size < 64 * 1024**2:
+        raise SpecError(f"disk size {size!r} is too small: use at least 64M")
+    csize = _validate_cluster_size(cluster_size, fmt)
+    if fmt is Format.QCOW2 and csize is None:
+        csize = DEFAULT_CLUSTER_SIZE
+    if lazy_refcounts and fmt is not Format.QCOW2:
+        raise SpecError(f"lazy_refcounts applies to qcow2 only: drop it for format {fmt.value}")
+    cache_mode: Cache = _choice(Cache, cache, "cache mode")
+    aio_mode: Aio = _choice(Aio, aio, "aio")
+    if aio_mode is Aio.NATIVE and not cache_mode.direct:
+        raise SpecError(
+            f"aio=native needs a direct cache mode, not cache={cache_mode.value}: "
+            "use cache=none or cache=directsync, or aio=threads"
+        )
+    iface: Interface = _choice(Interface, interface, "interface")
+    wl: Workload = _choice(Workload, workload, "workload")
+    if payload not in PAYLOADS:
+        raise SpecError(f"unknown payload {payload!r}: use one of {', '.join(PAYLOADS)}")
+    if fs not in FILESYSTEMS:
+        raise SpecError(f"unknown filesystem {fs!r}: use one of {', '.join(FILESYSTEMS)}")
+    if dd_mib <= 0 or dd_chunk_mib <= 0 or dd_mib % dd_chunk_mib:
+        raise SpecError(
+            f"dd size {dd_mib} MiB in {dd_chunk_mib} MiB chunks: use positive sizes, "
+            "the total a multiple of the chunk"
+        )
+    if wl is Workload.DD and dd_mib * 1024**2 > disk_size // 2:
+        raise SpecError(
+            f"dd of {dd_mib} MiB does not fit a {format_size(disk_size)} disk: "
+            "use a disk at least twice as large"
+        )
+    return Cell(
+        image=ImageSpec(
+            format=fmt,
+            preallocation=prealloc,
+            size=disk_size,
+            cluster_size=csize,
+            lazy_refcounts=lazy_refcounts,
+        ),
+        drive=DriveSpec(cache=cache_mode, aio=aio_mode, interface=iface),
+        workload=WorkloadSpec(name=wl, payload=payload, dd_mib=dd_mib, dd_chunk_mib=dd_chunk_mib, fs=fs),
+    )
+
+
+def expand(
+    axes: Mapping[str, Sequence[Any]], *, skip_format_mismatch: bool = False, **fixed: Any
+) -> tuple[list[Cell], list[str]]:
+    """Every combination of the axis values (a small sweep), validated.
+
+    ``axes`` maps :func:`make_cell` keyword names to lists of values.  A bad
+    combination raises at once, before anything runs; with
+    ``skip_format_mismatch`` a combination that only a *different* format
+    allows (preallocation=metadata or cluster_size on raw) is skipped and
+    named in the returned notes instead.  Duplicate cells are kept once.
+    """
+    names = list(axes)
+    cells: dict[str, Cell] = {}
+    skipped: list[str] = []
+    for combo in itertools.product(*(axes[n] for n in names)):
+        values = dict(zip(names, combo, strict=True))
+        try:
+            cell = make_cell(**fixed, **values)
+        except SpecError as exc:
+            if skip_format_mismatch and _format_mismatch(values, fixed):
+                skipped.append(str(exc))
+                continue
+            raise
+        cells.setdefault(cell.id, cell)
+    if not cells:
+        raise SpecError(
+            "no valid combination: " + (skipped[0] if skipped else "give at least one value per axis")
+        )
+    return list(cells.values()), skipped
+
+
+def _format_mismatch(values: Mapping[str, Any], fixed: Mapping[str, Any]) -> bool:
+    """Whether the combination is valid for another format (so it can be skipped)."""
+    try:
+        _choice(Format, values.get("format", ""), "format")
+    except SpecError:
+        return False
+    for other in Format:
+        if other.value == str(values.get("format", "")).lower():
+            continue
+        try:
+            make_cell(**fixed, **{**values, "format": other})
+        except SpecError:
+            continue
+        return True
+    return False
+
+
+def split_list(text: str) -> list[str]:
+    """``"raw, qcow2"`` -> ``["raw", "qcow2"]``: CLI flags take comma lists."""
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def unique(values: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(values))

@@ -1,0 +1,457 @@
+"""QEMU lifecycle: launch a guest, wait on its reports, always clean up.
+
+A :class:`Machine` is a context manager.  Launch happens in named phases
+(``_pre_launch``, ``_launch``, ``_post_launch``) and ``shutdown()`` is
+idempotent: a polite QMP ``quit``, then SIGTERM, then SIGKILL of QEMU's
+process group; ``_post_shutdown`` removes the private temp dir with the QMP
+socket.  Console log, QEMU stderr and the guest's report channel are kept in
+``log_dir`` for the record.
+
+Every wait has a deadline given in seconds; a kernel panic on the console,
+or QEMU exiting, ends a wait at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from qemu.qmp.legacy import QEMUMonitorProtocol
+
+from harness.errors import GuestPanic, GuestTimeout, VMBootError, VMError
+from harness.spec import Aio, Cache, Interface
+
+REPORT_PORT = "org.diskbench.report"
+DISK_SERIAL = "diskbench-disk"
+PAYLOAD_SERIAL = "diskbench-payload"
+PANIC_MARKERS = ("Kernel panic - not syncing", "---[ end Kernel panic")
+POLL_S = 0.02
+
+
+def qemu_binary() -> str:
+    """``$DISKBENCH_QEMU`` or ``qemu-system-x86_64`` on PATH."""
+    return os.environ.get("DISKBENCH_QEMU") or "qemu-system-x86_64"
+
+
+@dataclass(frozen=True)
+class Drive:
+    """A drive as QEMU attaches it."""
+
+    node: str
+    path: Path
+    format: str
+    interface: Interface = Interface.VIRTIO_BLK
+    cache: Cache = Cache.WRITEBACK
+    aio: Aio = Aio.THREADS
+    readonly: bool = False
+    serial: str = DISK_SERIAL
+
+    def argv(self) -> list[str]:
+        opts = [
+            "if=none",
+            f"id={self.node}",
+            f"file={self.path}",
+            f"format={self.format}",
+            f"cache={self.cache.value}",
+            f"aio={self.aio.value}",
+        ]
+        if self.readonly:
+            opts.append("readonly=on")
+        dev = f"{self.node}-dev"
+        args = ["-drive", ",".join(opts)]
+        serial = f"serial={self.serial}"
+        if self.interface is Interface.VIRTIO_BLK:
+            args += ["-device", f"virtio-blk-pci,id={dev},drive={self.node},{serial}"]
+        elif self.interface is Interface.VIRTIO_SCSI:
+            args += [
+                "-device",
+                f"virtio-scsi-pci,id={self.node}-hba",
+                "-device",
+                f"scsi-hd,id={dev},drive={self.node},bus={self.node}-hba.0,{serial}",
+            ]
+        elif self.interface is Interface.IDE:
+            args += ["-device", f"ide-hd,id={dev},drive={self.node},bus=ide.0,{serial}"]
+        elif self.interface is Interface.AHCI:
+            args += [
+                "-device",
+                f"ahci,id={self.node}-hba",
+                "-device",
+                f"ide-hd,id={dev},drive={self.node},bus={self.node}-hba.0,{serial}",
+            ]
+        elif self.interface is Interface.NVME:
+            args += ["-device", f"nvme,id={dev},drive={self.node},{serial}"]
+        else:  # pragma: no cover - Interface is closed
+            raise VMError(f"no device model for interface {self.interface}")
+        return args
+
+
+@dataclass(frozen=True)
+class VMConfig:
+    kernel: Path
+    initrd: Path
+    append: Sequence[str]
+    drives: Sequence[Drive]
+    accel: str = "tcg"
+    mem_mib: int = 256
+    smp: int = 1
+    qemu: str = field(default_factory=qemu_binary)
+
+    def argv(self, *, qmp_path: Path, console: Path, report: Path) -> list[str]:
+        cpu = ["-cpu", "host"] if self.accel == "kvm" else []
+        args = [
+            self.qemu,
+            "-nodefaults",
+            "-nic",
+            "none",
+            "-display",
+            "none",
+            "-sandbox",
+            "on",
+            "-no-reboot",
+            # keep QEMU alive after the guest powers off, to read its counters
+            "-no-shutdown",
+            "-machine",
+            "pc",
+            "-accel",
+            self.accel,
+            *cpu,
+            "-m",
+            str(self.mem_mib),
+            "-smp",
+            str(self.smp),
+            "-kernel",
+            str(self.kernel),
+            "-initrd",
+            str(self.initrd),
+            "-append",
+            " ".join(["console=ttyS0", "panic=-1", "loglevel=4", *self.append]),
+            "-qmp",
+            f"unix:{qmp_path},server=on,wait=off",
+            "-chardev",
+            f"file,id=console,path={console}",
+            "-serial",
+            "chardev:console",
+            "-device",
+            "virtio-serial-pci,id=vser0",
+            "-chardev",
+            f"file,id=report,path={report}",
+            "-device",
+            f"virtserialport,bus=vser0.0,chardev=report,name={REPORT_PORT}",
+        ]
+        for drive in self.drives:
+            args += drive.argv()
+        return args
+
+
+class Machine:
+    """One QEMU process running one guest.
+
+    ``with Machine(config, log_dir) as vm: vm.wait_ready(boot_timeout_s=60)``.
+    """
+
+    def __init__(self, config: VMConfig, log_dir: Path, *, name: str = "vm") -> None:
+        self.config = config
+        self.log_dir = log_dir
+        self.name = name
+        self.console_log = log_dir / "console.log"
+        self.stderr_log = log_dir / "qemu.stderr"
+        self.report_log = log_dir / "report.jsonl"
+        self.argv: list[str] = []
+        self._tmp: Path | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._qmp: QEMUMonitorProtocol | None = None
+        self._qmp_path = Path()
+        self._stderr_file: Any = None
+        self._report_offset = 0
+        self._report_buf = b""
+        self._events: list[dict[str, Any]] = []
+        self._launched_at = 0.0
+        self._shut_down = False
+
+    # -- lifecycle -------------------------------------------------------
+    def __enter__(self) -> Machine:
+        self.launch()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.shutdown()
+
+    def launch(self) -> None:
+        try:
+            self._pre_launch()
+            self._launch()
+            self._post_launch()
+        except BaseException:
+            self.shutdown()
+            raise
+
+    def _pre_launch(self) -> None:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        # a private dir: the socket path stays short and nobody else can connect
+        self._tmp = Path(tempfile.mkdtemp(prefix="diskbench-vm-"))
+        qmp_path = self._tmp / "qmp.sock"
+        for path in (self.console_log, self.report_log):
+            path.write_bytes(b"")
+        self._qmp_path = qmp_path
+        self.argv = self.config.argv(qmp_path=qmp_path, console=self.console_log, report=self.report_log)
+
+    def _launch(self) -> None:
+        self._stderr_file = open(self.stderr_log, "wb")  # noqa: SIM115 - closed in shutdown
+        self._launched_at = time.monotonic()
+        try:
+            self._proc = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=self._stderr_file,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group, to reap it whole
+            )
+        except FileNotFoundError as exc:
+            raise VMBootError(
+                f"{self.argv[0]}: not found; run scripts/setup.sh or set DISKBENCH_QEMU",
+                argv=self.argv,
+            ) from exc
+
+    def _post_launch(self, *, qmp_timeout_s: float = 30.0) -> None:
+        # QEMU creates the listening socket before it starts the guest; wait
+        # for it while watching the process, so a bad argv fails at once.
+        deadline = time.monotonic() + qmp_timeout_s
+        while not self._qmp_path.exists():
+            if self.returncode is not None or time.monotonic() > deadline:
+                raise VMBootError(
+                    f"QEMU did not start: {self._exit_summary()}",
+                    argv=self.argv,
+                    log_tail=self.stderr_tail(),
+                    returncode=self.returncode,
+                )
+            time.sleep(POLL_S)
+        while True:
+            qmp = QEMUMonitorProtocol(str(self._qmp_path))
+            try:
+                qmp.connect()
+                break
+            except Exception as exc:
+                qmp.close()
+                if self.returncode is not None or time.monotonic() > deadline:
+                    raise VMBootError(
+                        f"QMP connection failed: {exc}; {self._exit_summary()}",
+                        argv=self.argv,
+                        log_tail=self.stderr_tail(),
+                        returncode=self.returncode,
+                    ) from exc
+                time.sleep(POLL_S)
+        qmp.settimeout(30.0)
+        self._qmp = qmp
+
+    def shutdown(self, *, timeout_s: float = 10.0) -> None:
+        """Stop QEMU however it is; idempotent; always removes the temp dir."""
+        if self._shut_down:
+            return
+        self._shut_down = True
+        try:
+            if self._proc is not None and self._proc.poll() is None:
+                if self._qmp is not None:
+                    try:
+                        self._qmp.cmd("quit")
+                    except Exception:  # noqa: BLE001 - QEMU may be gone or hung; escalate below
+                        pass
+                if not self._wait_exit(timeout_s):
+                    self._signal_group(signal.SIGTERM)
+                    if not self._wait_exit(timeout_s):
+                        self._signal_group(signal.SIGKILL)
+                        self._wait_exit(timeout_s)
+        finally:
+            self._post_shutdown()
+
+    def _post_shutdown(self) -> None:
+        if self._qmp is not None:
+            try:
+                self._qmp.close()
+            except Exception:  # noqa: BLE001 - closing a dead socket
+                pass
+            self._qmp = None
+        if self._stderr_file is not None:
+            self._stderr_file.close()
+            self._stderr_file = None
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
+    def _wait_exit(self, timeout_s: float) -> bool:
+        assert self._proc is not None
+        try:
+            self._proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        assert self._proc is not None
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._proc.pid, sig)
+
+    # -- observation -----------------------------------------------------
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def returncode(self) -> int | None:
+        return self._proc.poll() if self._proc is not None else None
+
+    @property
+    def elapsed_s(self) -> float:
+        return time.monotonic() - self._launched_at
+
+    def console_tail(self, max_chars: int = 3000) -> str:
+        return _tail(self.console_log, max_chars)
+
+    def stderr_tail(self, max_chars: int = 2000) -> str:
+        return _tail(self.stderr_log, max_chars)
+
+    def _exit_summary(self) -> str:
+        rc = self.returncode
+        if rc is None:
+            return "QEMU still running"
+        lines = self.stderr_tail().strip().splitlines()
+        return f"QEMU exited with {rc}" + (f": {lines[-1]}" if lines else "")
+
+    def _read_events(self) -> None:
+        try:
+            with open(self.report_log, "rb") as fh:
+                fh.seek(self._report_offset)
+                chunk = fh.read()
+        except FileNotFoundError:
+            return
+        self._report_offset += len(chunk)
+        self._report_buf += chunk
+        *lines, self._report_buf = self._report_buf.split(b"\n")
+        for raw in lines:
+            text = raw.decode("utf-8", "replace").strip()
+            if not text:
+                continue
+            try:
+                event = json.loads(text)
+            except json.JSONDecodeError:
+                event = {"event": "garbage", "line": text[:500]}
+            if not isinstance(event, dict):
+                event = {"event": "garbage", "line": text[:500]}
+            self._events.append(event)
+
+    def _panicked(self) -> bool:
+        tail = self.console_tail(20000)
+        return any(marker in tail for marker in PANIC_MARKERS)
+
+    def wait_event(self, name: str, *, timeout_s: float | None, what: str) -> dict[str, Any]:
+        """Wait for the guest's report line ``{"event": name}``.
+
+        ``timeout_s=None`` waits without a deadline.  A panic, QEMU exiting,
+        or the deadline ends the wait with an error carrying the console tail.
+        """
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            self._read_events()
+            for event in self._events:
+                if event.get("event") == name:
+                    self._events.remove(event)
+                    return event
+            if self._panicked():
+                raise GuestPanic(
+                    f"guest kernel panicked while waiting for {what}",
+                    argv=self.argv,
+                    log_tail=self.console_tail(),
+                )
+            if self.returncode is not None:
+                self._read_events()
+                if any(e.get("event") == name for e in self._events):
+                    continue
+                raise VMBootError(
+                    f"{self._exit_summary()} while waiting for {what}",
+                    argv=self.argv,
+                    log_tail=self.console_tail() + "\n" + self.stderr_tail(),
+                    returncode=self.returncode,
+                )
+            if deadline is not None and time.monotonic() > deadline:
+                raise GuestTimeout(
+                    f"no {what} from the guest within {timeout_s:g} s",
+                    argv=self.argv,
+                    log_tail=self.console_tail(),
+                )
+            time.sleep(POLL_S)
+
+    def garbage(self) -> list[str]:
+        """Lines on the report channel that were not JSON objects."""
+        self._read_events()
+        return [str(e.get("line", "")) for e in self._events if e.get("event") == "garbage"]
+
+    def wait_guest_stopped(self, *, timeout_s: float) -> bool:
+        """Wait until the guest powered off (QEMU kept alive by -no-shutdown)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.returncode is not None:
+                return False
+            try:
+                status = self.qmp("query-status")
+            except VMError:
+                return False
+            if isinstance(status, dict) and status.get("status") == "shutdown":
+                return True
+            time.sleep(POLL_S * 5)
+        return False
+
+    def qmp(self, command: str, **args: object) -> Any:
+        if self._qmp is None:
+            raise VMError(f"QMP {command}: QEMU is not running", argv=self.argv)
+        try:
+            return self._qmp.cmd(command, **args)
+        except Exception as exc:
+            raise VMError(f"QMP {command} failed: {exc}", argv=self.argv) from exc
+
+    def blockstats(self, node: str) -> dict[str, Any]:
+        """``query-blockstats`` of one drive: the device (guest-visible) IO."""
+        for entry in self.qmp("query-blockstats"):
+            if entry.get("device") == node:
+                stats: dict[str, Any] = entry.get("stats", {})
+                return stats
+        return {}
+
+    def proc_io(self) -> dict[str, int]:
+        """``/proc/PID/io`` of QEMU: what the host process really read and wrote."""
+        if self.pid is None:
+            return {}
+        figures: dict[str, int] = {}
+        try:
+            with open(f"/proc/{self.pid}/io", encoding="ascii") as fh:
+                for line in fh:
+                    key, _, value = line.partition(":")
+                    figures[key.strip()] = int(value.strip())
+        except (OSError, ValueError):
+            return {}
+        return figures
+
+
+def _tail(path: Path, max_chars: int) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - max_chars))
+            return fh.read().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return ""

@@ -1,0 +1,25 @@
+# dd workload (seed 001), sourced by /init: mkfs.$FS on the whole disk under
+# test, then DD_MIB MiB written in DD_CHUNK_MIB MiB chunks into one file and
+# flushed; the write phase includes the flush (conv=fsync, then sync).
+
+dd_mkfs() { /sbin/mke2fs -q -F -t "$FS" "$DISK"; }
+dd_mount() { mount -t "$FS" "$DISK" /target; }
+dd_write() {
+    dd if=/dev/zero of=/target/dd.bin bs="${DD_CHUNK_MIB}M" \
+        count=$(( DD_MIB / DD_CHUNK_MIB )) conv=fsync && sync
+}
+
+run_workload() {
+    phase mkfs dd_mkfs || return
+    phase mount dd_mount || return
+    phase write dd_write || return
+    write_ns=$PH_d
+    mib=$(( DD_MIB / DD_CHUNK_MIB * DD_CHUNK_MIB ))
+    # MiB/s with 3 decimals in integer arithmetic: MiB * 1e12 / ns = MiB/s * 1000.
+    rate=$(( mib * 1000000000000 / write_ns ))
+    frac=$(( rate % 1000 + 1000 ))
+    METRICS="{\"bytes\":$(( mib * 1048576 )),\"mib_per_s\":$(( rate / 1000 )).${frac#1}}"
+    phase umount umount /target || return
+    phase fsck /sbin/e2fsck -fn "$DISK"
+    FSCK_RC=$PH_rc
+}

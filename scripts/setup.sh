@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Install everything diskbench needs on Debian 12, idempotently, then build the guest.
+#   apt packages (QEMU, qemu-img, tools the guest build uses), a virtual
+#   environment in .venv with the package and its pinned dev tools, and the
+#   guest from the pinned recipe in images/ (cached by the recipe's hash).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(
+  qemu-system-x86 qemu-utils        # the subject under test
+  debootstrap                       # diskbench guest pin: resolves the minbase payload set
+  e2fsprogs                         # mke2fs -d: the payload drive image
+  python3-venv ca-certificates
+)
+
+log() { printf 'setup: %s\n' "$*" >&2; }
+
+if [ "$(id -u)" -ne 0 ]; then
+  SUDO=sudo
+else
+  SUDO=
+fi
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  [[ "$pkg" == \#* ]] && continue
+  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$pkg")
+  fi
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  log "apt-get install ${missing[*]}"
+  # a third-party source that cannot be reached must not stop the Debian ones
+  $SUDO apt-get update -q >/dev/null || log "apt-get update reported errors; continuing with what it fetched"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+else
+  log "apt packages present"
+fi
+
+PY=${PYTHON:-python3}
+stamp=.venv/.diskbench-installed
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ ! -x .venv/bin/python ]; then
+  log "creating .venv with $($PY --version 2>&1)"
+  "$PY" -m venv .venv
+fi
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  log "pip install -e .[dev]"
+  .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+  echo "$want" > "$stamp"
+else
+  log "python environment up to date"
+fi
+
+log "building the guest (cached by the recipe's hash)"
+.venv/bin/diskbench guest build >/dev/null

@@ -1,0 +1,50 @@
+"""Bad input: exit 2, one line naming the value and what is allowed, nothing created."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--format", "vmdk"], "unknown format 'vmdk': use one of raw, qcow2"),
+        (["--cache", "fast"], "unknown cache mode 'fast': use one of none, writethrough, writeback"),
+        (["--aio", "posix"], "unknown aio 'posix'"),
+        (["--interface", "floppy"], "unknown interface 'floppy'"),
+        (["--cluster-size", "1000"], "cluster_size '1000' is not allowed: use a power of two from 512 to 2M"),
+        (["--cluster-size", "4M"], "cluster_size '4M' is not allowed"),
+        (["--format", "raw", "--cluster-size", "64K"], "cluster_size '64K' applies to qcow2 only"),
+        (["--format", "raw", "--preallocation", "metadata"], "preallocation 'metadata' is not allowed for raw"),
+        (["--aio", "native", "--cache", "writeback"], "aio=native needs a direct cache mode"),
+        (["--repeat", "0"], "--repeat 0: use 1 or more"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line_and_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], message: str
+) -> None:
+    work = tmp_path / "work"
+    results = tmp_path / "results"
+    rc = main(["run", *flags, "--work-dir", str(work), "--results-dir", str(results)])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert message in err
+    assert len(err.strip().splitlines()) == 1
+    assert err.startswith("diskbench: error: ")
+    assert not work.exists() and not results.exists()
+
+
+def test_no_command_prints_help_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    assert "usage: diskbench" in capsys.readouterr().out
+
+
+def test_show_of_a_truncated_record_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "cell.json"
+    bad.write_text('{"schema": "diskbench-record", "vers')
+    assert main(["show", str(bad)]) == 2
+    assert "is not valid JSON (truncated?" in capsys.readouterr().err

@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.errors import RecordError
+from harness.records import load_record, new_record, record_path, write_json_atomic
+from harness.report import render_table
+
+
+def sample(index: int, total: float, status: str = "ok") -> dict[str, object]:
+    if status != "ok":
+        return {"index": index, "status": status, "reason": "no ready line from the guest within 5 s",
+                "logs": {"console": "/tmp/x/console.log"}}
+    return {"index": index, "status": "ok",
+            "metrics": {"phase.mkfs_s": total / 4, "phase.write_s": total * 3 / 4, "total_s": total,
+                        "mib_per_s": 256 / total, "host.boot_s": 4.0}}
+
+
+def make_record() -> dict[str, object]:
+    record = new_record(cell={"id": "raw-off-2g.writeback-threads-virtio-blk.dd-256m-2m-ext4"},
+                        machine={"accel": "tcg"}, subject={}, vm={"accel": "tcg", "mem_mib": 256, "smp": 1},
+                        run_id="r1")
+    record["samples"] = [sample(0, 4.0), sample(1, 5.0), sample(2, 0, status="error")]
+    return record
+
+
+def test_write_is_atomic_and_loads_back(tmp_path: Path) -> None:
+    path = record_path(tmp_path, "r1", "cell")
+    write_json_atomic(path, make_record())
+    assert load_record(path)["run_id"] == "r1"
+    assert [p.name for p in path.parent.iterdir()] == ["cell.json"]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"schema": "diskbench-record", "version": 1, "cell"', "not valid JSON (truncated?"),
+        ('{"schema": "diskbench-record", "version": 0, "cell": {}, "machine": {}, "samples": []}',
+         "has version 0, this diskbench reads version 1"),
+        ('{"benchmarks": []}', "is not a diskbench record"),
+        ('{"schema": "diskbench-record", "version": 1}', "lacks 'cell'"),
+    ],
+)
+def test_bad_records_say_what_to_do(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "r.json"
+    path.write_text(content)
+    with pytest.raises(RecordError, match=message.replace("(", r"\(").replace("?", r"\?")):
+        load_record(path)
+
+
+def test_table_shows_median_spread_and_failures() -> None:
+    table = render_table([make_record()])
+    assert "[2/3 ok, accel tcg, 256 MiB, 1 vCPU]" in table
+    assert "total" in table and "4.50 s ± 15.7%" in table
+    assert "sample 2: FAILED: no ready line from the guest within 5 s" in table
+    lines = table.splitlines()
+    order = [line.split()[0] for line in lines[1:6]]
+    assert order == ["mkfs", "write", "total", "mib_per_s", "host.boot"]
+    json.dumps(make_record())
