@@ -427,9 +427,7 @@ class CpioWriter:
     def _pad(self) -> None:
         self._write(b"\0" * (-self._pos % 4))
 
-    def _entry(
-        self, name: str, mode: int, data: bytes = b"", *, rdev: tuple[int, int] = (0, 0)
-    ) -> None:
+    def _entry(self, name: str, mode: int, data: bytes = b"", *, rdev: tuple[int, int] = (0, 0)) -> None:
         name = name.lstrip("/") or "."
         if name in self._seen and name != "TRAILER!!!":
             return
@@ -483,6 +481,35 @@ class CpioWriter:
     def close(self) -> None:
         """Write the trailer; the archive is complete after this."""
         self._entry("TRAILER!!!", 0)
+
+
+@dataclass(frozen=True)
+class CpioEntry:
+    name: str
+    mode: int
+    data: bytes
+    rdev: tuple[int, int]
+
+
+def read_cpio(data: bytes) -> list[CpioEntry]:
+    """Parse a ``newc`` archive (up to its trailer), for checks of a built initramfs."""
+    entries: list[CpioEntry] = []
+    pos = 0
+    while True:
+        if data[pos : pos + 6] != b"070701":
+            raise ValueError(f"bad cpio magic at offset {pos}")
+        fields = [int(data[pos + 6 + 8 * i : pos + 14 + 8 * i], 16) for i in range(13)]
+        mode, filesize, rmajor, rminor, namesize = (
+            fields[1], fields[6], fields[9], fields[10], fields[11]
+        )  # fmt: skip
+        name_start = pos + 110
+        name = data[name_start : name_start + namesize - 1].decode()
+        data_start = name_start + namesize + (-(110 + namesize) % 4)
+        body = data[data_start : data_start + filesize]
+        pos = data_start + filesize + (-filesize % 4)
+        if name == "TRAILER!!!":
+            return entries
+        entries.append(CpioEntry(name, mode, body, (rmajor, rminor)))
 
 
 # --------------------------------------------------------------------------- kernel
@@ -551,7 +578,9 @@ def fetch_debs(pins: Mapping[str, str], debs: Path, log: Log) -> dict[str, Path]
                         f"cannot fetch pinned package {name}={version} "
                         f"({exc.stderr.strip().splitlines()[-1] if exc.stderr.strip() else exc}); "
                         f"the mirror has moved on: re-pin with `{PIN_COMMAND}`",
-                        log_tail=exc.stderr[-2000:],
+                        argv=exc.argv,
+                        returncode=exc.returncode,
+                        stderr=exc.stderr,
                     ) from exc
                 for got in Path(tmp).glob("*.deb"):
                     os.replace(got, debs / got.name)
@@ -580,7 +609,7 @@ def repack_uncompressed(deb: Path, out: Path, tmp_root: Path) -> None:
         run(["dpkg-deb", "-R", deb, tree], timeout_s=600, error_cls=GuestBuildError)
         part = out.with_name(out.name + ".part")
         run(
-            ["dpkg-deb", "-Znone", "--no-check", "-b", tree, part],
+            ["dpkg-deb", "-Znone", "--nocheck", "-b", tree, part],
             timeout_s=600,
             error_cls=GuestBuildError,
         )
@@ -743,13 +772,15 @@ class GuestArtifacts:
         for p in (art.kernel, art.initrd, *art.payloads.values()):
             if not p.is_file():
                 raise GuestBuildError(
-                    f"guest build {build_dir} lacks {p.name}; rebuild it with "
-                    f"`diskbench guest build --force`"
+                    f"guest build {build_dir} lacks {p.name}; rebuild it with `diskbench guest build --force`"
                 )
         return art
 
 
 # --------------------------------------------------------------------------- build
+
+
+KEEP_BUILDS = 4
 
 
 def build_guest(
@@ -782,6 +813,7 @@ def build_guest(
     log(f"guest: building recipe {rhash} into {out}")
     guest_root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=guest_root, prefix=f".{rhash}-"))
+    tmp.chmod(0o755)
     try:
         art = _build_into(recipe, recipe_dir, cache, tmp, rhash, log)
         (tmp / MANIFEST_NAME).write_text(json.dumps(art.as_dict(), indent=2) + "\n")
@@ -791,12 +823,34 @@ def build_guest(
             old = guest_root / f".{rhash}-old-{os.getpid()}"
             os.replace(out, old)
             shutil.rmtree(old, ignore_errors=True)
-        os.replace(tmp, out)
+        try:
+            os.replace(tmp, out)
+        except OSError:
+            # Another build of the same recipe finished first: use that one.
+            shutil.rmtree(tmp, ignore_errors=True)
+            return GuestArtifacts.load(out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     log(f"guest: built in {time.monotonic() - start:.1f} s: {out}")
+    prune_builds(guest_root, keep=KEEP_BUILDS, log=log)
     return GuestArtifacts.load(out)
+
+
+def prune_builds(guest_root: Path, *, keep: int, log: Log) -> None:
+    """Remove all but the ``keep`` newest builds (each is ~300 MB).
+
+    Several are kept because other checkouts (another commit under asv, the
+    other side of a gate) may use another recipe at the same time.
+    """
+    builds = sorted(
+        (p for p in guest_root.iterdir() if p.is_dir() and not p.name.startswith(".")),
+        key=lambda p: p.stat().st_mtime,
+        reverse=True,
+    )
+    for old in builds[keep:]:
+        log(f"guest: removing old build {old}")
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def _build_into(
@@ -823,10 +877,7 @@ def _build_into(
     for name in recipe.initramfs_packages:
         extract_deb(paths[name], rootfs)
     collected = collect_with_libraries(Tree(rootfs), recipe.initramfs_files)
-    log(
-        f"guest: initramfs tools: {len(recipe.initramfs_files)} files, "
-        f"{len(collected.files)} with libraries"
-    )
+    log(f"guest: initramfs tools: {len(recipe.initramfs_files)} files, {len(collected.files)} with libraries")
     initrd = tmp / "initramfs.cpio"
     _write_initramfs(initrd, recipe_dir, collected, modules, kversion, rhash)
     log(f"guest: initramfs.cpio: {initrd.stat().st_size / 2**20:.1f} MiB")
@@ -982,7 +1033,11 @@ def _same_fs(a: Path, b: Path) -> bool:
 
 def gzip_initramfs(cpio: Path, out: Path) -> None:
     """A gzip copy of an initramfs (kept for boot-time comparisons; the build uses the plain one)."""
-    with cpio.open("rb") as src, gzip.open(out, "wb", compresslevel=6, mtime=0) as dst:
+    with (
+        cpio.open("rb") as src,
+        out.open("wb") as raw,
+        gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as dst,
+    ):
         shutil.copyfileobj(src, dst)
 
 
@@ -1054,11 +1109,7 @@ def required_closure(controls: Mapping[str, Mapping[str, str]]) -> set[str]:
     followed through Depends and Pre-Depends within the given packages; of
     alternatives, the first one present counts (as debootstrap resolves them).
     """
-    todo = [
-        n
-        for n, f in controls.items()
-        if f.get("Essential") == "yes" or f.get("Priority") == "required"
-    ]
+    todo = [n for n, f in controls.items() if f.get("Essential") == "yes" or f.get("Priority") == "required"]
     seen: set[str] = set()
     while todo:
         name = todo.pop()
@@ -1126,9 +1177,7 @@ def pin_recipe(recipe_dir: Path = IMAGES_DIR, log: Log = print) -> Recipe:
             f = _deb_fields(deb)
             controls[f["Package"]] = f
         required = required_closure(controls)
-        packages = [
-            PayloadPackage(n, f["Version"], n in required) for n, f in sorted(controls.items())
-        ]
+        packages = [PayloadPackage(n, f["Version"], n in required) for n, f in sorted(controls.items())]
     if not packages:
         raise GuestBuildError("debootstrap --download-only fetched no packages")
     lock = format_payload_lock(

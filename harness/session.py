@@ -10,7 +10,7 @@ from typing import Any
 from harness import images
 from harness.accel import choose_accel
 from harness.machine import machine_info
-from harness.report import render_table
+from harness.report import render_summary, render_table
 from harness.runner import RunOptions, new_run_id, run_cell
 from harness.spec import Cell
 
@@ -98,5 +98,5 @@ def run_cells(
     return RunResult(
         run_dir=opts.results_dir / "records" / opts.run_id,
         records=records,
-        table=render_table(records),
+        table=render_table(records) + ("\n" + render_summary(records) if len(records) > 1 else ""),
     )

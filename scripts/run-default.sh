@@ -8,4 +8,4 @@ bash scripts/setup.sh
 exec .venv/bin/diskbench run \
   --format raw,qcow2 --preallocation off,falloc,metadata \
   --cache writeback --interface virtio-blk \
-  --workload install,dd --payload full --repeat 2 "$@"
+  --workload install,dd --payload small --repeat 2 "$@"

@@ -5,6 +5,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 echo "== ruff" >&2
 .venv/bin/ruff check harness tests benchmarks
+.venv/bin/ruff format --check harness tests benchmarks
 echo "== mypy" >&2
 .venv/bin/mypy
 echo "== pytest" >&2

@@ -10,6 +10,10 @@ dd_write() {
 }
 
 run_workload() {
+    case "$FS" in
+        ext2|ext3|ext4) ;;
+        *) ERROR="setup failed: unsupported diskbench.fs=$FS"; return 1 ;;
+    esac
     phase mkfs dd_mkfs || return
     phase mount dd_mount || return
     phase write dd_write || return

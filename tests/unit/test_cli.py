@@ -19,7 +19,10 @@ from harness.cli import main
         (["--cluster-size", "1000"], "cluster_size '1000' is not allowed: use a power of two from 512 to 2M"),
         (["--cluster-size", "4M"], "cluster_size '4M' is not allowed"),
         (["--format", "raw", "--cluster-size", "64K"], "cluster_size '64K' applies to qcow2 only"),
-        (["--format", "raw", "--preallocation", "metadata"], "preallocation 'metadata' is not allowed for raw"),
+        (
+            ["--format", "raw", "--preallocation", "metadata"],
+            "preallocation 'metadata' is not allowed for raw",
+        ),
         (["--aio", "native", "--cache", "writeback"], "aio=native needs a direct cache mode"),
         (["--repeat", "0"], "--repeat 0: use 1 or more"),
     ],
@@ -43,7 +46,9 @@ def test_no_command_prints_help_and_exits_2(capsys: pytest.CaptureFixture[str]) 
     assert "usage: diskbench" in capsys.readouterr().out
 
 
-def test_show_of_a_truncated_record_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_show_of_a_truncated_record_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     bad = tmp_path / "cell.json"
     bad.write_text('{"schema": "diskbench-record", "vers')
     assert main(["show", str(bad)]) == 2

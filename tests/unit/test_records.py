@@ -12,17 +12,33 @@ from harness.report import render_table
 
 def sample(index: int, total: float, status: str = "ok") -> dict[str, object]:
     if status != "ok":
-        return {"index": index, "status": status, "reason": "no ready line from the guest within 5 s",
-                "logs": {"console": "/tmp/x/console.log"}}
-    return {"index": index, "status": "ok",
-            "metrics": {"phase.mkfs_s": total / 4, "phase.write_s": total * 3 / 4, "total_s": total,
-                        "mib_per_s": 256 / total, "host.boot_s": 4.0}}
+        return {
+            "index": index,
+            "status": status,
+            "reason": "no ready line from the guest within 5 s",
+            "logs": {"console": "/tmp/x/console.log"},
+        }
+    return {
+        "index": index,
+        "status": "ok",
+        "metrics": {
+            "phase.mkfs_s": total / 4,
+            "phase.write_s": total * 3 / 4,
+            "total_s": total,
+            "mib_per_s": 256 / total,
+            "host.boot_s": 4.0,
+        },
+    }
 
 
 def make_record() -> dict[str, object]:
-    record = new_record(cell={"id": "raw-off-2g.writeback-threads-virtio-blk.dd-256m-2m-ext4"},
-                        machine={"accel": "tcg"}, subject={}, vm={"accel": "tcg", "mem_mib": 256, "smp": 1},
-                        run_id="r1")
+    record = new_record(
+        cell={"id": "raw-off-2g.writeback-threads-virtio-blk.dd-256m-2m-ext4"},
+        machine={"accel": "tcg"},
+        subject={},
+        vm={"accel": "tcg", "mem_mib": 256, "smp": 1},
+        run_id="r1",
+    )
     record["samples"] = [sample(0, 4.0), sample(1, 5.0), sample(2, 0, status="error")]
     return record
 
@@ -38,8 +54,10 @@ def test_write_is_atomic_and_loads_back(tmp_path: Path) -> None:
     ("content", "message"),
     [
         ('{"schema": "diskbench-record", "version": 1, "cell"', "not valid JSON (truncated?"),
-        ('{"schema": "diskbench-record", "version": 0, "cell": {}, "machine": {}, "samples": []}',
-         "has version 0, this diskbench reads version 1"),
+        (
+            '{"schema": "diskbench-record", "version": 0, "cell": {}, "machine": {}, "samples": []}',
+            "has version 0, this diskbench reads version 1",
+        ),
         ('{"benchmarks": []}', "is not a diskbench record"),
         ('{"schema": "diskbench-record", "version": 1}', "lacks 'cell'"),
     ],

@@ -15,8 +15,16 @@ def test_defaults_make_a_qcow2_install_cell_with_stable_id() -> None:
 
 def test_cell_round_trips_through_its_dict() -> None:
     cell = make_cell(
-        format="qcow2", preallocation="metadata", cluster_size="2M", lazy_refcounts=True,
-        cache="none", aio="native", interface="ide", workload="dd", dd_mib=64, size="1G",
+        format="qcow2",
+        preallocation="metadata",
+        cluster_size="2M",
+        lazy_refcounts=True,
+        cache="none",
+        aio="native",
+        interface="ide",
+        workload="dd",
+        dd_mib=64,
+        size="1G",
     )
     assert Cell.from_dict(cell.as_dict()) == cell
     assert cell.as_dict()["id"] == cell.id
@@ -32,8 +40,10 @@ def test_cell_round_trips_through_its_dict() -> None:
         ({"cluster_size": 1000}, "cluster_size 1000 is not allowed: use a power of two from 512 to 2M"),
         ({"cluster_size": "4M"}, "cluster_size '4M' is not allowed"),
         ({"format": "raw", "cluster_size": "64K"}, "cluster_size '64K' applies to qcow2 only"),
-        ({"format": "raw", "preallocation": "metadata"},
-         "preallocation 'metadata' is not allowed for raw: use one of off, falloc, full"),
+        (
+            {"format": "raw", "preallocation": "metadata"},
+            "preallocation 'metadata' is not allowed for raw: use one of off, falloc, full",
+        ),
         ({"aio": "native", "cache": "writeback"}, "aio=native needs a direct cache mode"),
         ({"format": "raw", "lazy_refcounts": True}, "lazy_refcounts applies to qcow2 only"),
         ({"workload": "dd", "size": "256M", "dd_mib": 256}, "does not fit"),
@@ -68,8 +78,13 @@ def test_expand_skips_what_only_another_format_allows() -> None:
         skip_format_mismatch=True,
     )
     ids = [c.image.slug for c in cells]
-    assert ids == ["raw-off-2g", "raw-falloc-2g", "qcow2-off-cs64k-2g", "qcow2-falloc-cs64k-2g",
-                   "qcow2-metadata-cs64k-2g"]
+    assert ids == [
+        "raw-off-2g",
+        "raw-falloc-2g",
+        "qcow2-off-cs64k-2g",
+        "qcow2-falloc-cs64k-2g",
+        "qcow2-metadata-cs64k-2g",
+    ]
     assert len(skipped) == 1 and "metadata" in skipped[0]
 
 

@@ -1,0 +1,180 @@
+"""Real guests under TCG: one measured cell end to end, faults become failed samples."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import images
+from harness.cli import main
+from harness.records import load_record
+from harness.runner import RunOptions, run_sample
+from harness.session import run_cells
+from harness.spec import make_cell
+
+pytestmark = [pytest.mark.integration, pytest.mark.guest]
+
+
+def qemu_pids() -> set[int]:
+    out = subprocess.run(["pgrep", "-f", "qemu-system-x86_64"], capture_output=True, text=True).stdout
+    return {int(pid) for pid in out.split()}
+
+
+def run_one(cell: Any, guest: Any, tmp_path: Path, disk_dir: Path, **kw: Any) -> dict[str, Any]:
+    kw.setdefault("accel", "tcg")
+    result = run_cells(
+        [cell], repeat=1, work_dir=disk_dir, results_dir=tmp_path / "results", guest=guest, **kw
+    )
+    records = sorted(result.run_dir.glob("*.json"))
+    assert len(records) == 1
+    record = load_record(records[0])
+    assert record == result.records[0]
+    return record
+
+
+def test_install_small_payload_on_qcow2_virtio_blk(guest: Any, tmp_path: Path, disk_dir: Path) -> None:
+    cell = make_cell(
+        format="qcow2",
+        preallocation="off",
+        cache="writeback",
+        interface="virtio-blk",
+        workload="install",
+        payload="small",
+        size="1G",
+    )
+    record = run_one(cell, guest, tmp_path, disk_dir)
+    sample = record["samples"][0]
+    assert sample["status"] == "ok", sample.get("reason")
+    metrics = sample["metrics"]
+    phases = [k for k in metrics if k.startswith("phase.")]
+    assert phases[:6] == [
+        "phase.partition_s",
+        "phase.mkfs_s",
+        "phase.mount_s",
+        "phase.extract_s",
+        "phase.unpack_s",
+        "phase.sync_s",
+    ]
+    assert metrics["files"] > 500 and metrics["bytes"] > 10 * 1024**2
+    assert metrics["total_s"] > metrics["phase.unpack_s"] > 0
+    host = sample["host"]
+    assert host["check"]["verdict"] == "clean"
+    assert host["allocated_after"] > host["allocated_before"] + metrics["bytes"] // 2
+    assert host["blockstats_after"]["wr_bytes"] > metrics["bytes"] // 2
+    assert host["blockstats_after"]["flush_operations"] > 10  # dpkg fsyncs every file
+    assert host["qemu_io"]["wchar"] > host["blockstats_after"]["wr_bytes"] // 2
+    assert record["vm"]["accel"] == "tcg" and record["vm"]["mem_mib"] == 256
+    assert record["machine"]["qemu_version"].startswith(("7.", "8.", "9.", "10."))
+    assert record["subject"]["guest"]["recipe_hash"] == guest.recipe_hash
+    assert Path(sample["logs"]["console"]).read_text().count("DISKBENCH-READY") == 1
+    assert not list(disk_dir.glob("*.qcow2")), "the sample's image is removed"
+
+
+def test_dd_on_raw_falloc_ide_cache_none_under_auto_accel(guest: Any, tmp_path: Path, disk_dir: Path) -> None:
+    cell = make_cell(
+        format="raw",
+        preallocation="falloc",
+        cache="none",
+        aio="native",
+        interface="ide",
+        workload="dd",
+        dd_mib=32,
+        size="256M",
+    )
+    record = run_one(cell, guest, tmp_path, disk_dir, accel="auto")
+    vm = record["vm"]
+    assert vm["accel"] in ("kvm", "tcg") and vm["accel"] == record["machine"]["accel"]
+    if vm["accel"] == "tcg":
+        assert vm["accel_reason"].startswith("auto: KVM unusable: ")
+    sample = record["samples"][0]
+    assert sample["status"] == "ok", sample.get("reason")
+    metrics = sample["metrics"]
+    assert metrics["bytes"] == 32 * 1024**2
+    assert metrics["mib_per_s"] == pytest.approx(32 / metrics["phase.write_s"], rel=0.05)
+    assert sample["host"]["check"]["verdict"] == "not-applicable"
+    assert sample["host"]["blockstats_after"]["wr_bytes"] >= 32 * 1024**2
+
+
+def test_a_guest_that_never_reports_fails_after_its_deadline(
+    guest: Any, tmp_path: Path, disk_dir: Path
+) -> None:
+    cell = make_cell(format="qcow2", workload="dd", dd_mib=16, size="256M")
+    before = qemu_pids()
+    opts = RunOptions(
+        accel="tcg",
+        accel_reason="test",
+        work_dir=disk_dir,
+        results_dir=tmp_path,
+        run_id="t",
+        repeat=1,
+        boot_timeout_s=120,
+        workload_timeout_s=5,
+        keep_images=True,
+        extra_append=("diskbench.workload=sleep",),
+    )
+    sample = run_sample(cell, guest, opts, 0, tmp_path / "logs")
+    assert sample["status"] == "error"
+    assert sample["error_type"] == "GuestTimeout"
+    assert sample["reason"] == "no workload report from the guest within 5 s"
+    assert "DISKBENCH-READY" in sample["log_tail"]
+    assert qemu_pids() - before == set(), "QEMU is gone"
+    image = disk_dir / f"{cell.id}.qcow2"
+    # no write lock left behind: a locking open of the image succeeds
+    subprocess.run(["qemu-img", "info", str(image)], check=True, capture_output=True)
+    assert images.check(image, cell.image.format).returncode in (0, 3)
+
+
+def test_a_kernel_panic_ends_the_wait_at_once(guest: Any, tmp_path: Path, disk_dir: Path) -> None:
+    cell = make_cell(format="raw", workload="dd", dd_mib=16, size="256M")
+    opts = RunOptions(
+        accel="tcg",
+        accel_reason="test",
+        work_dir=disk_dir,
+        results_dir=tmp_path,
+        run_id="t",
+        repeat=1,
+        boot_timeout_s=300,
+        extra_append=("rdinit=/nonexistent",),
+    )
+    sample = run_sample(cell, guest, opts, 0, tmp_path / "logs")
+    assert sample["status"] == "error"
+    assert sample["error_type"] in ("GuestPanic", "VMBootError")
+    assert "Kernel panic" in sample["log_tail"]
+    assert sample["host"]["wall_s"] < 120, "the panic ended the wait, not the 300 s deadline"
+
+
+def test_accel_kvm_where_kvm_does_not_work_exits_3(
+    guest: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from harness.accel import probe_kvm
+
+    if probe_kvm(guest.kernel, guest.initrd, timeout_s=20) is None:
+        pytest.skip("KVM works on this machine")
+    os.environ.setdefault("DISKBENCH_CACHE", str(Path.home() / ".cache" / "diskbench"))
+    rc = main(
+        [
+            "run",
+            "--accel",
+            "kvm",
+            "--workload",
+            "dd",
+            "--dd-mib",
+            "16",
+            "--size",
+            "256M",
+            "--repeat",
+            "1",
+            "--work-dir",
+            str(tmp_path / "w"),
+            "--results-dir",
+            str(tmp_path / "r"),
+        ]
+    )
+    err = capsys.readouterr().err
+    assert rc == 3
+    assert "--accel kvm: KVM does not work here:" in err
+    assert not (tmp_path / "r" / "records").exists()
