@@ -179,10 +179,19 @@ def run_cell(
     subject: dict[str, Any],
     progress: Callable[[str], None] = lambda _msg: None,
     label: str = "",
+    path: Path | None = None,
+    existing: dict[str, Any] | None = None,
+    log_root: Path | None = None,
 ) -> tuple[Path, dict[str, Any]]:
-    """Run every sample of ``cell``; write the record after each; return (path, record)."""
-    path = record_path(opts.results_dir, opts.run_id, cell.id)
-    record = new_record(
+    """Run the samples of ``cell`` up to ``opts.repeat``; write the record after each.
+
+    ``path`` defaults to ``RESULTS/records/RUN_ID/CELL_ID.json``.  With
+    ``existing`` (a record of this cell, same machine and subject) the run
+    goes on from its next sample instead of starting over: records are the
+    checkpoint of a sweep.
+    """
+    path = path or record_path(opts.results_dir, opts.run_id, cell.id)
+    record = existing or new_record(
         cell=cell.as_dict(),
         machine=machine,
         subject=subject,
@@ -196,8 +205,8 @@ def run_cell(
         },
         run_id=opts.run_id,
     )
-    log_root = opts.results_dir / "logs" / opts.run_id / cell.id
-    for index in range(opts.repeat):
+    log_root = log_root or opts.results_dir / "logs" / opts.run_id / cell.id
+    for index in range(len(record["samples"]), opts.repeat):
         progress(f"{label}{cell.id} sample {index + 1}/{opts.repeat} ...")
         sample = run_sample(cell, guest, opts, index, log_root / f"sample-{index}")
         record["samples"].append(sample)

@@ -1,9 +1,17 @@
-"""A run of several cells: check, build, choose the accelerator, measure, tabulate."""
+"""A session on one runner: checks, the guest, the accelerator, then cells.
+
+:func:`open_session` does everything that must happen once before any cell
+runs (work dir checks, guest build, accelerator choice, machine info); the
+returned :class:`Session` runs cells.  :func:`run_cells` is the plain loop
+behind ``diskbench run``; sweeps drive a session themselves.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -11,10 +19,125 @@ from harness import images
 from harness.accel import choose_accel
 from harness.machine import machine_info
 from harness.report import render_summary, render_table
-from harness.runner import RunOptions, new_run_id, run_cell
-from harness.spec import Cell
+from harness.runner import Guest, RunOptions, new_run_id, run_cell
+from harness.spec import Cache, Cell
 
 BOOT_TIMEOUT_S = {"kvm": 30.0, "tcg": 120.0}
+# what must be equal for two samples to be one series
+IDENTITY_KEYS = (
+    "hostname",
+    "arch",
+    "cpu",
+    "accel",
+    "qemu",
+    "qemu_version",
+    "qemu_img_version",
+    "work_dir_fs",
+)
+
+
+def guest_subject(guest: Any) -> dict[str, Any]:
+    return {
+        "guest": {
+            "recipe_hash": guest.recipe_hash,
+            "kernel_version": guest.kernel_version,
+            "packages": dict(sorted(guest.packages.items())),
+        }
+    }
+
+
+def fingerprint(machine: dict[str, Any], subject: dict[str, Any], vm: dict[str, Any]) -> str:
+    """A short hash of what makes samples comparable: machine identity, subject, guest size."""
+    identity = {
+        "machine": {k: machine.get(k) for k in IDENTITY_KEYS},
+        "guest": subject.get("guest", {}).get("recipe_hash"),
+        "policy": subject.get("policy"),
+        "vm": {k: vm.get(k) for k in ("mem_mib", "smp")},
+    }
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def record_fingerprint(record: dict[str, Any]) -> str:
+    return fingerprint(record.get("machine", {}), record.get("subject", {}), record.get("vm", {}))
+
+
+@dataclass
+class Session:
+    guest: Guest
+    opts: RunOptions
+    machine: dict[str, Any]
+    subject: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint(self.machine, self.subject, {"mem_mib": self.opts.mem_mib, "smp": self.opts.smp})
+
+    def run_cell(
+        self,
+        cell: Cell,
+        *,
+        path: Path | None = None,
+        existing: dict[str, Any] | None = None,
+        log_root: Path | None = None,
+        progress: Callable[[str], None] = lambda _msg: None,
+        label: str = "",
+    ) -> tuple[Path, dict[str, Any]]:
+        return run_cell(
+            cell,
+            self.guest,
+            self.opts,
+            machine=self.machine,
+            subject=self.subject,
+            progress=progress,
+            label=label,
+            path=path,
+            existing=existing,
+            log_root=log_root,
+        )
+
+
+def open_session(
+    *,
+    caches: Iterable[Cache],
+    repeat: int = 3,
+    accel: str = "auto",
+    work_dir: Path,
+    results_dir: Path,
+    boot_timeout_s: float | None = None,
+    workload_timeout_s: float = 1800.0,
+    mem_mib: int = 256,
+    smp: int = 1,
+    keep_images: bool = False,
+    extra_append: Sequence[str] = (),
+    progress: Callable[[str], None] = lambda _msg: None,
+    guest: Any = None,
+    run_id: str | None = None,
+) -> Session:
+    """Check the work dir, build the guest, choose the accelerator: once per session."""
+    from harness.guest import build_guest
+
+    work_dir = work_dir.resolve()
+    fstype = images.check_work_dir(work_dir, set(caches))
+    if guest is None:
+        guest = build_guest(log=progress)
+    choice = choose_accel(accel, guest.kernel, guest.initrd, warn=progress)
+    progress(f"accel: {choice.accel} ({choice.reason}); work dir {work_dir} on {fstype}")
+    opts = RunOptions(
+        accel=choice.accel,
+        accel_reason=choice.reason,
+        work_dir=work_dir,
+        results_dir=results_dir.resolve(),
+        run_id=run_id or new_run_id(),
+        repeat=repeat,
+        boot_timeout_s=boot_timeout_s or BOOT_TIMEOUT_S[choice.accel],
+        workload_timeout_s=workload_timeout_s,
+        mem_mib=mem_mib,
+        smp=smp,
+        keep_images=keep_images,
+        extra_append=tuple(extra_append),
+    )
+    machine = machine_info(work_dir, accel=choice.accel, accel_reason=choice.reason)
+    return Session(guest=guest, opts=opts, machine=machine, subject=guest_subject(guest))
 
 
 @dataclass(frozen=True)
@@ -32,71 +155,26 @@ class RunResult:
         return sum(1 for r in self.records for s in r["samples"] if s["status"] != "ok")
 
 
-def guest_subject(guest: Any) -> dict[str, Any]:
-    return {
-        "guest": {
-            "recipe_hash": guest.recipe_hash,
-            "kernel_version": guest.kernel_version,
-            "packages": dict(sorted(guest.packages.items())),
-        }
-    }
+def render(records: Sequence[dict[str, Any]]) -> str:
+    """The per-cell tables, then one line per cell when there are several."""
+    table = render_table(records)
+    return table + ("\n" + render_summary(records) if len(records) > 1 else "")
 
 
 def run_cells(
     cells: Sequence[Cell],
     *,
-    repeat: int = 3,
-    accel: str = "auto",
-    work_dir: Path,
-    results_dir: Path,
-    boot_timeout_s: float | None = None,
-    workload_timeout_s: float = 1800.0,
-    mem_mib: int = 256,
-    smp: int = 1,
-    keep_images: bool = False,
-    extra_append: Sequence[str] = (),
     progress: Callable[[str], None] = lambda _msg: None,
-    guest: Any = None,
+    **session_args: Any,
 ) -> RunResult:
     """Measure every cell ``repeat`` times; bad input fails before anything is created."""
-    from harness.guest import build_guest
-
-    work_dir = work_dir.resolve()
-    fstype = images.check_work_dir(work_dir, {c.drive.cache for c in cells})
-    if guest is None:
-        guest = build_guest(log=progress)
-    choice = choose_accel(accel, guest.kernel, guest.initrd, warn=progress)
-    progress(f"accel: {choice.accel} ({choice.reason}); work dir {work_dir} on {fstype}")
-    opts = RunOptions(
-        accel=choice.accel,
-        accel_reason=choice.reason,
-        work_dir=work_dir,
-        results_dir=results_dir.resolve(),
-        run_id=new_run_id(),
-        repeat=repeat,
-        boot_timeout_s=boot_timeout_s or BOOT_TIMEOUT_S[choice.accel],
-        workload_timeout_s=workload_timeout_s,
-        mem_mib=mem_mib,
-        smp=smp,
-        keep_images=keep_images,
-        extra_append=tuple(extra_append),
-    )
-    machine = machine_info(work_dir, accel=choice.accel, accel_reason=choice.reason)
-    subject = guest_subject(guest)
+    session = open_session(caches={c.drive.cache for c in cells}, progress=progress, **session_args)
     records = []
     for number, cell in enumerate(cells, start=1):
-        _, record = run_cell(
-            cell,
-            guest,
-            opts,
-            machine=machine,
-            subject=subject,
-            progress=progress,
-            label=f"[{number}/{len(cells)}] ",
-        )
+        _, record = session.run_cell(cell, progress=progress, label=f"[{number}/{len(cells)}] ")
         records.append(record)
     return RunResult(
-        run_dir=opts.results_dir / "records" / opts.run_id,
+        run_dir=session.opts.results_dir / "records" / session.opts.run_id,
         records=records,
-        table=render_table(records) + ("\n" + render_summary(records) if len(records) > 1 else ""),
+        table=render(records),
     )

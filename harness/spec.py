@@ -52,12 +52,33 @@ class Interface(StrEnum):
 class Workload(StrEnum):
     INSTALL = "install"
     DD = "dd"
+    BONNIE = "bonnie"
+    MKFS = "mkfs"
 
 
+class CacheState(StrEnum):
+    """The host page cache of the image when the measured sample starts.
+
+    ``fresh``: a new image per sample (the default).  ``warm``: a first,
+    unmeasured run of the workload on the image, then the measured run on the
+    same image without dropping anything.  ``cold``: the same, but the host
+    page cache of the image is dropped before the measured run.  Seed 003's
+    first, second and after-drop_caches runs.
+    """
+
+    FRESH = "fresh"
+    WARM = "warm"
+    COLD = "cold"
+
+
+# "written" is a raw image every byte of which is written before the run
+# (seed 003's dd if=/dev/zero image): not a qemu-img option, the harness writes it.
+WRITTEN = "written"
 PREALLOCATION: Mapping[Format, tuple[str, ...]] = {
-    Format.RAW: ("off", "falloc", "full"),
+    Format.RAW: ("off", "falloc", "full", WRITTEN),
     Format.QCOW2: ("off", "metadata", "falloc", "full"),
 }
+COMPAT = ("1.1", "0.10")
 CLUSTER_SIZE_MIN = 512
 CLUSTER_SIZE_MAX = 2 * 1024 * 1024
 DEFAULT_CLUSTER_SIZE = 65536
@@ -105,13 +126,20 @@ class ImageSpec:
     size: int = 2 * 1024**3
     cluster_size: int | None = None
     lazy_refcounts: bool = False
+    compat: str | None = None
+
+    @property
+    def written(self) -> bool:
+        """Whether the harness writes every byte after creating it (raw ``written``)."""
+        return self.preallocation == WRITTEN
 
     def create_options(self) -> list[str]:
         """The ``-o`` options for ``qemu-img create``."""
-        opts = [f"preallocation={self.preallocation}"]
+        opts = [f"preallocation={'off' if self.written else self.preallocation}"]
         if self.format is Format.QCOW2:
             opts.append(f"cluster_size={self.cluster_size or DEFAULT_CLUSTER_SIZE}")
             opts.append(f"lazy_refcounts={'on' if self.lazy_refcounts else 'off'}")
+            opts.append(f"compat={self.compat or COMPAT[0]}")
         return opts
 
     @property
@@ -121,6 +149,8 @@ class ImageSpec:
             parts.append(f"cs{format_size(self.cluster_size or DEFAULT_CLUSTER_SIZE)}")
             if self.lazy_refcounts:
                 parts.append("lazy")
+            if self.compat not in (None, COMPAT[0]):
+                parts.append(f"compat{self.compat}")
         parts.append(format_size(self.size))
         return "-".join(parts)
 
@@ -147,6 +177,9 @@ class WorkloadSpec:
     dd_mib: int = 256
     dd_chunk_mib: int = 2
     fs: str = "ext4"
+    bonnie_size_mib: int = 512
+    bonnie_ram_mib: int = 256
+    bonnie_files: int = 0
 
     def kernel_args(self) -> list[str]:
         args = [f"diskbench.workload={self.name.value}"]
@@ -156,12 +189,25 @@ class WorkloadSpec:
                 f"diskbench.dd_mib={self.dd_mib}",
                 f"diskbench.dd_chunk_mib={self.dd_chunk_mib}",
             ]
+        elif self.name is Workload.BONNIE:
+            args += [
+                f"diskbench.fs={self.fs}",
+                f"diskbench.bonnie_size_mib={self.bonnie_size_mib}",
+                f"diskbench.bonnie_ram_mib={self.bonnie_ram_mib}",
+                f"diskbench.bonnie_files={self.bonnie_files}",
+            ]
+        elif self.name is Workload.MKFS:
+            args.append(f"diskbench.fs={self.fs}")
         return args
 
     @property
     def slug(self) -> str:
         if self.name is Workload.INSTALL:
             return f"install-{self.payload}"
+        if self.name is Workload.BONNIE:
+            return f"bonnie-{self.bonnie_size_mib}m-r{self.bonnie_ram_mib}m-n{self.bonnie_files}-{self.fs}"
+        if self.name is Workload.MKFS:
+            return f"mkfs-{self.fs}"
         return f"dd-{self.dd_mib}m-{self.dd_chunk_mib}m-{self.fs}"
 
 
@@ -172,10 +218,12 @@ class Cell:
     image: ImageSpec = field(default_factory=ImageSpec)
     drive: DriveSpec = field(default_factory=DriveSpec)
     workload: WorkloadSpec = field(default_factory=WorkloadSpec)
+    cache_state: CacheState = CacheState.FRESH
 
     @property
     def id(self) -> str:
-        return f"{self.image.slug}.{self.drive.slug}.{self.workload.slug}"
+        base = f"{self.image.slug}.{self.drive.slug}.{self.workload.slug}"
+        return base if self.cache_state is CacheState.FRESH else f"{base}.{self.cache_state.value}"
 
     def as_dict(self) -> dict[str, Any]:
         def plain(value: Any) -> Any:
@@ -200,6 +248,7 @@ class Cell:
             size=image["size"],
             cluster_size=image.get("cluster_size"),
             lazy_refcounts=bool(image.get("lazy_refcounts", False)),
+            compat=image.get("compat"),
             cache=drive["cache"],
             aio=drive["aio"],
             interface=drive["interface"],
@@ -208,6 +257,10 @@ class Cell:
             dd_mib=workload.get("dd_mib", 256),
             dd_chunk_mib=workload.get("dd_chunk_mib", 2),
             fs=workload.get("fs", "ext4"),
+            bonnie_size_mib=workload.get("bonnie_size_mib", 512),
+            bonnie_ram_mib=workload.get("bonnie_ram_mib", 256),
+            bonnie_files=workload.get("bonnie_files", 0),
+            cache_state=data.get("cache_state", "fresh"),
         )
 
 
@@ -229,6 +282,7 @@ def make_cell(
     size: str | int = "2G",
     cluster_size: str | int | None = None,
     lazy_refcounts: bool = False,
+    compat: str | None = None,
     cache: str | Cache = Cache.WRITEBACK,
     aio: str | Aio = Aio.THREADS,
     interface: str | Interface = Interface.VIRTIO_BLK,
@@ -237,6 +291,10 @@ def make_cell(
     dd_mib: int = 256,
     dd_chunk_mib: int = 2,
     fs: str = "ext4",
+    bonnie_size_mib: int = 512,
+    bonnie_ram_mib: int = 256,
+    bonnie_files: int = 0,
+    cache_state: str | CacheState = CacheState.FRESH,
 ) -> Cell:
     """Build one validated cell from user-facing spellings."""
     fmt: Format = _choice(Format, format, "format")
@@ -254,6 +312,16 @@ def make_cell(
         csize = DEFAULT_CLUSTER_SIZE
     if lazy_refcounts and fmt is not Format.QCOW2:
         raise SpecError(f"lazy_refcounts applies to qcow2 only: drop it for format {fmt.value}")
+    if compat is not None:
+        compat = str(compat)
+        if fmt is not Format.QCOW2:
+            raise SpecError(f"compat {compat!r} applies to qcow2 only: drop it for format {fmt.value}")
+        if compat not in COMPAT:
+            raise SpecError(f"unknown qcow2 compat {compat!r}: use one of {', '.join(COMPAT)}")
+        if compat == "0.10" and lazy_refcounts:
+            raise SpecError("lazy_refcounts needs qcow2 compat 1.1, not 0.10: drop one of them")
+    if fmt is Format.QCOW2 and compat is None:
+        compat = COMPAT[0]
     cache_mode: Cache = _choice(Cache, cache, "cache mode")
     aio_mode: Aio = _choice(Aio, aio, "aio")
     if aio_mode is Aio.NATIVE and not cache_mode.direct:
@@ -272,6 +340,17 @@ def make_cell(
             f"dd size {dd_mib} MiB in {dd_chunk_mib} MiB chunks: use positive sizes, "
             "the total a multiple of the chunk"
         )
+    if bonnie_size_mib <= 0 or bonnie_ram_mib < 0 or bonnie_files < 0:
+        raise SpecError(
+            f"bonnie size {bonnie_size_mib} MiB, ram {bonnie_ram_mib} MiB, files {bonnie_files}: "
+            "use a positive size and non-negative ram and files"
+        )
+    if wl is Workload.BONNIE and bonnie_size_mib * 1024**2 > disk_size // 2:
+        raise SpecError(
+            f"bonnie++ test size {bonnie_size_mib} MiB does not fit a {format_size(disk_size)} disk: "
+            "use a disk at least twice as large"
+        )
+    state: CacheState = _choice(CacheState, cache_state, "cache state")
     if wl is Workload.DD and dd_mib * 1024**2 > disk_size // 2:
         raise SpecError(
             f"dd of {dd_mib} MiB does not fit a {format_size(disk_size)} disk: "
@@ -284,9 +363,20 @@ def make_cell(
             size=disk_size,
             cluster_size=csize,
             lazy_refcounts=lazy_refcounts,
+            compat=compat,
         ),
         drive=DriveSpec(cache=cache_mode, aio=aio_mode, interface=iface),
-        workload=WorkloadSpec(name=wl, payload=payload, dd_mib=dd_mib, dd_chunk_mib=dd_chunk_mib, fs=fs),
+        workload=WorkloadSpec(
+            name=wl,
+            payload=payload,
+            dd_mib=dd_mib,
+            dd_chunk_mib=dd_chunk_mib,
+            fs=fs,
+            bonnie_size_mib=bonnie_size_mib,
+            bonnie_ram_mib=bonnie_ram_mib,
+            bonnie_files=bonnie_files,
+        ),
+        cache_state=state,
     )
 
 
