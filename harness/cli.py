@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -119,7 +120,88 @@ def build_parser() -> argparse.ArgumentParser:
 
     show = sub.add_parser("show", help="print the table of existing records")
     show.add_argument("records", nargs="+", type=Path, help="record files or run directories")
+    add_sweep_parsers(sub)
     return parser
+
+
+def add_sweep_parsers(sub: Any) -> None:
+    """``diskbench sweep`` and ``diskbench merge``."""
+    sweep = sub.add_parser(
+        "sweep",
+        help="run a sweep spec (TOML): every combination of its axes, resumable, shardable",
+        description=(
+            "Expand a sweep spec to cells, list them with the exclusions and their reasons, then run "
+            "them in rounds (one sample of every cell per round). Records go to "
+            "RESULTS/sweeps/NAME/CELL_ID.json and are the checkpoint: running the same sweep again "
+            "skips the samples recorded on this machine and subject and runs the rest."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    sweep.add_argument("spec", type=Path, help="the sweep spec, e.g. sweeps/default.toml")
+    sweep.add_argument(
+        "--repeat", type=int, default=None, help="samples per cell (default: the spec's repeat)"
+    )
+    sweep.add_argument(
+        "--shard",
+        default=None,
+        metavar="K/N",
+        help="run only shard K of N (1-based): N runners with K=1..N cover the sweep exactly once",
+    )
+    sweep.add_argument(
+        "--only",
+        default=None,
+        metavar="PATTERN",
+        help="run only cells whose id matches one of these comma-separated globs, e.g. 'qcow2-*,*.dd-*'",
+    )
+    sweep.add_argument(
+        "--accel",
+        default="auto",
+        choices=("auto", "kvm", "tcg"),
+        help="auto: KVM if a guest really boots under it, else TCG with a warning",
+    )
+    sweep.add_argument(
+        "--work-dir",
+        type=Path,
+        default=default_work_dir(),
+        help="where disk images are created: the runner's real disk, never tmpfs",
+    )
+    sweep.add_argument(
+        "--results-dir", type=Path, default=default_results_dir(), help="records go to RESULTS/sweeps/NAME/"
+    )
+    sweep.add_argument(
+        "--dry-run", action="store_true", help="list cells, exclusions and the estimate; run nothing"
+    )
+    sweep.add_argument(
+        "--boot-timeout-s",
+        type=float,
+        default=None,
+        help="deadline for the guest's ready line (default 30 under KVM, 120 under TCG)",
+    )
+    sweep.add_argument(
+        "--workload-timeout-s", type=float, default=1800.0, help="deadline for the workload report"
+    )
+
+    merge = sub.add_parser(
+        "merge",
+        help="join the record dirs of a sharded sweep into one",
+        description=(
+            "Copy the records (and their logs) of several shard dirs into one dir. Records of "
+            "different accel, QEMU version, CPU, guest or policy are refused unless --allow-mixed, "
+            "which keeps each identity in its own subdirectory. A cell found twice keeps the record "
+            "with more ok samples."
+        ),
+    )
+    merge.add_argument(
+        "dirs", nargs="+", type=Path, help="record dirs, e.g. RESULTS/sweeps/NAME of each shard"
+    )
+    merge.add_argument(
+        "--out", type=Path, required=True, help="a new or empty directory for the merged records"
+    )
+    merge.add_argument(
+        "--allow-mixed",
+        action="store_true",
+        help="merge records of different machine identities anyway, each identity in its own subdir",
+    )
 
 
 def cells_from_args(args: argparse.Namespace) -> tuple[list[Cell], list[str]]:
@@ -216,10 +298,103 @@ def cmd_show(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from harness import sweep
+    from harness.progress import Progress
+    from harness.session import open_session, render
+
+    spec = sweep.load_spec(args.spec)
+    repeat = spec.repeat if args.repeat is None else args.repeat
+    if repeat < 1:
+        raise SpecError(f"--repeat {repeat}: use 1 or more")
+    plan = sweep.expand_spec(spec)
+    cells = sweep.select(plan.cells, only=args.only, shard=args.shard)
+    directory = sweep.sweep_dir(args.results_dir, spec.name)
+    recorded = {cid: len(rec["samples"]) for cid, (_p, rec) in sweep.scan_records(directory).items()}
+    accel_guess = "kvm" if args.accel == "kvm" else "tcg"
+    print(
+        sweep.describe_plan(
+            plan, cells, repeat=repeat, only=args.only, shard=args.shard, recorded=recorded, accel=accel_guess
+        ),
+        end="",
+        flush=True,
+    )
+    if not cells:
+        print(f"shard {args.shard} of this sweep has no cell: nothing to run")
+        return ExitCode.OK
+    if args.dry_run:
+        try:
+            print(sweep.check_free_space(args.work_dir, cells))
+        except HarnessError as exc:
+            print(f"disk: NOT ENOUGH: {exc.message}")
+        if recorded:
+            print(f"records in {directory}: resumed if of this machine and subject, else set aside")
+        return ExitCode.OK
+    _err(sweep.check_free_space(args.work_dir, cells))
+    progress = Progress()
+    session = open_session(
+        caches={c.drive.cache for c in cells},
+        repeat=repeat,
+        accel=args.accel,
+        work_dir=args.work_dir,
+        results_dir=args.results_dir,
+        boot_timeout_s=args.boot_timeout_s,
+        workload_timeout_s=args.workload_timeout_s,
+        progress=progress.note,
+        run_id=f"sweep-{spec.name}",
+    )
+    cells, unsupported = sweep.drop_unsupported(cells, session.opts.work_dir)
+    for cell_id, reason in unsupported:
+        progress.note(f"excluded on this host: {cell_id}: {reason}")
+    result = sweep.run_sweep(
+        spec.name, cells, session, results_dir=args.results_dir, repeat=repeat, progress=progress
+    )
+    if result.records:
+        print(render(result.records), end="")
+    print(f"records: {result.directory} ({result.ran_samples} samples run, {result.skipped_samples} resumed)")
+    if result.failed_samples:
+        _err(
+            f"diskbench: {result.failed_samples} of {result.total_samples} samples failed in "
+            f"{len(result.failed_cells)} cell(s): {', '.join(result.failed_cells)}; "
+            "their reasons and console logs are in the table above"
+        )
+        return ExitCode.INFRA
+    return ExitCode.OK
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from harness.merge import merge_dirs
+
+    result = merge_dirs(args.dirs, args.out, allow_mixed=args.allow_mixed, log=_err)
+    for slug, count in sorted(result.groups.items()):
+        where = result.out_dir / slug if result.mixed else result.out_dir
+        print(f"{count} records -> {where}")
+    if result.mixed:
+        _err(
+            "merge: WARNING: the output holds MIXED identities, one subdirectory each: never compare across them"
+        )
+    return ExitCode.OK
+
+
+def _terminate(signum: int, _frame: object) -> None:
+    # SIGTERM (a CI job cancelled, a runner stopping) takes the same path as
+    # Ctrl-C, so every QEMU is shut down and the record of the sample in
+    # flight is written before the harness exits.
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _terminate)
     parser = build_parser()
     args = parser.parse_args(argv)
-    handlers = {"run": cmd_run, "guest": cmd_guest, "accel": cmd_accel, "show": cmd_show}
+    handlers = {
+        "run": cmd_run,
+        "guest": cmd_guest,
+        "accel": cmd_accel,
+        "show": cmd_show,
+        "sweep": cmd_sweep,
+        "merge": cmd_merge,
+    }
     if args.command not in handlers:
         parser.print_help()
         return ExitCode.USAGE

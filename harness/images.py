@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import proc
-from harness.errors import ImageError, UsageError
+from harness.errors import CommandError, ImageError, UsageError
 from harness.spec import Cache, Format, ImageSpec
 
 MEMORY_FILESYSTEMS = {"tmpfs", "ramfs"}
@@ -56,8 +56,56 @@ def allocated_bytes(path: Path) -> int:
     return os.stat(path).st_blocks * 512
 
 
+WRITE_CHUNK = 8 * 1024 * 1024
+
+
+def write_zeros(path: Path, size: int) -> None:
+    """Write every byte of ``path`` (seed 003's ``dd if=/dev/zero``), then fsync.
+
+    Real writes, not fallocate: the file has no holes and no unwritten
+    extents, so the guest's first writes cost what rewrites cost.
+    """
+    zeros = bytes(WRITE_CHUNK)
+    with open(path, "r+b") as fh:
+        left = size
+        while left > 0:
+            left -= fh.write(zeros[: min(left, WRITE_CHUNK)])
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def drop_page_cache(path: Path) -> str:
+    """Drop the host page cache of one file; return how, for the record.
+
+    ``posix_fadvise(DONTNEED)`` after an fsync drops the file's clean pages
+    for any user and leaves the rest of the host's cache alone (the guest
+    kernel, the payload), unlike ``/proc/sys/vm/drop_caches``.
+    """
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+    return "posix_fadvise(POSIX_FADV_DONTNEED) on the image file after fsync"
+
+
+def resident_bytes(path: Path) -> int | None:
+    """Bytes of the file in the host page cache (``fincore``), or None if unknown."""
+    try:
+        result = proc.run(["fincore", "-b", "-n", "-o", "RES", str(path)], timeout_s=60, check=False)
+    except CommandError:
+        return None
+    text = result.stdout.strip()
+    return int(text) if result.ok and text.isdigit() else None
+
+
 def create(path: Path, spec: ImageSpec, *, qemu_img: str | None = None) -> CreatedImage:
-    """Create a fresh image (replacing any old one) and time ``qemu-img create``."""
+    """Create a fresh image (replacing any old one) and time it.
+
+    ``create_s`` is the time of ``qemu-img create`` plus, for the raw
+    ``written`` preallocation, writing every byte.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists():
         path.unlink()
@@ -74,6 +122,11 @@ def create(path: Path, spec: ImageSpec, *, qemu_img: str | None = None) -> Creat
     ]
     start = time.monotonic()
     proc.run(argv, timeout_s=3600, error_cls=ImageError)
+    if spec.written:
+        try:
+            write_zeros(path, spec.size)
+        except OSError as exc:
+            raise ImageError(f"writing every byte of {path} failed: {exc.strerror}") from exc
     create_s = time.monotonic() - start
     return CreatedImage(
         path=path,

@@ -20,7 +20,7 @@ from harness import images
 from harness.errors import HarnessError, ProtocolError
 from harness.protocol import GuestReport, parse_ready, parse_report
 from harness.records import new_record, record_path, write_json_atomic
-from harness.spec import Cell, Interface, Workload
+from harness.spec import Aio, CacheState, Cell, Interface, Workload
 from harness.vm import PAYLOAD_SERIAL, Drive, Machine, VMConfig
 
 DISK_NODE = "disk0"
@@ -91,7 +91,59 @@ def vm_config(cell: Cell, guest: Guest, opts: RunOptions, image: Path) -> VMConf
     )
 
 
-def sample_metrics(report: GuestReport, host: dict[str, Any]) -> dict[str, float]:
+# QMP blockstats fields kept per sample (as deltas between ready and power-off)
+BLOCKSTATS_FIELDS = (
+    "rd_bytes",
+    "wr_bytes",
+    "rd_operations",
+    "wr_operations",
+    "flush_operations",
+    "rd_total_time_ns",
+    "wr_total_time_ns",
+    "flush_total_time_ns",
+    "wr_merged",
+    "rd_merged",
+    "unmap_operations",
+    "unmap_bytes",
+    "failed_rd_operations",
+    "failed_wr_operations",
+    "failed_flush_operations",
+)
+PROC_IO_FIELDS = ("rchar", "wchar", "syscr", "syscw", "read_bytes", "write_bytes")
+
+
+def delta(before: dict[str, Any], after: dict[str, Any], fields: tuple[str, ...]) -> dict[str, int]:
+    return {f: int(after.get(f, 0)) - int(before.get(f, 0)) for f in fields if f in after}
+
+
+def host_counters(blockstats: dict[str, int], qemu_io: dict[str, int], aio: Aio) -> dict[str, float]:
+    """The low-noise figures: what the guest asked for vs what QEMU really did.
+
+    ``guest_written_bytes`` is what the guest's device saw (``wr_bytes``);
+    ``written_bytes`` what QEMU wrote to the host while the workload ran:
+    with ``aio=threads`` the bytes of its write calls (``wchar``, which
+    counts every rewrite of a qcow2 metadata block); with ``native`` and
+    ``io_uring`` the writes bypass those counters, so the bytes the kernel
+    accounted to storage (``write_bytes``) stand in.  Their ratio is the write
+    amplification of the format and cache mode.  Flushes are the guest's
+    flush requests at the device.
+    """
+    figures: dict[str, float] = {}
+    guest_bytes = blockstats.get("wr_bytes")
+    if guest_bytes is not None:
+        figures["host.guest_written_bytes"] = float(guest_bytes)
+        figures["host.flushes"] = float(blockstats.get("flush_operations", 0))
+    key = "wchar" if aio is Aio.THREADS else "write_bytes"
+    if key in qemu_io:
+        figures["host.written_bytes"] = float(qemu_io[key])
+        if aio is Aio.THREADS:
+            figures["host.write_calls"] = float(qemu_io.get("syscw", 0))
+        if guest_bytes:
+            figures["host.write_amplification"] = qemu_io[key] / guest_bytes
+    return figures
+
+
+def sample_metrics(report: GuestReport, host: dict[str, Any], aio: Aio = Aio.THREADS) -> dict[str, float]:
     """Flat figures of one sample: seconds unless the name says otherwise."""
     metrics = {f"phase.{name}_s": secs for name, secs in report.phase_seconds().items()}
     metrics["total_s"] = report.total_s
@@ -100,7 +152,66 @@ def sample_metrics(report: GuestReport, host: dict[str, Any]) -> dict[str, float
     for key in ("boot_s", "overhead_s", "create_s"):
         if key in host:
             metrics[f"host.{key}"] = float(host[key])
+    metrics.update(host_counters(host.get("blockstats", {}), host.get("qemu_io", {}), aio))
     return metrics
+
+
+@dataclass
+class GuestRun:
+    """What one boot of the guest gave: its report event and the host's view."""
+
+    argv: list[str]
+    ready: dict[str, Any]
+    event: dict[str, Any]
+    boot_s: float
+    workload_s: float
+    stopped: bool
+    blockstats: dict[str, int]
+    qemu_io: dict[str, int]
+    garbage: list[str]
+    console_tail: str
+
+
+def boot_and_run(cell: Cell, guest: Guest, opts: RunOptions, image: Path, log_dir: Path) -> GuestRun:
+    """Boot the guest on ``image``, wait for its report, read the counters, shut down."""
+    config = vm_config(cell, guest, opts, image)
+    with Machine(config, log_dir, name=cell.id) as vm:
+        ready = parse_ready(vm.wait_event("ready", timeout_s=opts.boot_timeout_s, what="ready line"))
+        boot_s = vm.elapsed_s
+        stats_before = vm.blockstats(DISK_NODE)
+        io_before = vm.proc_io()
+        event = vm.wait_event("report", timeout_s=opts.workload_timeout_s, what="workload report")
+        workload_s = vm.elapsed_s - boot_s
+        # -no-shutdown keeps QEMU alive after the guest powers off, to read its counters
+        stopped = vm.wait_guest_stopped(timeout_s=60.0)
+        stats_after = vm.blockstats(DISK_NODE)
+        io_after = vm.proc_io()
+        return GuestRun(
+            argv=vm.argv,
+            ready=ready,
+            event=event,
+            boot_s=boot_s,
+            workload_s=workload_s,
+            stopped=stopped,
+            blockstats=delta(stats_before, stats_after, BLOCKSTATS_FIELDS),
+            qemu_io=delta(io_before, io_after, PROC_IO_FIELDS),
+            garbage=vm.garbage(),
+            console_tail=vm.console_tail(),
+        )
+
+
+def prime(
+    cell: Cell, guest: Guest, opts: RunOptions, image: Path, log_dir: Path, host: dict[str, Any]
+) -> None:
+    """The unmeasured first run of a warm or cold sample; then drop the cache for cold."""
+    first = boot_and_run(cell, guest, opts, image, log_dir / "priming")
+    report = parse_report(first.event, workload=cell.workload.name.value)
+    host["priming"] = {"status": report.status, "total_s": report.total_s, "boot_s": first.boot_s}
+    if not report.ok:
+        raise ProtocolError(f"the priming run failed: {report.error or f'fsck exit {report.fsck_rc}'}")
+    if cell.cache_state is CacheState.COLD:
+        host["cache_drop"] = images.drop_page_cache(image)
+    host["allocated_before"] = images.allocated_bytes(image)
 
 
 def run_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: Path) -> dict[str, Any]:
@@ -108,7 +219,7 @@ def run_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: 
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
     image_path = opts.work_dir / f"{cell.id}.{cell.image.format.value}"
-    host: dict[str, Any] = {}
+    host: dict[str, Any] = {"cache_state": cell.cache_state.value}
     sample: dict[str, Any] = {
         "index": index,
         "status": "error",
@@ -120,54 +231,65 @@ def run_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: 
             "report": str(log_dir / "report.jsonl"),
         },
     }
-    vm: Machine | None = None
     try:
         created = images.create(image_path, cell.image)
         host["create_s"] = created.create_s
         host["allocated_before"] = created.allocated_bytes
-        config = vm_config(cell, guest, opts, image_path)
-        with Machine(config, log_dir, name=cell.id) as vm:
-            sample["argv"] = vm.argv
-            ready = parse_ready(vm.wait_event("ready", timeout_s=opts.boot_timeout_s, what="ready line"))
-            host["boot_s"] = vm.elapsed_s
-            sample["guest_ready"] = ready
-            before = vm.blockstats(DISK_NODE)
-            event = vm.wait_event("report", timeout_s=opts.workload_timeout_s, what="workload report")
-            host["workload_s"] = vm.elapsed_s - host["boot_s"]
-            sample["report"] = event
-            host["guest_stopped"] = vm.wait_guest_stopped(timeout_s=60.0)
-            after = vm.blockstats(DISK_NODE)
-            host["blockstats_before"] = before
-            host["blockstats_after"] = after
-            host["qemu_io"] = vm.proc_io()
-            garbage = vm.garbage()
-        if garbage:
-            raise ProtocolError(f"guest sent {len(garbage)} line(s) that are not JSON: {garbage[0][:80]!r}")
-        report = parse_report(event, workload=cell.workload.name.value)
+        if cell.cache_state is not CacheState.FRESH:
+            prime(cell, guest, opts, image_path, log_dir, host)
+        host["resident_before"] = images.resident_bytes(image_path)
+        run = boot_and_run(cell, guest, opts, image_path, log_dir)
+        sample["argv"] = run.argv
+        sample["guest_ready"] = run.ready
+        sample["report"] = run.event
+        host.update(
+            boot_s=run.boot_s,
+            workload_s=run.workload_s,
+            guest_stopped=run.stopped,
+            blockstats=run.blockstats,
+            qemu_io=run.qemu_io,
+        )
+        if run.garbage:
+            raise ProtocolError(
+                f"guest sent {len(run.garbage)} line(s) that are not JSON: {run.garbage[0][:80]!r}"
+            )
+        report = parse_report(run.event, workload=cell.workload.name.value)
         check = images.check(image_path, cell.image.format)
         host["check"] = {"rc": check.returncode, "verdict": check.verdict, "report": check.report}
         host["allocated_after"] = images.allocated_bytes(image_path)
+        host["map_after"] = images.mapped_bytes(image_path, cell.image.format)
         host["wall_s"] = time.monotonic() - t0
-        host["overhead_s"] = host["wall_s"] - host["boot_s"] - report.total_s
-        sample["metrics"] = sample_metrics(report, host)
+        host["overhead_s"] = host["wall_s"] - run.boot_s - report.total_s
+        host["written_bytes_source"] = "wchar" if cell.drive.aio is Aio.THREADS else "write_bytes"
+        sample["metrics"] = sample_metrics(report, host, cell.drive.aio)
         if report.status != "ok":
             sample["reason"] = f"guest workload failed: {report.error or 'no reason given'}"
-            sample["log_tail"] = vm.console_tail() if vm else ""
+            sample["log_tail"] = run.console_tail
         elif report.fsck_rc not in (None, 0):
             sample["reason"] = f"e2fsck -fn in the guest found errors (exit {report.fsck_rc})"
+            sample["log_tail"] = run.console_tail
         elif check.fails_sample:
             sample["reason"] = f"qemu-img check says {check.verdict} (exit {check.returncode})"
         else:
             sample["status"] = "ok"
+            if check.verdict == "leaks":
+                sample["warning"] = "qemu-img check found leaked clusters (exit 3)"
     except HarnessError as exc:
         sample["reason"] = exc.message
         sample["error_type"] = type(exc).__name__
-        sample["log_tail"] = exc.log_tail or (vm.console_tail() if vm else "")
+        sample["log_tail"] = exc.log_tail or _tail_of(log_dir / "console.log")
         host["wall_s"] = time.monotonic() - t0
     finally:
         if not opts.keep_images:
             image_path.unlink(missing_ok=True)
     return sample
+
+
+def _tail_of(path: Path, max_chars: int = 3000) -> str:
+    try:
+        return path.read_text(errors="replace")[-max_chars:]
+    except OSError:
+        return ""
 
 
 def run_cell(

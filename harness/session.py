@@ -168,6 +168,15 @@ def run_cells(
     **session_args: Any,
 ) -> RunResult:
     """Measure every cell ``repeat`` times; bad input fails before anything is created."""
+    from harness.capabilities import unsupported_reason
+    from harness.errors import UsageError
+
+    work_dir = Path(session_args["work_dir"])
+    images.check_work_dir(work_dir.resolve(), {c.drive.cache for c in cells})
+    for cell in cells:
+        reason = unsupported_reason(cell, work_dir)
+        if reason:
+            raise UsageError(f"{cell.id}: {reason}: use aio=threads")
     session = open_session(caches={c.drive.cache for c in cells}, progress=progress, **session_args)
     records = []
     for number, cell in enumerate(cells, start=1):

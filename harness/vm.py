@@ -14,8 +14,11 @@ or QEMU exiting, ends a wait at once.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -37,6 +40,42 @@ DISK_SERIAL = "diskbench-disk"
 PAYLOAD_SERIAL = "diskbench-payload"
 PANIC_MARKERS = ("Kernel panic - not syncing", "---[ end Kernel panic")
 POLL_S = 0.02
+TMP_PREFIX = "diskbench-vm-"
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL QEMU when the harness dies, even by SIGKILL.
+
+    QEMU runs in its own session (so a Ctrl-C reaches the harness, which
+    shuts it down politely); without this a killed harness would leave QEMU
+    running, holding the image's write lock.
+    """
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_stale_tmp_dirs(root: Path | None = None) -> list[Path]:
+    """Remove private dirs (QMP sockets) left by harness processes that died."""
+    root = root or Path(tempfile.gettempdir())
+    removed = []
+    pattern = re.compile(rf"^{TMP_PREFIX}(\d+)-")
+    for path in root.glob(f"{TMP_PREFIX}*"):
+        match = pattern.match(path.name)
+        if match and path.is_dir() and not _pid_alive(int(match.group(1))):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
 
 
 def qemu_binary() -> str:
@@ -204,7 +243,8 @@ class Machine:
     def _pre_launch(self) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         # a private dir: the socket path stays short and nobody else can connect
-        self._tmp = Path(tempfile.mkdtemp(prefix="diskbench-vm-"))
+        clean_stale_tmp_dirs()
+        self._tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{os.getpid()}-"))
         qmp_path = self._tmp / "qmp.sock"
         for path in (self.console_log, self.report_log):
             path.write_bytes(b"")
@@ -221,6 +261,7 @@ class Machine:
                 stdout=self._stderr_file,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group, to reap it whole
+                preexec_fn=_die_with_parent,
             )
         except FileNotFoundError as exc:
             raise VMBootError(

@@ -10,6 +10,7 @@ APT_PACKAGES=(
   qemu-system-x86 qemu-utils        # the subject under test
   debootstrap                       # diskbench guest pin: resolves the minbase payload set
   e2fsprogs                         # mke2fs -d: the payload drive image
+  util-linux-extra                  # fincore: how much of an image is in the host page cache
   python3-venv ca-certificates
 )
 

@@ -100,3 +100,32 @@ def test_disk_work_dir_is_accepted(tmp_path: Path) -> None:
     fstype = images.check_work_dir(tmp_path / "work", {Cache.NONE})
     assert fstype not in images.MEMORY_FILESYSTEMS
     assert (tmp_path / "work").is_dir()
+
+
+def test_written_raw_has_every_byte_allocated_and_no_holes(tmp_path: Path) -> None:
+    img = create(tmp_path, "raw", "written")
+    assert img.allocated_bytes >= SIZE
+    mapped = images.mapped_bytes(img.path, Format.RAW)
+    assert mapped["data_bytes"] == SIZE
+    # falloc leaves unwritten extents that read as zero; written has real data extents
+    falloc = create(tmp_path, "raw", "falloc")
+    assert images.allocated_bytes(falloc.path) >= SIZE
+
+
+def test_huge_sparse_images_cost_nothing_to_create(tmp_path: Path) -> None:
+    spec = make_cell(format="qcow2", size="100G").image
+    img = images.create(tmp_path / "big.qcow2", spec)
+    assert img.allocated_bytes < 2 * MIB
+    raw = images.create(tmp_path / "big.raw", make_cell(format="raw", size="100G").image)
+    assert raw.allocated_bytes < 64 * 1024 and raw.file_bytes == 100 * 1024**3
+
+
+def test_page_cache_drop_empties_the_files_cache(tmp_path: Path) -> None:
+    img = create(tmp_path, "raw", "written")
+    resident = images.resident_bytes(img.path)
+    if resident is None:
+        pytest.skip("fincore is not installed")
+    assert resident > SIZE // 2
+    assert images.drop_page_cache(img.path).startswith("posix_fadvise")
+    after = images.resident_bytes(img.path)
+    assert after is not None and after < MIB

@@ -1,0 +1,48 @@
+"""What this QEMU can do, probed rather than assumed (io_uring, native aio)."""
+
+from __future__ import annotations
+
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+from harness import proc
+from harness.errors import CommandError
+from harness.spec import Aio, Cache, Cell
+from harness.vm import qemu_binary
+
+_QMP_QUIT = '{"execute":"qmp_capabilities"}\n{"execute":"quit"}\n'
+
+
+@lru_cache(maxsize=16)
+def aio_problem(qemu: str, aio: Aio, cache: Cache, work_dir: Path) -> str | None:
+    """Why QEMU cannot open an image in ``work_dir`` with ``aio``/``cache``, or None.
+
+    Opens a 1 MiB raw image with ``-machine none`` and quits over QMP on
+    stdin: the drive is opened exactly as a sample would open it, in a
+    second, without a guest.
+    """
+    with tempfile.TemporaryDirectory(prefix=".diskbench-aio-", dir=work_dir) as tmp:
+        image = Path(tmp) / "probe.raw"
+        image.write_bytes(bytes(1024 * 1024))
+        drive = f"if=none,id=d,file={image},format=raw,aio={aio.value},cache={cache.value}"
+        argv = [qemu, "-machine", "none", "-nodefaults", "-display", "none", "-S",
+                "-qmp", "stdio", "-drive", drive]  # fmt: skip
+        try:
+            result = proc.run(argv, timeout_s=60, check=False, input_text=_QMP_QUIT)
+        except CommandError as exc:
+            return exc.message
+    if result.ok:
+        return None
+    lines = result.stderr.strip().splitlines()
+    return lines[-1] if lines else f"QEMU exited with {result.returncode}"
+
+
+def unsupported_reason(cell: Cell, work_dir: Path) -> str | None:
+    """Why this QEMU cannot run ``cell`` here (only aio modes other than threads are probed)."""
+    if cell.drive.aio is Aio.THREADS:
+        return None
+    problem = aio_problem(qemu_binary(), cell.drive.aio, cell.drive.cache, work_dir.resolve())
+    if problem is None:
+        return None
+    return f"aio={cell.drive.aio.value} with cache={cell.drive.cache.value} does not work here: {problem}"
