@@ -807,6 +807,7 @@ def build_guest(
             log(f"guest: {out} is incomplete, rebuilding")
         else:
             log(f"guest: using cached build {out}")
+            os.utime(out)  # marks it in use, so that pruning spares it
             return art
     recipe = load_recipe(recipe_dir)
     start = time.monotonic()
@@ -837,18 +838,22 @@ def build_guest(
     return GuestArtifacts.load(out)
 
 
-def prune_builds(guest_root: Path, *, keep: int, log: Log) -> None:
-    """Remove all but the ``keep`` newest builds (each is ~300 MB).
+def prune_builds(guest_root: Path, *, keep: int, log: Log, idle_s: float = 86400.0) -> None:
+    """Remove builds (each is ~300 MB) beyond the ``keep`` newest that were unused for a day.
 
-    Several are kept because other checkouts (another commit under asv, the
-    other side of a gate) may use another recipe at the same time.
+    Builds used within ``idle_s`` are kept whatever their number: another
+    checkout (another commit under asv, the other side of a gate, a sweep in
+    progress) may be running on another recipe right now.
     """
     builds = sorted(
         (p for p in guest_root.iterdir() if p.is_dir() and not p.name.startswith(".")),
         key=lambda p: p.stat().st_mtime,
         reverse=True,
     )
+    now = time.time()
     for old in builds[keep:]:
+        if now - old.stat().st_mtime < idle_s:
+            continue
         log(f"guest: removing old build {old}")
         shutil.rmtree(old, ignore_errors=True)
 

@@ -3,14 +3,16 @@
 The guest writes one JSON object per line on the virtio-serial port
 ``org.diskbench.report``: first ``{"event": "ready", ...}``, at the end one
 ``{"event": "report", ...}`` with per-phase durations from its monotonic
-clock.  Anything else, or a report with missing or ill-typed fields, is a
-:class:`ProtocolError`: a failed sample, never a number.
+clock, the workload's own figures (``metrics``) and the raw text of the tools
+the host parses (``outputs``: bonnie++'s CSV line, mke2fs's output; see
+:mod:`harness.workloads`).  Anything else, or a report with missing or
+ill-typed fields, is a :class:`ProtocolError`: a failed sample, never a number.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from harness.errors import ProtocolError
@@ -37,6 +39,8 @@ class GuestReport:
     error: str | None
     clock: str | None
     raw: dict[str, Any]
+    # raw tool output by name, parsed on the host by harness.workloads.parse_outputs
+    outputs: dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -101,6 +105,16 @@ def parse_report(event: dict[str, Any], *, workload: str) -> GuestReport:
     if not isinstance(metrics_raw, dict):
         raise ProtocolError("guest report: 'metrics' is not an object")
     metrics = {str(k): _number(v, f"metric {k}") for k, v in metrics_raw.items() if v is not None}
+    outputs_raw = event.get("outputs")
+    if outputs_raw is None:  # a guest from before outputs existed
+        outputs_raw = {}
+    if not isinstance(outputs_raw, dict):
+        raise ProtocolError("guest report: 'outputs' is not an object")
+    outputs: dict[str, str] = {}
+    for key, text in outputs_raw.items():
+        if not isinstance(text, str):
+            raise ProtocolError(f"guest report: output {key!r} is {text!r}, not a string")
+        outputs[str(key)] = text
     error = event.get("error")
     return GuestReport(
         workload=workload,
@@ -115,4 +129,5 @@ def parse_report(event: dict[str, Any], *, workload: str) -> GuestReport:
         error=None if error is None else str(error),
         clock=None if event.get("clock") is None else str(event.get("clock")),
         raw=event,
+        outputs=outputs,
     )

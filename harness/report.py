@@ -5,10 +5,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from harness.errors import HarnessError
 from harness.stats import Stats
+from harness.workloads import metric_info
 
-HOST_ROWS = ("host.boot_s", "host.overhead_s", "host.create_s")
-UNITS = {"mib_per_s": "MiB/s", "bytes": "B", "files": "", "packages": ""}
+HOST_ROWS = (
+    "host.boot_s",
+    "host.overhead_s",
+    "host.create_s",
+    "host.guest_written_bytes",
+    "host.written_bytes",
+    "host.write_amplification",
+    "host.write_calls",
+    "host.flushes",
+)
 
 
 def metric_order(record: dict[str, Any]) -> list[str]:
@@ -20,18 +30,26 @@ def metric_order(record: dict[str, Any]) -> list[str]:
                 names.append(key)
     phases = [n for n in names if n.startswith("phase.")]
     others = [n for n in names if not n.startswith(("phase.", "host.")) and n != "total_s"]
-    host = [n for n in HOST_ROWS if n in names]
+    host = [n for n in HOST_ROWS if n in names] + [
+        n for n in names if n.startswith("host.") and n not in HOST_ROWS
+    ]
     return phases + (["total_s"] if "total_s" in names else []) + others + host
 
 
 def _unit(name: str) -> tuple[str, str]:
     """(label, unit) of a metric name: ``phase.mkfs_s`` -> ``("mkfs", "s")``."""
     label = name.removeprefix("phase.")
-    if name in UNITS:
-        return label, UNITS[name]
-    if name.endswith("_s"):
-        return label[:-2], "s"
-    return label, ""
+    try:
+        unit = metric_info(name).unit
+    except HarnessError:
+        unit = ""
+    if unit == "s" and label.endswith("_s"):
+        label = label[:-2]
+    return label, unit
+
+
+def _digits(unit: str) -> int:
+    return {"s": 2, "MiB/s": 1, "ratio": 3, "%": 0}.get(unit, 0)
 
 
 def cell_rows(record: dict[str, Any]) -> list[tuple[str, str]]:
@@ -40,8 +58,7 @@ def cell_rows(record: dict[str, Any]) -> list[tuple[str, str]]:
     for name in metric_order(record):
         values = [s["metrics"][name] for s in ok if name in s.get("metrics", {})]
         label, unit = _unit(name)
-        digits = 0 if unit in ("B", "") else 2
-        rows.append((label, Stats.of(values).format(unit, digits=digits)))
+        rows.append((label, Stats.of(values).format(unit, digits=_digits(unit))))
     return rows
 
 

@@ -22,6 +22,7 @@ from harness.protocol import GuestReport, parse_ready, parse_report
 from harness.records import new_record, record_path, write_json_atomic
 from harness.spec import Aio, CacheState, Cell, Interface, Workload
 from harness.vm import PAYLOAD_SERIAL, Drive, Machine, VMConfig
+from harness.workloads import parse_outputs
 
 DISK_NODE = "disk0"
 
@@ -254,6 +255,8 @@ def run_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: 
                 f"guest sent {len(run.garbage)} line(s) that are not JSON: {run.garbage[0][:80]!r}"
             )
         report = parse_report(run.event, workload=cell.workload.name.value)
+        extra_metrics, extra_fields = parse_outputs(report.workload, report.outputs)
+        sample.update(extra_fields)
         check = images.check(image_path, cell.image.format)
         host["check"] = {"rc": check.returncode, "verdict": check.verdict, "report": check.report}
         host["allocated_after"] = images.allocated_bytes(image_path)
@@ -261,7 +264,7 @@ def run_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: 
         host["wall_s"] = time.monotonic() - t0
         host["overhead_s"] = host["wall_s"] - run.boot_s - report.total_s
         host["written_bytes_source"] = "wchar" if cell.drive.aio is Aio.THREADS else "write_bytes"
-        sample["metrics"] = sample_metrics(report, host, cell.drive.aio)
+        sample["metrics"] = sample_metrics(report, host, cell.drive.aio) | extra_metrics
         if report.status != "ok":
             sample["reason"] = f"guest workload failed: {report.error or 'no reason given'}"
             sample["log_tail"] = run.console_tail

@@ -345,6 +345,11 @@ def make_cell(
             f"bonnie size {bonnie_size_mib} MiB, ram {bonnie_ram_mib} MiB, files {bonnie_files}: "
             "use a positive size and non-negative ram and files"
         )
+    if wl is Workload.BONNIE and bonnie_size_mib < 2 * bonnie_ram_mib:
+        raise SpecError(
+            f"bonnie++ test size {bonnie_size_mib} MiB is less than twice its ram {bonnie_ram_mib} MiB: "
+            "bonnie++ refuses that; use a size of at least 2x ram"
+        )
     if wl is Workload.BONNIE and bonnie_size_mib * 1024**2 > disk_size // 2:
         raise SpecError(
             f"bonnie++ test size {bonnie_size_mib} MiB does not fit a {format_size(disk_size)} disk: "

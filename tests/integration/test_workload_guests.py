@@ -1,0 +1,96 @@
+"""Real guests under TCG running the bonnie and mkfs workloads, their outputs parsed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.protocol import parse_report
+from harness.records import load_record
+from harness.session import run_cells
+from harness.spec import make_cell
+from harness.workloads import metric_info, parse_outputs
+
+pytestmark = [pytest.mark.integration, pytest.mark.guest]
+
+
+def run_one(cell: Any, guest: Any, tmp_path: Path, disk_dir: Path) -> dict[str, Any]:
+    result = run_cells(
+        [cell], repeat=1, accel="tcg", work_dir=disk_dir, results_dir=tmp_path / "results", guest=guest
+    )
+    (path,) = sorted(result.run_dir.glob("*.json"))
+    record = load_record(path)
+    sample: dict[str, Any] = record["samples"][0]
+    assert sample["status"] == "ok", sample.get("reason")
+    return sample
+
+
+def parsed(sample: dict[str, Any], workload: str) -> tuple[dict[str, float], dict[str, Any]]:
+    """The figures parsed from the guest's raw outputs, as the runner parses them."""
+    report = parse_report(sample["report"], workload=workload)
+    return parse_outputs(workload, report.outputs)
+
+
+def test_bonnie_small_on_qcow2(guest: Any, tmp_path: Path, disk_dir: Path) -> None:
+    # 64 MiB of test file, 1024 files: about 30 s under TCG
+    cell = make_cell(
+        format="qcow2",
+        workload="bonnie",
+        bonnie_size_mib=64,
+        bonnie_ram_mib=32,
+        bonnie_files=1,
+        size="256M",
+    )
+    sample = run_one(cell, guest, tmp_path, disk_dir)
+    metrics = sample["metrics"]
+    assert [k for k in metrics if k.startswith("phase.")] == [
+        "phase.mkfs_s",
+        "phase.mount_s",
+        "phase.bonnie_s",
+        "phase.umount_s",
+        "phase.fsck_s",
+    ]
+    assert metrics["total_s"] > metrics["phase.bonnie_s"] > 1.0
+    figures, fields = parsed(sample, "bonnie")
+    assert fields["bonnie_version"] == "2.00a"
+    assert fields["bonnie_params"]["size"] == "64M"
+    assert fields["bonnie_params"]["num_files"] == "1"
+    # Sequential block output goes to the disk (fsync with -b): a real rate, never "too fast".
+    assert 100 < figures["bonnie.seq_output_block_kib_per_s"] < 10_000_000
+    assert figures["bonnie.latency_seq_output_block_us"] > 0
+    # -f: no per-character tests at all
+    assert not any("_char_" in name for name in [*figures, *fields["too_fast"]])
+    # Each throughput and file test is measured or too fast, never both, never silently missing.
+    for stem in ("rewrite_kib", "seq_input_block_kib", "random_seeks", "seq_create", "seq_delete"):
+        name = f"bonnie.{stem}_per_s"
+        assert (name in figures) != (name in fields["too_fast"]), name
+    for name in fields["too_fast"]:
+        assert name not in figures
+    for name, value in figures.items():
+        assert value >= 0 and metric_info(name).name == name
+        assert metrics.get(name, value) == value  # the runner's copy, where it merges them
+    # What the guest wrote is at least the test file (plus rewrite and file creation).
+    assert sample["host"]["blockstats"]["wr_bytes"] >= 64 * 1024**2
+    assert sample["host"]["check"]["verdict"] == "clean"
+
+
+def test_mkfs_writes_every_inode_table(guest: Any, tmp_path: Path, disk_dir: Path) -> None:
+    cell = make_cell(format="raw", preallocation="off", workload="mkfs", size="1G")
+    sample = run_one(cell, guest, tmp_path, disk_dir)
+    metrics = sample["metrics"]
+    assert [k for k in metrics if k.startswith("phase.")] == ["phase.mkfs_s", "phase.fsck_s"]
+    assert metrics["total_s"] == metrics["phase.mkfs_s"] > 0
+    assert metrics["bytes"] == 1024**3
+    figures, fields = parsed(sample, "mkfs")
+    assert figures["mkfs.fs_bytes"] == 1024**3
+    assert figures["mkfs.block_groups"] == 8  # 32768 4k blocks per group
+    assert figures["mkfs.inodes"] == 65536
+    assert figures["mkfs.journal_bytes"] == 32 * 1024**2
+    assert fields["mke2fs_summary"] == "Creating filesystem with 262144 4k blocks and 65536 inodes"
+    # The inode tables (256 B per inode) and the journal were written as data, not
+    # as WRITE_ZEROES that QEMU turns into fallocate: QEMU's own write calls carry them.
+    tables = figures["mkfs.inodes"] * 256
+    assert metrics["host.written_bytes"] >= tables + figures["mkfs.journal_bytes"]
+    assert sample["host"]["check"]["verdict"] == "not-applicable"
