@@ -9,6 +9,7 @@ loses at most the sample in flight.
 from __future__ import annotations
 
 import datetime as dt
+import os
 import secrets
 import time
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from harness import images
-from harness.errors import HarnessError, ProtocolError
+from harness.errors import GuestBuildError, HarnessError, ProtocolError
 from harness.protocol import GuestReport, parse_ready, parse_report
 from harness.records import new_record, record_path, write_json_atomic
 from harness.spec import Aio, CacheState, Cell, Interface, Workload
@@ -215,6 +216,17 @@ def prime(
     host["allocated_before"] = images.allocated_bytes(image)
 
 
+def touch_guest(guest: Guest) -> None:
+    """Mark the guest build as in use (pruning spares it); fail clearly if it is gone."""
+    build_dir = guest.kernel.parent
+    try:
+        os.utime(build_dir)
+    except OSError as exc:
+        raise GuestBuildError(
+            f"the guest build {build_dir} is gone ({exc.strerror}): run `diskbench guest build`"
+        ) from exc
+
+
 def run_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: Path) -> dict[str, Any]:
     """One measured run of ``cell``; never raises for a failure of the sample itself."""
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
@@ -233,6 +245,7 @@ def run_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: 
         },
     }
     try:
+        touch_guest(guest)
         created = images.create(image_path, cell.image)
         host["create_s"] = created.create_s
         host["allocated_before"] = created.allocated_bytes
