@@ -51,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     axes.add_argument(
         "--preallocation",
         default="off",
-        help="raw: off,falloc,full; qcow2: off,metadata,falloc,full",
+        help="raw: off,falloc,full,written (every byte written first); qcow2: off,metadata,falloc,full",
     )
     axes.add_argument(
         "--cluster-size",
@@ -59,6 +59,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="qcow2 cluster_size, a power of two from 512 to 2M (default 64K)",
     )
     axes.add_argument("--lazy-refcounts", action="store_true", help="qcow2 lazy_refcounts=on")
+    axes.add_argument("--compat", default=None, help="qcow2 compat: 1.1 (default) or 0.10")
+    axes.add_argument(
+        "--cache-state",
+        default="fresh",
+        help="fresh: a new image per sample; warm: a first unmeasured run on the image, then the "
+        "measured one; cold: the same with the image's host page cache dropped in between",
+    )
     axes.add_argument("--size", default="2G", help="virtual disk size")
     axes.add_argument("--cache", default="writeback", help=f"drive cache mode: {_choices(Cache)}")
     axes.add_argument(
@@ -70,7 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
     wl.add_argument("--payload", default="full", choices=PAYLOADS, help="install: package set to install")
     wl.add_argument("--dd-mib", type=int, default=256, help="dd: MiB to write")
     wl.add_argument("--dd-chunk-mib", type=int, default=2, help="dd: chunk size in MiB")
-    wl.add_argument("--fs", default="ext4", help="dd: filesystem to write through (ext4, ext2)")
+    wl.add_argument("--fs", default="ext4", help="dd, bonnie, mkfs: filesystem (ext4, ext2)")
+    wl.add_argument("--bonnie-size-mib", type=int, default=512, help="bonnie: test size (-s), >= 2x ram")
+    wl.add_argument("--bonnie-ram-mib", type=int, default=256, help="bonnie: RAM it assumes (-r)")
+    wl.add_argument("--bonnie-files", type=int, default=0, help="bonnie: files in 1024s (-n); 0 skips")
     rn = run.add_argument_group("how to run")
     rn.add_argument("--repeat", type=int, default=3, help="samples per cell")
     rn.add_argument(
@@ -213,6 +223,7 @@ def cells_from_args(args: argparse.Namespace) -> tuple[list[Cell], list[str]]:
         "aio": split_list(args.aio),
         "interface": split_list(args.interface),
         "workload": split_list(args.workload),
+        "cache_state": split_list(args.cache_state),
     }
     if args.cluster_size:
         axes["cluster_size"] = split_list(args.cluster_size)
@@ -226,6 +237,10 @@ def cells_from_args(args: argparse.Namespace) -> tuple[list[Cell], list[str]]:
         "dd_mib": args.dd_mib,
         "dd_chunk_mib": args.dd_chunk_mib,
         "fs": args.fs,
+        "compat": args.compat,
+        "bonnie_size_mib": args.bonnie_size_mib,
+        "bonnie_ram_mib": args.bonnie_ram_mib,
+        "bonnie_files": args.bonnie_files,
     }
     return expand(axes, skip_format_mismatch=len(axes["format"]) > 1, **fixed)
 
