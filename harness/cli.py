@@ -304,19 +304,20 @@ def cmd_accel(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     from harness.records import load_record
-    from harness.report import render_table
+    from harness.report import render
 
     paths: list[Path] = []
     for path in args.records:
         paths.extend(sorted(path.glob("*.json")) if path.is_dir() else [path])
-    print(render_table([load_record(p) for p in paths]), end="")
+    print(render([load_record(p) for p in paths]), end="")
     return ExitCode.OK
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from harness import sweep
     from harness.progress import Progress
-    from harness.session import open_session, render
+    from harness.report import render
+    from harness.session import open_session
 
     spec = sweep.load_spec(args.spec)
     repeat = spec.repeat if args.repeat is None else args.repeat

@@ -102,3 +102,53 @@ def render_summary(records: Sequence[dict[str, Any]], metric: str = "total_s") -
     out = [f"{'cell':<{w0}}  {metric:<{w1}}  ok"]
     out += [f"{a:<{w0}}  {b:<{w1}}  {c}" for a, b, c in rows]
     return "\n".join(out) + "\n"
+
+
+def time_split(records: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Where the wall time of a run went: boot, workload, the host's overhead, failed samples."""
+    split = {"wall_s": 0.0, "boot_s": 0.0, "workload_s": 0.0, "overhead_s": 0.0, "failed_s": 0.0}
+    for record in records:
+        for sample in record["samples"]:
+            host = sample.get("host", {})
+            wall = float(host.get("wall_s", 0.0))
+            split["wall_s"] += wall
+            metrics = sample.get("metrics")
+            if sample.get("status") != "ok" or not metrics:
+                split["failed_s"] += wall
+                continue
+            split["boot_s"] += float(metrics.get("host.boot_s", 0.0))
+            split["workload_s"] += float(metrics.get("total_s", 0.0))
+            split["overhead_s"] += float(metrics.get("host.overhead_s", 0.0))
+    return split
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min"
+
+
+def render_time_split(records: Sequence[dict[str, Any]]) -> str:
+    """One line: ``time: 72 samples, 41.2 min of samples: boot 8.1 min (20%), ...``."""
+    split = time_split(records)
+    wall = split["wall_s"]
+    count = sum(len(r["samples"]) for r in records)
+    if not wall:
+        return ""
+    parts = [
+        f"{name} {_minutes(split[key])} ({100 * split[key] / wall:.0f}%)"
+        for name, key in (
+            ("boot", "boot_s"),
+            ("workload", "workload_s"),
+            ("overhead", "overhead_s"),
+            ("failed samples", "failed_s"),
+        )
+        if split[key] or key != "failed_s"
+    ]
+    return f"time: {count} samples, {_minutes(wall)} in samples: " + ", ".join(parts) + "\n"
+
+
+def render(records: Sequence[dict[str, Any]]) -> str:
+    """The per-cell tables, one line per cell when there are several, and the time split."""
+    table = render_table(records)
+    if len(records) > 1:
+        table += "\n" + render_summary(records)
+    return table + render_time_split(records)

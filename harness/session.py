@@ -18,7 +18,7 @@ from typing import Any
 from harness import images
 from harness.accel import choose_accel
 from harness.machine import machine_info
-from harness.report import render_summary, render_table
+from harness.report import render
 from harness.runner import Guest, RunOptions, new_run_id, run_cell
 from harness.spec import Cache, Cell
 
@@ -153,12 +153,6 @@ class RunResult:
     @property
     def failed_samples(self) -> int:
         return sum(1 for r in self.records for s in r["samples"] if s["status"] != "ok")
-
-
-def render(records: Sequence[dict[str, Any]]) -> str:
-    """The per-cell tables, then one line per cell when there are several."""
-    table = render_table(records)
-    return table + ("\n" + render_summary(records) if len(records) > 1 else "")
 
 
 def run_cells(

@@ -78,3 +78,18 @@ def test_table_shows_median_spread_and_failures() -> None:
     order = [line.split()[0] for line in lines[1:6]]
     assert order == ["mkfs", "write", "total", "mib_per_s", "host.boot"]
     json.dumps(make_record())
+
+
+def test_time_split_says_where_the_wall_time_went() -> None:
+    from harness.report import render_time_split, time_split
+
+    record = make_record()
+    for sample, wall in zip(record["samples"], (12.0, 14.0, 3.0), strict=True):  # type: ignore[call-overload]
+        sample.setdefault("host", {})["wall_s"] = wall
+        if sample["status"] == "ok":
+            sample["metrics"]["host.overhead_s"] = 1.0
+    split = time_split([record])  # type: ignore[list-item]
+    assert split == {"wall_s": 29.0, "boot_s": 8.0, "workload_s": 9.0, "overhead_s": 2.0, "failed_s": 3.0}
+    line = render_time_split([record])  # type: ignore[list-item]
+    assert line.startswith("time: 3 samples, 0.5 min in samples: boot 0.1 min (28%)")
+    assert "failed samples 0.1 min (10%)" in line
