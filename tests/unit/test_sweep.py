@@ -398,6 +398,7 @@ def test_progress_is_plain_lines_under_ci(monkeypatch: pytest.MonkeyPatch) -> No
         def isatty(self) -> bool:
             return True
 
+    monkeypatch.delenv("CI", raising=False)
     assert Progress(Tty()).bar
     monkeypatch.setenv("CI", "true")
     assert not Progress(Tty()).bar
