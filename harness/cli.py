@@ -23,6 +23,37 @@ def _choices(enum: Any) -> str:
     return ",".join(m.value for m in enum)
 
 
+def add_machine_options(group: Any) -> None:
+    """Where and how samples run: shared by ``run`` and ``sweep``."""
+    group.add_argument(
+        "--accel",
+        default="auto",
+        choices=("auto", "kvm", "tcg"),
+        help="auto: KVM if a guest really boots under it, else TCG with a warning",
+    )
+    group.add_argument(
+        "--work-dir",
+        type=Path,
+        default=default_work_dir(),
+        help="where disk images are created: the runner's real disk, never tmpfs",
+    )
+    group.add_argument(
+        "--results-dir",
+        type=Path,
+        default=default_results_dir(),
+        help="records and logs go here (a sweep's under RESULTS/sweeps/NAME/)",
+    )
+    group.add_argument(
+        "--boot-timeout-s",
+        type=float,
+        default=None,
+        help="deadline for the guest's ready line (default 30 under KVM, 120 under TCG)",
+    )
+    group.add_argument(
+        "--workload-timeout-s", type=float, default=1800.0, help="deadline for the workload report"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="diskbench",
@@ -83,30 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     wl.add_argument("--bonnie-files", type=int, default=0, help="bonnie: files in 1024s (-n); 0 skips")
     rn = run.add_argument_group("how to run")
     rn.add_argument("--repeat", type=int, default=3, help="samples per cell")
-    rn.add_argument(
-        "--accel",
-        default="auto",
-        choices=("auto", "kvm", "tcg"),
-        help="auto: KVM if a guest really boots under it, else TCG with a warning",
-    )
-    rn.add_argument(
-        "--work-dir",
-        type=Path,
-        default=default_work_dir(),
-        help="where disk images are created: the runner's real disk, never tmpfs",
-    )
-    rn.add_argument(
-        "--results-dir", type=Path, default=default_results_dir(), help="records and logs go here"
-    )
-    rn.add_argument(
-        "--boot-timeout-s",
-        type=float,
-        default=None,
-        help="deadline for the guest's ready line (default 30 under KVM, 120 under TCG)",
-    )
-    rn.add_argument(
-        "--workload-timeout-s", type=float, default=1800.0, help="deadline for the workload report"
-    )
+    add_machine_options(rn)
     rn.add_argument(
         "--mem-mib",
         type=int,
@@ -164,32 +172,9 @@ def add_sweep_parsers(sub: Any) -> None:
         help="run only cells whose id matches one of these comma-separated globs, e.g. 'qcow2-*,*.dd-*'",
     )
     sweep.add_argument(
-        "--accel",
-        default="auto",
-        choices=("auto", "kvm", "tcg"),
-        help="auto: KVM if a guest really boots under it, else TCG with a warning",
-    )
-    sweep.add_argument(
-        "--work-dir",
-        type=Path,
-        default=default_work_dir(),
-        help="where disk images are created: the runner's real disk, never tmpfs",
-    )
-    sweep.add_argument(
-        "--results-dir", type=Path, default=default_results_dir(), help="records go to RESULTS/sweeps/NAME/"
-    )
-    sweep.add_argument(
         "--dry-run", action="store_true", help="list cells, exclusions and the estimate; run nothing"
     )
-    sweep.add_argument(
-        "--boot-timeout-s",
-        type=float,
-        default=None,
-        help="deadline for the guest's ready line (default 30 under KVM, 120 under TCG)",
-    )
-    sweep.add_argument(
-        "--workload-timeout-s", type=float, default=1800.0, help="deadline for the workload report"
-    )
+    add_machine_options(sweep)
 
     merge = sub.add_parser(
         "merge",
