@@ -320,8 +320,12 @@ def run_cell(
     path: Path | None = None,
     existing: dict[str, Any] | None = None,
     log_root: Path | None = None,
+    of: int | None = None,
 ) -> tuple[Path, dict[str, Any]]:
     """Run the samples of ``cell`` up to ``opts.repeat``; write the record after each.
+
+    ``of`` is the number of samples the cell will have in the end, for the
+    progress lines (a sweep runs one sample per cell per round).
 
     ``path`` defaults to ``RESULTS/records/RUN_ID/CELL_ID.json``.  With
     ``existing`` (a record of this cell, same machine and subject) the run
@@ -344,12 +348,13 @@ def run_cell(
         run_id=opts.run_id,
     )
     log_root = log_root or opts.results_dir / "logs" / opts.run_id / cell.id
+    of = of or opts.repeat
     for index in range(len(record["samples"]), opts.repeat):
-        progress(f"{label}{cell.id} sample {index + 1}/{opts.repeat} ...")
+        progress(f"{label}{cell.id} sample {index + 1}/{of} ...")
         sample = run_sample(cell, guest, opts, index, log_root / f"sample-{index}")
         record["samples"].append(sample)
         write_json_atomic(path, record)
-        progress(f"{label}{cell.id} sample {index + 1}/{opts.repeat}: {describe_sample(sample)}")
+        progress(f"{label}{cell.id} sample {index + 1}/{of}: {describe_sample(sample)}")
     return path, record
 
 

@@ -81,6 +81,7 @@ class Session:
         log_root: Path | None = None,
         progress: Callable[[str], None] = lambda _msg: None,
         label: str = "",
+        of: int | None = None,
     ) -> tuple[Path, dict[str, Any]]:
         return run_cell(
             cell,
@@ -93,6 +94,7 @@ class Session:
             path=path,
             existing=existing,
             log_root=log_root,
+            of=of,
         )
 
 

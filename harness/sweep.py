@@ -838,6 +838,7 @@ def run_sweep(
                     log_root=directory / "logs" / cell.id,
                     progress=progress.note,
                     label=label,
+                    of=repeat,
                 )
             except OSError as exc:
                 raise InfraError(f"cannot write the record {path}: {exc.strerror or exc}") from exc
