@@ -167,13 +167,12 @@ def run_cells(
     from harness.capabilities import unsupported_reason
     from harness.errors import UsageError
 
-    work_dir = Path(session_args["work_dir"])
-    images.check_work_dir(work_dir.resolve(), {c.drive.cache for c in cells})
+    session = open_session(caches={c.drive.cache for c in cells}, progress=progress, **session_args)
+    # probed in the work dir open_session has checked, as a sweep does, before any image exists
     for cell in cells:
-        reason = unsupported_reason(cell, work_dir)
+        reason = unsupported_reason(cell, session.opts.work_dir)
         if reason:
             raise UsageError(f"{cell.id}: {reason}: use aio=threads")
-    session = open_session(caches={c.drive.cache for c in cells}, progress=progress, **session_args)
     records = []
     for number, cell in enumerate(cells, start=1):
         _, record = session.run_cell(cell, progress=progress, label=f"[{number}/{len(cells)}] ")
