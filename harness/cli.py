@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -64,6 +65,17 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 ok, 1 regression, 2 bad usage or input, 3 infrastructure failure.",
     )
     parser.add_argument("--version", action="version", version=f"diskbench {__version__}")
+    parser.add_argument(
+        "--qemu",
+        metavar="PATH",
+        help="qemu-system-x86_64 to run guests with (default $DISKBENCH_QEMU, else the one on PATH); "
+        "recorded in every record's machine info",
+    )
+    parser.add_argument(
+        "--qemu-img",
+        metavar="PATH",
+        help="qemu-img to create and check images with (default $DISKBENCH_QEMU_IMG, else the one on PATH)",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     run = sub.add_parser(
@@ -173,6 +185,13 @@ def add_sweep_parsers(sub: Any) -> None:
     )
     sweep.add_argument(
         "--dry-run", action="store_true", help="list cells, exclusions and the estimate; run nothing"
+    )
+    sweep.add_argument(
+        "--policy",
+        type=Path,
+        default=None,
+        help="a storage policy (policy.toml): what the spec leaves unset comes from it, and its "
+        "extra -drive options apply to every sample",
     )
     add_machine_options(sweep)
 
@@ -300,6 +319,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from harness import sweep
+    from harness.policy import load_policy
     from harness.progress import Progress
     from harness.report import render
     from harness.session import open_session
@@ -308,7 +328,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     repeat = spec.repeat if args.repeat is None else args.repeat
     if repeat < 1:
         raise SpecError(f"--repeat {repeat}: use 1 or more")
-    plan = sweep.expand_spec(spec)
+    policy = load_policy(args.policy) if args.policy else None
+    plan = sweep.expand_spec(spec, policy=policy)
     cells = sweep.select(plan.cells, only=args.only, shard=args.shard)
     directory = sweep.sweep_dir(args.results_dir, spec.name)
     recorded = {cid: len(rec["samples"]) for cid, (_p, rec) in sweep.scan_records(directory).items()}
@@ -343,6 +364,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         workload_timeout_s=args.workload_timeout_s,
         progress=progress.note,
         run_id=f"sweep-{spec.name}",
+        policy=policy,
     )
     cells, unsupported = sweep.drop_unsupported(cells, session.opts.work_dir)
     for cell_id, reason in unsupported:
@@ -377,6 +399,23 @@ def cmd_merge(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
+def use_binaries(*, qemu: str | None, qemu_img: str | None) -> None:
+    """``--qemu``/``--qemu-img``: the environment is how every part of the harness finds them."""
+    for value, name in ((qemu, "DISKBENCH_QEMU"), (qemu_img, "DISKBENCH_QEMU_IMG")):
+        if value:
+            path = Path(value).expanduser().resolve()
+            if not os.access(path, os.X_OK):
+                raise SystemExit(
+                    _usage_exit(f"--{name[10:].lower().replace('_', '-')} {value}: not an executable file")
+                )
+            os.environ[name] = str(path)
+
+
+def _usage_exit(message: str) -> int:
+    _err(f"diskbench: error: {message}: pass the path of a built binary")
+    return ExitCode.USAGE
+
+
 def _terminate(signum: int, _frame: object) -> None:
     # SIGTERM (a CI job cancelled, a runner stopping) takes the same path as
     # Ctrl-C, so every QEMU is shut down and the record of the sample in
@@ -388,6 +427,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _terminate)
     parser = build_parser()
     args = parser.parse_args(argv)
+    use_binaries(qemu=args.qemu, qemu_img=args.qemu_img)
     handlers = {
         "run": cmd_run,
         "guest": cmd_guest,

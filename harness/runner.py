@@ -52,6 +52,7 @@ class RunOptions:
     smp: int = 1
     keep_images: bool = False
     extra_append: tuple[str, ...] = ()
+    drive_options: tuple[tuple[str, str], ...] = ()
 
 
 def new_run_id() -> str:
@@ -80,6 +81,7 @@ def vm_config(cell: Cell, guest: Guest, opts: RunOptions, image: Path) -> VMConf
             interface=cell.drive.interface,
             cache=cell.drive.cache,
             aio=cell.drive.aio,
+            options=opts.drive_options,
         )
     )
     return VMConfig(

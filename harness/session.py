@@ -18,6 +18,7 @@ from typing import Any
 from harness import images
 from harness.accel import choose_accel
 from harness.machine import machine_info
+from harness.policy import Policy
 from harness.report import render
 from harness.runner import Guest, RunOptions, new_run_id, run_cell
 from harness.spec import Cache, Cell
@@ -114,14 +115,22 @@ def open_session(
     progress: Callable[[str], None] = lambda _msg: None,
     guest: Any = None,
     run_id: str | None = None,
+    policy: Policy | None = None,
+    recipe_dir: Path | None = None,
 ) -> Session:
-    """Check the work dir, build the guest, choose the accelerator: once per session."""
+    """Check the work dir, build the guest, choose the accelerator: once per session.
+
+    ``policy`` adds its extra drive options to every sample and is recorded
+    in the subject; ``recipe_dir`` builds the guest of another checkout's
+    ``images/`` (a gate's base or head).
+    """
     from harness.guest import build_guest
+    from harness.paths import IMAGES_DIR
 
     work_dir = work_dir.resolve()
     fstype = images.check_work_dir(work_dir, set(caches))
     if guest is None:
-        guest = build_guest(log=progress)
+        guest = build_guest(recipe_dir=recipe_dir or IMAGES_DIR, log=progress)
     choice = choose_accel(accel, guest.kernel, guest.initrd, warn=progress)
     progress(f"accel: {choice.accel} ({choice.reason}); work dir {work_dir} on {fstype}")
     opts = RunOptions(
@@ -137,9 +146,13 @@ def open_session(
         smp=smp,
         keep_images=keep_images,
         extra_append=tuple(extra_append),
+        drive_options=policy.drive_options if policy else (),
     )
     machine = machine_info(work_dir, accel=choice.accel, accel_reason=choice.reason)
-    return Session(guest=guest, opts=opts, machine=machine, subject=guest_subject(guest))
+    subject = guest_subject(guest)
+    if policy is not None:
+        subject["policy"] = policy.as_dict()
+    return Session(guest=guest, opts=opts, machine=machine, subject=subject)
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,7 @@ from typing import Any
 
 from harness import proc
 from harness.errors import ImageError, InfraError, SpecError
+from harness.policy import Policy
 from harness.records import load_record, write_json_atomic
 from harness.spec import (
     PREALLOCATION,
@@ -450,8 +451,12 @@ def load_spec(path: Path) -> SweepSpec:
     return parse_spec(text, source=str(path), default_name=path.stem)
 
 
-def expand_spec(spec: SweepSpec) -> Plan:
-    """Every combination of the axes, in spec order; exclusions kept with their reasons."""
+def expand_spec(spec: SweepSpec, *, policy: Policy | None = None) -> Plan:
+    """Every combination of the axes, in spec order; exclusions kept with their reasons.
+
+    With ``policy``, what the spec leaves unset comes from the policy (see
+    :mod:`harness.policy` for which of its values apply to which cells).
+    """
     names = list(spec.axes)
     cells: dict[str, Cell] = {}
     excluded: list[Excluded] = []
@@ -459,6 +464,8 @@ def expand_spec(spec: SweepSpec) -> Plan:
     for combo in itertools.product(*(spec.axes[n] for n in names)):
         shown = dict(zip(names, combo, strict=True))
         values = {**spec.params, **shown}
+        if policy is not None:
+            values = {**policy.defaults_for(values), **values}
         hit = next((i for i, ex in enumerate(spec.excludes) if ex.matches(values)), None)
         if hit is not None:
             used[hit] = True

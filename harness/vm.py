@@ -95,6 +95,8 @@ class Drive:
     aio: Aio = Aio.THREADS
     readonly: bool = False
     serial: str = DISK_SERIAL
+    # extra -drive options of the policy (validated there: no commas), e.g. a throttle
+    options: tuple[tuple[str, str], ...] = ()
 
     def argv(self) -> list[str]:
         opts = [
@@ -107,6 +109,7 @@ class Drive:
         ]
         if self.readonly:
             opts.append("readonly=on")
+        opts += [f"{name}={value}" for name, value in self.options]
         dev = f"{self.node}-dev"
         args = ["-drive", ",".join(opts)]
         serial = f"serial={self.serial}"
