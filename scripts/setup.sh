@@ -12,6 +12,8 @@ APT_PACKAGES=(
   e2fsprogs                         # mke2fs -d: the payload drive image
   util-linux-extra                  # fincore: how much of an image is in the host page cache
   python3-venv ca-certificates
+  git                               # asv checks out each commit; the gate makes worktrees
+  chromium chromium-driver          # the tests open the published pages in headless Chromium
 )
 
 log() { printf 'setup: %s\n' "$*" >&2; }
