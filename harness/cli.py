@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from harness import __version__
-from harness.errors import ExitCode, HarnessError, SpecError
+from harness.compare_cli import add_compare_parser, cmd_compare
+from harness.errors import ExitCode, HarnessError, SpecError, UsageError
 from harness.paths import default_results_dir, default_work_dir
 from harness.spec import PAYLOADS, Aio, Cache, Cell, Format, Interface, Workload, expand, split_list
 
@@ -151,7 +152,66 @@ def build_parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="print the table of existing records")
     show.add_argument("records", nargs="+", type=Path, help="record files or run directories")
     add_sweep_parsers(sub)
+    add_compare_parser(sub)
+    add_gate_parser(sub)
     return parser
+
+
+def add_gate_parser(sub: Any) -> None:
+    """``diskbench gate``: base vs head on this runner, interleaved."""
+    from harness.compare import add_compare_options
+    from harness.gate import GATE_SPEC
+
+    gate = sub.add_parser(
+        "gate",
+        help="compare two revisions on this runner: interleaved rounds, a verdict per cell",
+        description=(
+            "Check out BASE and HEAD of the tracked repository in git worktrees (each side measures "
+            "its own policy.toml, guest recipe and, if given or built, its own QEMU), run the gate "
+            "spec's cells for both sides in interleaved rounds (order random per round and cell), "
+            "add rounds to cells that are not yet clear until the budget is spent, and compare: "
+            "a verdict per cell with the ratio of medians, its bootstrap interval and a Mann-Whitney "
+            "test. Writes OUT/comparison.json and OUT/summary.md and prints the summary."
+        ),
+        epilog="Exit codes: 0 no regression, 1 regression, 2 bad usage, 3 infrastructure failure.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    gate.add_argument("--base", required=True, help="base revision (branch, tag or commit)")
+    gate.add_argument("--head", required=True, help="head revision (branch, tag or commit)")
+    gate.add_argument("--spec", type=Path, default=GATE_SPEC, help="the gate spec: cells, rounds, budget")
+    gate.add_argument("--repo", type=Path, default=Path("."), help="the git repository the revisions are of")
+    gate.add_argument(
+        "--out", type=Path, default=None, help="output dir (default RESULTS/gate/BASE..HEAD-TIME)"
+    )
+    gate.add_argument(
+        "--budget-min", type=float, default=None, help="time budget in minutes (default: the spec's)"
+    )
+    gate.add_argument(
+        "--rounds", type=int, default=None, help="first rounds for every cell (default: the spec's)"
+    )
+    gate.add_argument("--max-rounds", type=int, default=None, help="rounds at most (default: the spec's)")
+    gate.add_argument("--seed", type=int, default=None, help="seed of the run order and the bootstrap")
+    gate.add_argument("--no-canary", action="store_true", help="skip the host canary (O_DIRECT writes)")
+    gate.add_argument(
+        "--policy",
+        type=Path,
+        default=None,
+        help="policy for a side whose checkout has no policy.toml (default: this repository's)",
+    )
+    q = gate.add_argument_group("QEMU of each side (default: the one on PATH for both)")
+    q.add_argument("--base-qemu", help="qemu-system-x86_64 of base")
+    q.add_argument("--head-qemu", help="qemu-system-x86_64 of head")
+    q.add_argument("--base-qemu-img", help="qemu-img of base")
+    q.add_argument("--head-qemu-img", help="qemu-img of head")
+    q.add_argument(
+        "--build-command",
+        help="build QEMU in each side's checkout with this command (e.g. a QEMU tree: "
+        "\"sh -c './configure --target-list=x86_64-softmmu && make -C build qemu-system-x86_64 qemu-img'\")",
+    )
+    add_compare_options(gate)
+    # unset means "the spec's": see settings_for
+    gate.set_defaults(min_effect=None)
+    add_machine_options(gate)
 
 
 def add_sweep_parsers(sub: Any) -> None:
@@ -385,6 +445,64 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
+def cmd_gate(args: argparse.Namespace) -> int:
+    import datetime as dt
+
+    from harness.compare import settings_from_args
+    from harness.gate import SubjectSource, load_gate_spec, run_gate, settings_for
+
+    spec = load_gate_spec(args.spec)
+    for flag, value in (("--rounds", args.rounds), ("--max-rounds", args.max_rounds)):
+        if value is not None and value < 1:
+            raise UsageError(f"{flag} {value}: use 1 or more")
+    if args.budget_min is not None and args.budget_min <= 0:
+        raise UsageError(f"--budget-min {args.budget_min}: use a positive number of minutes")
+    given = settings_from_args(args)
+    settings = settings_for(
+        spec, given, metrics_given=args.metric is not None, min_effect_given=args.min_effect is not None
+    )
+    sources = []
+    for label in ("base", "head"):
+        qemu, qemu_img = getattr(args, f"{label}_qemu"), getattr(args, f"{label}_qemu_img")
+        for flag, value in ((f"--{label}-qemu", qemu), (f"--{label}-qemu-img", qemu_img)):
+            if value and not os.access(value, os.X_OK):
+                raise UsageError(f"{flag} {value}: not an executable file: pass the path of a built binary")
+        sources.append(
+            SubjectSource(
+                label=label,
+                rev=getattr(args, label),
+                qemu=str(Path(qemu).resolve()) if qemu else None,
+                qemu_img=str(Path(qemu_img).resolve()) if qemu_img else None,
+            )
+        )
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    safe = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in f"{args.base}..{args.head}")
+    out = args.out or args.results_dir / "gate" / f"{safe}-{stamp}"
+    result = run_gate(
+        repo=args.repo,
+        base=sources[0],
+        head=sources[1],
+        spec=spec,
+        settings=settings,
+        out_dir=out,
+        work_dir=args.work_dir,
+        accel=args.accel,
+        budget_min=args.budget_min,
+        rounds=args.rounds,
+        max_rounds=args.max_rounds,
+        default_policy=args.policy,
+        build_command=args.build_command,
+        seed=args.seed,
+        canary=not args.no_canary,
+        boot_timeout_s=args.boot_timeout_s,
+        workload_timeout_s=args.workload_timeout_s,
+        progress=_err,
+    )
+    print(result.markdown, end="")
+    print(f"comparison: {result.out_dir / 'comparison.json'}")
+    return result.exit_code
+
+
 def cmd_merge(args: argparse.Namespace) -> int:
     from harness.merge import merge_dirs
 
@@ -435,6 +553,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "show": cmd_show,
         "sweep": cmd_sweep,
         "merge": cmd_merge,
+        "compare": cmd_compare,
+        "gate": cmd_gate,
     }
     if args.command not in handlers:
         parser.print_help()

@@ -1,0 +1,297 @@
+"""Measure the gate's own honesty: false alarms on A/A, and how often a real slowdown is caught.
+
+Usage (from the repository root, after ``bash scripts/setup.sh``)::
+
+    .venv/bin/python benchmarks/calibrate_gate.py --aa 20 --injected 5 --slowdowns 10,25
+
+1. A throwaway clone of this repository's committed HEAD is made.
+2. ``--aa`` gate runs compare HEAD with itself (trimmed spec
+   ``benchmarks/gate-calibration.toml``).  Any ``regression`` is a false alarm.
+3. The first cell is measured under two write throttles (``throttling.bps-write``
+   in the policy; mkfs's journal and dd's data both pass through it), and
+   ``total_s = a + b / rate`` is fitted through those two points; the throttle
+   for a slowdown ``s`` is the rate where that line reaches ``(1 + s)`` times the
+   unthrottled median of the A/A runs.
+4. For each slowdown a commit adding that throttle to ``policy.toml`` is made,
+   and ``--injected`` gate runs compare it with HEAD.  A run that names the cell
+   ``regression`` caught it.
+
+The rates and every run's verdicts go to ``OUT/calibration.json`` and
+``OUT/calibration.md``; the markdown is printed at the end.  On a KVM runner
+pass ``--accel kvm`` (and a larger ``--aa``); the figures are per machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from harness.compare import Settings, Verdict  # noqa: E402
+from harness.gate import SubjectSource, load_gate_spec, run_gate, settings_for  # noqa: E402
+from harness.paths import default_results_dir, default_work_dir  # noqa: E402
+from harness.policy import load_policy  # noqa: E402
+from harness.records import write_json_atomic  # noqa: E402
+
+MIB = 1024 * 1024
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def clone(into: Path) -> Path:
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(into)], check=True)
+    git(into, "config", "user.email", "calibration@diskbench.invalid")
+    git(into, "config", "user.name", "diskbench calibration")
+    return into
+
+
+def commit_throttle(repo: Path, base: str, bps: int, label: str) -> str:
+    """A commit on top of ``base`` whose policy throttles writes to ``bps`` bytes/s."""
+    git(repo, "checkout", "-q", "--detach", base)
+    policy = repo / "policy.toml"
+    text = policy.read_text(encoding="utf-8")
+    if "[drive.options]" not in text:
+        text += "\n[drive.options]\n"
+    text = text.replace("[drive.options]\n", f'[drive.options]\n"throttling.bps-write" = {bps}\n', 1)
+    policy.write_text(text, encoding="utf-8")
+    git(repo, "commit", "-q", "-am", f"policy: throttle writes to {bps} B/s ({label})")
+    return git(repo, "rev-parse", "HEAD")
+
+
+def one_gate(
+    repo: Path, base: str, head: str, args: argparse.Namespace, out: Path, seed: int
+) -> dict[str, Any]:
+    spec = load_gate_spec(args.spec)
+    t0 = time.monotonic()
+    result = run_gate(
+        repo=repo,
+        base=SubjectSource("base", base),
+        head=SubjectSource("head", head),
+        spec=spec,
+        settings=settings_for(spec, Settings(seed=seed)),
+        out_dir=out,
+        work_dir=args.work_dir,
+        accel=args.accel,
+        seed=seed,
+        progress=(lambda m: print(m, file=sys.stderr, flush=True)) if args.verbose else (lambda _m: None),
+    )
+    doc = result.document
+    return {
+        "out": str(out),
+        "wall_s": round(time.monotonic() - t0, 1),
+        "verdict": doc["verdict"],
+        "cells": {
+            c["cell"].get("gate_name", c["cell_id"]): {
+                "verdict": c["verdict"],
+                "rounds": c["rounds"],
+                "ratio": next((m["ratio"] for m in c["metrics"] if m["metric"] == "total_s"), None),
+            }
+            for c in doc["cells"]
+        },
+        "canary": doc.get("canary"),
+    }
+
+
+def cell_figures(run_dirs: list[Path]) -> dict[str, dict[str, float]]:
+    """Median write phase, total and dd size per cell id, over the base records of A/A runs."""
+    totals: dict[str, list[float]] = {}
+    writes: dict[str, list[float]] = {}
+    sizes: dict[str, int] = {}
+    for run in run_dirs:
+        for path in (run / "records" / "base").glob("*.json"):
+            record = json.loads(path.read_text())
+            cid = record["cell"]["id"]
+            sizes[cid] = int(record["cell"]["workload"]["dd_mib"]) * MIB
+            for sample in record["samples"]:
+                if sample["status"] == "ok":
+                    totals.setdefault(cid, []).append(sample["metrics"]["total_s"])
+                    writes.setdefault(cid, []).append(sample["metrics"]["phase.write_s"])
+    return {
+        cid: {
+            "total_s": statistics.median(totals[cid]),
+            "write_s": statistics.median(writes[cid]),
+            "bytes": sizes[cid],
+        }
+        for cid in totals
+    }
+
+
+FIT_RATES = (64 * MIB, 48 * MIB)
+
+
+def fit_throttle(cell: Any, args: argparse.Namespace, out: Path) -> tuple[float, float, dict[int, float]]:
+    """``(a, b)`` of ``total_s = a + b / rate`` from runs of ``cell`` at two throttles."""
+    from harness.policy import parse_policy
+    from harness.session import run_cells
+
+    points: dict[int, float] = {}
+    for rate in FIT_RATES:
+        policy = parse_policy(f'[drive.options]\n"throttling.bps-write" = {rate}\n', source="fit")
+        result = run_cells(
+            [cell],
+            repeat=3,
+            accel=args.accel,
+            work_dir=args.work_dir,
+            results_dir=out / f"fit-{rate}",
+            policy=policy,
+        )
+        totals = [
+            s["metrics"]["total_s"] for r in result.records for s in r["samples"] if s["status"] == "ok"
+        ]
+        if not totals:
+            raise SystemExit(f"calibration: the fit run at {rate} B/s failed: see {result.run_dir}")
+        points[rate] = statistics.median(totals)
+    (r1, t1), (r2, t2) = points.items()
+    b = (t2 - t1) / (1 / r2 - 1 / r1)
+    return t1 - b / r1, b, points
+
+
+def throttle_for(a: float, b: float, total_s: float, slowdown: float) -> int:
+    """The rate where ``a + b / rate`` is ``(1 + slowdown) * total_s``."""
+    target = (1 + slowdown) * total_s
+    if target <= a or b <= 0:
+        raise SystemExit(
+            f"calibration: no throttle gives +{slowdown:.0%} (fit a={a:.2f} s, b={b:.3g}): check the fit"
+        )
+    return int(b / (target - a))
+
+
+def render(doc: dict[str, Any]) -> str:
+    lines = [
+        f"# Gate calibration ({doc['accel']}, {doc['spec']})",
+        "",
+        f"A/A: {doc['aa']['runs']} gate runs, false alarms (overall regression): "
+        f"**{doc['aa']['false_alarms']}** ({doc['aa']['false_alarm_rate']:.0%}); "
+        f"cell verdicts: {doc['aa']['cell_verdicts']}; median wall time per gate {doc['aa']['median_wall_s']:.0f} s.",
+        "",
+        "| injected | throttle | expected slowdown per cell | runs | caught | cells named regression | measured ratio (median) |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for inj in doc["injected"]:
+        expected = ", ".join(f"{k}: +{v:.0%}" for k, v in inj["expected"].items())
+        named = ", ".join(f"{k} {v}/{inj['runs']}" for k, v in inj["named"].items()) or "none"
+        ratios = ", ".join(f"{k} {v:.3f}" for k, v in inj["median_ratio"].items())
+        lines.append(
+            f"| {inj['slowdown']:.0%} | {inj['bps'] / MIB:.1f} MiB/s | {expected} | {inj['runs']} | "
+            f"{inj['caught']} ({inj['caught'] / max(inj['runs'], 1):.0%}) | {named} | {ratios} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--aa", type=int, default=20, help="A/A gate runs")
+    parser.add_argument("--injected", type=int, default=5, help="gate runs per injected slowdown")
+    parser.add_argument("--slowdowns", default="10,25", help="injected slowdowns of total_s, percent")
+    parser.add_argument("--spec", type=Path, default=ROOT / "benchmarks" / "gate-calibration.toml")
+    parser.add_argument("--accel", default="auto", choices=("auto", "kvm", "tcg"))
+    parser.add_argument("--work-dir", type=Path, default=default_work_dir())
+    parser.add_argument("--out", type=Path, default=None, help="default RESULTS/calibration/TIME")
+    parser.add_argument("--verbose", action="store_true", help="print every sample's progress")
+    args = parser.parse_args(argv)
+    if args.aa < 1:
+        parser.error("--aa: use 1 or more (the A/A runs give the unthrottled figures)")
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    out = args.out or default_results_dir() / "calibration" / stamp
+    out.mkdir(parents=True, exist_ok=True)
+    slowdowns = [float(s) / 100 for s in args.slowdowns.split(",") if s.strip()]
+    with tempfile.TemporaryDirectory(prefix="diskbench-calibration-") as tmp:
+        repo = clone(Path(tmp) / "repo")
+        head = git(repo, "rev-parse", "HEAD")
+        aa_runs = []
+        for i in range(args.aa):
+            aa_runs.append(one_gate(repo, head, head, args, out / f"aa-{i:02d}", seed=1000 + i))
+            print(f"A/A {i + 1}/{args.aa}: {aa_runs[-1]['verdict']} {aa_runs[-1]['cells']}", flush=True)
+        figures = cell_figures([Path(r["out"]) for r in aa_runs])
+        spec = load_gate_spec(args.spec)
+        first_cell = spec.cells[0].resolve(load_policy(repo / "policy.toml"))
+        a, b, points = fit_throttle(first_cell, args, out)
+        print(f"fit: total_s = {a:.3f} + {b / MIB:.1f} MiB / rate, from {points}", flush=True)
+        injected = []
+        for slowdown in slowdowns:
+            bps = throttle_for(a, b, figures[first_cell.id]["total_s"], slowdown)
+            rev = commit_throttle(repo, head, bps, f"{slowdown:.0%} slower")
+            expected = {
+                cid: (f["bytes"] / bps - f["write_s"]) / f["total_s"]
+                if f["bytes"] / bps > f["write_s"]
+                else 0.0
+                for cid, f in figures.items()
+            }
+            runs = []
+            for i in range(args.injected):
+                runs.append(
+                    one_gate(repo, head, rev, args, out / f"inj{slowdown * 100:.0f}-{i:02d}", seed=2000 + i)
+                )
+                print(
+                    f"injected {slowdown:.0%} {i + 1}/{args.injected}: {runs[-1]['verdict']} {runs[-1]['cells']}"
+                )
+            named: dict[str, int] = {}
+            ratios: dict[str, list[float]] = {}
+            for run in runs:
+                for name, cell in run["cells"].items():
+                    if cell["verdict"] == Verdict.REGRESSION.value:
+                        named[name] = named.get(name, 0) + 1
+                    if cell["ratio"] is not None:
+                        ratios.setdefault(name, []).append(cell["ratio"])
+            injected.append(
+                {
+                    "slowdown": slowdown,
+                    "bps": bps,
+                    "expected": expected,
+                    "runs": len(runs),
+                    "caught": sum(1 for r in runs if r["verdict"] == Verdict.REGRESSION.value),
+                    "named": named,
+                    "median_ratio": {k: statistics.median(v) for k, v in ratios.items()},
+                    "gates": runs,
+                }
+            )
+    cell_verdicts: dict[str, int] = {}
+    for run in aa_runs:
+        for cell in run["cells"].values():
+            cell_verdicts[cell["verdict"]] = cell_verdicts.get(cell["verdict"], 0) + 1
+    false_alarms = sum(1 for r in aa_runs if r["verdict"] == Verdict.REGRESSION.value)
+    doc = {
+        "spec": str(args.spec.relative_to(ROOT) if args.spec.is_relative_to(ROOT) else args.spec),
+        "accel": args.accel,
+        "head": head,
+        "figures": figures,
+        "fit": {"a_s": a, "b_mib": b / MIB, "points": {str(k): v for k, v in points.items()}},
+        "aa": {
+            "runs": len(aa_runs),
+            "false_alarms": false_alarms,
+            "false_alarm_rate": false_alarms / max(len(aa_runs), 1),
+            "cell_verdicts": cell_verdicts,
+            "median_wall_s": statistics.median([r["wall_s"] for r in aa_runs]) if aa_runs else 0.0,
+            "gates": aa_runs,
+        },
+        "injected": injected,
+    }
+    if aa_runs:
+        accel = json.loads((Path(aa_runs[0]["out"]) / "comparison.json").read_text()).get("accel")
+        doc["accel"] = accel or args.accel
+    write_json_atomic(out / "calibration.json", doc)
+    text = render(doc)
+    (out / "calibration.md").write_text(text, encoding="utf-8")
+    print(text)
+    print(f"calibration: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,228 @@
+"""``diskbench compare A B``: records in, comparison.json and a markdown summary out.
+
+The I/O around :mod:`harness.compare` (which stays pure): find and load the
+records of each side, warn loudly when they come from different machines,
+write the outputs atomically, and read a comparison back
+(:func:`load_comparison`).  The statistical options are
+:func:`harness.compare.add_compare_options`, shared with ``diskbench gate``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness import compare
+from harness.compare import Settings, add_compare_options, settings_from_args
+from harness.errors import ExitCode, UsageError
+from harness.records import SCHEMA as RECORD_SCHEMA
+from harness.records import load_record, write_json_atomic
+
+COMPARISON_NAME = "comparison.json"
+SUMMARY_NAME = "summary.md"
+
+
+def add_compare_parser(sub: Any) -> None:
+    """``diskbench compare``."""
+    parser = sub.add_parser(
+        "compare",
+        help="compare the records of base and head: a verdict per cell, comparison.json, markdown",
+        description=(
+            "Compare two sets of records of the same cells (base, then head), e.g. the two sides of "
+            "an interleaved run on one runner. Per cell and gated metric: Mann-Whitney U test, "
+            "bootstrap interval of the ratio of medians (paired by round when the rounds match) and "
+            "a minimum effect. Prints the markdown summary. Exit 1 when a cell regressed, else 0."
+        ),
+    )
+    parser.add_argument("base", type=Path, help="base records: a record file or a directory of them")
+    parser.add_argument("head", type=Path, help="head records: a record file or a directory of them")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help=f"write {COMPARISON_NAME} and {SUMMARY_NAME} into DIR (atomically)",
+    )
+    add_compare_options(parser)
+
+
+def find_records(path: Path) -> list[dict[str, Any]]:
+    """The records of ``path``: a record file, or every ``*.json`` record under a directory.
+
+    Under a directory, JSON files of another kind (a ``comparison.json``, any
+    file whose ``schema`` is not a record's) are passed over; a record that
+    cannot be read is an error that names it.
+    """
+    if not path.exists():
+        raise UsageError(f"{path} does not exist: pass a record file or a directory of records")
+    if not path.is_dir():
+        return [load_record(path)]
+    records = []
+    for file in sorted(path.rglob("*.json")):
+        if _foreign(file):
+            continue
+        records.append(load_record(file))
+    if not records:
+        raise UsageError(
+            f"{path}: no records found (*.json, searched recursively): "
+            "pass a record file or a directory of diskbench records"
+        )
+    return records
+
+
+def _foreign(path: Path) -> bool:
+    """A JSON document that says it is something other than a record."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False  # load_record says what is wrong with it
+    schema = data.get("schema") if isinstance(data, dict) else None
+    return isinstance(schema, str) and schema != RECORD_SCHEMA
+
+
+def identity_warnings(base: Sequence[Mapping[str, Any]], head: Sequence[Mapping[str, Any]]) -> list[str]:
+    """What differs between the machines of the two sides (and within one side)."""
+    from harness.session import IDENTITY_KEYS
+
+    def values(records: Sequence[Mapping[str, Any]], key: str) -> list[str]:
+        return sorted({str((r.get("machine") or {}).get(key)) for r in records})
+
+    between = []
+    within = []
+    for key in IDENTITY_KEYS:
+        b, h = values(base, key), values(head, key)
+        if b != h:
+            between.append(f"{key}: {', '.join(b)} vs {', '.join(h)}")
+        for side, found in (("base", b), ("head", h)):
+            if len(found) > 1:
+                within.append(f"{side} {key}: {', '.join(found)}")
+    warnings = []
+    if between:
+        warnings.append(
+            "base and head come from DIFFERENT MACHINES, their times are not comparable ("
+            + "; ".join(between)
+            + ")"
+        )
+    if within:
+        warnings.append("records of one side come from several machines (" + "; ".join(within) + ")")
+    return warnings
+
+
+def side_info(label: str, records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """``{label, rev, subject, records}`` of one side for the document."""
+    subject = dict(records[0].get("subject") or {}) if records else {}
+    rev = subject.get("rev")
+    return {
+        "label": label,
+        "rev": rev if isinstance(rev, str) else None,
+        "subject": subject,
+        "records": len(records),
+    }
+
+
+@dataclass(frozen=True)
+class Comparison:
+    document: dict[str, Any]
+    markdown: str
+
+    @property
+    def verdict(self) -> compare.Verdict:
+        return compare.Verdict(self.document["verdict"])
+
+
+def compare_paths(
+    base: Path,
+    head: Path,
+    *,
+    settings: Settings,
+    out: Path | None = None,
+    created_at: str | None = None,
+    warn: Callable[[str], None] = lambda _msg: None,
+) -> Comparison:
+    """Compare the records under ``base`` and ``head``; write the outputs into ``out`` if given."""
+    base_records = find_records(base)
+    head_records = find_records(head)
+    warnings = identity_warnings(base_records, head_records)
+    for warning in warnings:
+        warn(f"diskbench: WARNING: {warning}")
+    cells = compare.compare_records(base_records, head_records, settings=settings)
+    doc = compare.build_comparison(
+        cells,
+        settings=settings,
+        base=side_info(str(base), base_records),
+        head=side_info(str(head), head_records),
+        machine=dict(head_records[0].get("machine") or {}),
+        created_at=created_at or dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        warnings=warnings,
+    )
+    result = Comparison(doc, compare.render_markdown(doc))
+    if out is not None:
+        write_outputs(out, result)
+    return result
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temp file and a rename: never half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_outputs(out: Path, result: Comparison) -> tuple[Path, Path]:
+    """``OUT/comparison.json`` and ``OUT/summary.md``."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} is a file: pass a directory")
+    json_path, md_path = out / COMPARISON_NAME, out / SUMMARY_NAME
+    write_json_atomic(json_path, result.document)
+    write_text_atomic(md_path, result.markdown)
+    return json_path, md_path
+
+
+def load_comparison(path: Path) -> dict[str, Any]:
+    """Read a ``comparison.json``; a foreign, old or truncated file is a UsageError saying what to do."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(
+            f"comparison {path} does not exist: run `diskbench compare --out DIR` first"
+        ) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(
+            f"comparison {path} is not valid JSON (truncated?, line {exc.lineno}): run `diskbench compare` again"
+        ) from None
+    return compare.validate_comparison(data, source=str(path))
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+    result = compare_paths(
+        args.base,
+        args.head,
+        settings=settings,
+        out=args.out,
+        warn=lambda msg: print(msg, file=sys.stderr, flush=True),
+    )
+    print(result.markdown, end="")
+    if args.out is not None:
+        print(f"comparison: {args.out / COMPARISON_NAME}")
+    return ExitCode.REGRESSION if result.verdict is compare.Verdict.REGRESSION else ExitCode.OK

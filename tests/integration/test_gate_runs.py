@@ -1,0 +1,157 @@
+"""Real gates under TCG on a throwaway clone: a throttled head is caught, A/A is not, failures are errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harness.compare import Settings, load_comparison
+from harness.errors import ExitCode
+from harness.gate import SubjectSource, parse_gate_spec, run_gate, settings_for
+from harness.paths import REPO_ROOT
+
+pytestmark = [pytest.mark.integration, pytest.mark.guest]
+
+SPEC = """
+name = "test-gate"
+rounds = 4
+max_rounds = 4
+budget_min = 10
+metrics = ["total_s"]
+min_effect = "5%"
+
+[params]
+dd_mib = 64
+
+[[cells]]
+name = "policy-dd"
+workload = "dd"
+"""
+# dd of 64 MiB writes at ~80 MiB/s under TCG here; 24 MiB/s makes the cell several times slower
+THROTTLE_BPS = 24 * 1024 * 1024
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A clone of this repository with one more commit: the policy throttles writes."""
+    path = tmp_path_factory.mktemp("gate") / "repo"
+    subprocess.run(["git", "clone", "-q", str(REPO_ROOT), str(path)], check=True)
+    git(path, "config", "user.email", "test@diskbench.invalid")
+    git(path, "config", "user.name", "diskbench test")
+    git(path, "tag", "base")
+    policy = path / "policy.toml"
+    text = policy.read_text()
+    text = text.replace("[drive.options]\n", f'[drive.options]\n"throttling.bps-write" = {THROTTLE_BPS}\n', 1)
+    assert "throttling.bps-write" in text
+    policy.write_text(text)
+    git(path, "commit", "-q", "-am", "policy: throttle writes")
+    git(path, "tag", "throttled")
+    return path
+
+
+def gate(
+    repo: Path, tmp_path: Path, disk_dir: Path, base: SubjectSource, head: SubjectSource
+) -> tuple[int, dict]:
+    spec = parse_gate_spec(SPEC, source="test-gate.toml")
+    result = run_gate(
+        repo=repo,
+        base=base,
+        head=head,
+        spec=spec,
+        settings=settings_for(spec, Settings()),
+        out_dir=tmp_path / "out",
+        work_dir=disk_dir,
+        accel="tcg",
+        seed=7,
+        canary=False,
+    )
+    doc = load_comparison(tmp_path / "out" / "comparison.json")
+    assert doc == json.loads(json.dumps(result.document))
+    assert (tmp_path / "out" / "summary.md").read_text() == result.markdown
+    return result.exit_code, doc
+
+
+def test_throttled_head_is_a_regression_of_the_throttled_cell(
+    repo: Path, tmp_path: Path, disk_dir: Path, guest: object
+) -> None:
+    code, doc = gate(
+        repo, tmp_path, disk_dir, SubjectSource("base", "base"), SubjectSource("head", "throttled")
+    )
+    assert doc["verdict"] == "regression"
+    assert code == ExitCode.REGRESSION
+    (cell,) = doc["cells"]
+    assert cell["verdict"] == "regression", cell
+    assert cell["cell_id"].startswith("qcow2-off-") and ".dd-64m-" in cell["cell_id"]
+    total = next(m for m in cell["metrics"] if m["metric"] == "total_s")
+    assert total["ratio"] > 1.3 and total["ci_low"] > 1.05
+    assert cell["rounds"] == 4
+    assert doc["head"]["subject"]["policy"]["drive_options"] == {"throttling.bps-write": str(THROTTLE_BPS)}
+    assert doc["base"]["subject"]["policy"]["drive_options"] == {}
+    # the throttle reached QEMU: head's argv carries it, base's does not
+    head_rec = json.loads(next((tmp_path / "out" / "records" / "head").glob("*.json")).read_text())
+    base_rec = json.loads(next((tmp_path / "out" / "records" / "base").glob("*.json")).read_text())
+    assert f"throttling.bps-write={THROTTLE_BPS}" in " ".join(head_rec["samples"][0]["argv"])
+    assert "throttling" not in " ".join(base_rec["samples"][0]["argv"])
+    # worktrees are gone
+    assert git(repo, "worktree", "list").count("\n") == 0
+
+
+def test_same_revision_on_both_sides_is_not_a_regression(
+    repo: Path, tmp_path: Path, disk_dir: Path, guest: object
+) -> None:
+    code, doc = gate(repo, tmp_path, disk_dir, SubjectSource("base", "base"), SubjectSource("head", "base"))
+    assert doc["verdict"] != "regression", doc["cells"]
+    assert code == ExitCode.OK
+    (cell,) = doc["cells"]
+    assert cell["verdict"] in ("unchanged", "inconclusive")
+    assert cell["rounds"] == 4
+
+
+def broken_qemu(tmp_path: Path) -> str:
+    """A qemu-system-x86_64 that reports a version and then fails to start any guest."""
+    script = tmp_path / "broken-qemu"
+    script.write_text(
+        '#!/bin/sh\nif [ "$1" = "--version" ]; then echo "QEMU emulator version 7.2.0"; exit 0; fi\n'
+        'echo "qemu: could not load kernel (broken on purpose)" >&2\nexit 1\n'
+    )
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_both_sides_failing_to_boot_is_an_error_and_exit_3(
+    repo: Path, tmp_path: Path, disk_dir: Path
+) -> None:
+    qemu = broken_qemu(tmp_path)
+    code, doc = gate(
+        repo,
+        tmp_path,
+        disk_dir,
+        SubjectSource("base", "base", qemu=qemu),
+        SubjectSource("head", "base", qemu=qemu),
+    )
+    (cell,) = doc["cells"]
+    assert cell["verdict"] == "error" and cell["kind"] == "both-failed"
+    assert doc["verdict"] == "error"
+    assert code == ExitCode.INFRA
+
+
+def test_head_failing_to_boot_is_a_regression_of_its_own_kind(
+    repo: Path, tmp_path: Path, disk_dir: Path, guest: object
+) -> None:
+    qemu = broken_qemu(tmp_path)
+    code, doc = gate(
+        repo, tmp_path, disk_dir, SubjectSource("base", "base"), SubjectSource("head", "base", qemu=qemu)
+    )
+    (cell,) = doc["cells"]
+    assert cell["verdict"] == "regression" and cell["kind"] == "failure"
+    assert "broken on purpose" in cell["reason"] or "exited" in cell["reason"]
+    assert code == ExitCode.REGRESSION

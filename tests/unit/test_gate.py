@@ -1,0 +1,144 @@
+"""The gate's pure parts: its spec, per-side cells, settings, the canary's judgement."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.compare import CellResult, Kind, Settings, Verdict
+from harness.errors import SpecError
+from harness.gate import GATE_SPEC, judge_canary, load_gate_spec, parse_gate_spec, settings_for
+from harness.policy import parse_policy
+from harness.spec import Format
+
+SPEC = """
+rounds = 3
+max_rounds = 6
+budget_min = 20
+metrics = ["total_s", "mib_per_s"]
+min_effect = "7%"
+[rules]
+"host.flushes" = "1%"
+[params]
+dd_mib = 64
+[[cells]]
+name = "policy"
+workload = "dd"
+[[cells]]
+name = "raw-ide"
+format = "raw"
+interface = "ide"
+workload = "dd"
+"""
+
+
+def test_the_default_gate_spec_covers_every_value_of_each_axis_without_two_axes_going_together() -> None:
+    spec = load_gate_spec(GATE_SPEC)
+    policy = parse_policy(Path(GATE_SPEC).parent.parent.joinpath("policy.toml").read_text())
+    cells = [gc.resolve(policy) for gc in spec.cells]
+    columns = {
+        "format": [c.image.format.value for c in cells],
+        "cache": [c.drive.cache.value for c in cells],
+        "interface": [c.drive.interface.value for c in cells],
+        "workload": [c.workload.name.value for c in cells],
+    }
+    for axis, values in columns.items():
+        assert len(set(values)) == 2, (axis, values)
+    patterns = {axis: tuple(v == values[0] for v in values) for axis, values in columns.items()}
+    seen: dict[tuple[bool, ...], str] = {}
+    for axis, pattern in patterns.items():
+        for key in (pattern, tuple(not p for p in pattern)):
+            assert key not in seen, f"{axis} goes together with {seen[key]}"
+        seen[pattern] = axis
+    assert len({c.id for c in cells}) == len(cells)
+
+
+def test_spec_values_and_per_side_policies() -> None:
+    spec = parse_gate_spec(SPEC, source="g.toml")
+    assert (spec.rounds, spec.max_rounds, spec.budget_min) == (3, 6, 20.0)
+    assert spec.metrics == ("total_s", "mib_per_s")
+    assert spec.min_effect == pytest.approx(0.07)
+    assert spec.rules == {"host.flushes": pytest.approx(0.01)}
+    sparse = parse_policy('[image]\nformat = "qcow2"\npreallocation = "off"\n')
+    metadata = parse_policy(
+        '[image]\nformat = "qcow2"\npreallocation = "metadata"\n[drive]\ncache = "none"\n'
+    )
+    policy_cell = spec.cells[0]
+    # the same named cell is another point of the matrix under another policy: that is the change measured
+    assert policy_cell.resolve(sparse).image.preallocation == "off"
+    assert policy_cell.resolve(metadata).image.preallocation == "metadata"
+    assert policy_cell.resolve(metadata).drive.cache.value == "none"
+    raw = spec.cells[1].resolve(metadata)
+    assert raw.image.format is Format.RAW and raw.image.preallocation == "off"
+    assert raw.workload.dd_mib == 64
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("rounds = 2\n", "no [[cells]]"),
+        ('[[cells]]\nworkload = "dd"\ndd_mib = 3\n', "cells[1] (cell1): dd size 3 MiB"),
+        ('[[cells]]\nname = "a"\nworkload = "dd"\n[[cells]]\nname = "a"\nworkload = "dd"\n', "used twice"),
+        ('rounds = 0\n[[cells]]\nworkload = "dd"\n', "rounds = 0"),
+        ('rounds = 5\nmax_rounds = 4\n[[cells]]\nworkload = "dd"\n', "max_rounds 4 is below rounds 5"),
+        ('min_effect = "lots"\n[[cells]]\nworkload = "dd"\n', "min_effect 'lots'"),
+        ('[rules]\n"no.such" = "1%"\n[[cells]]\nworkload = "dd"\n', "no.such"),
+        ('colour = 1\n[[cells]]\nworkload = "dd"\n', "unknown key 'colour'"),
+        ('[[cells]]\nworkload = "dd"\nspeed = 3\n', "cells[1]"),
+        ("rounds = [\n", "not valid TOML"),
+    ],
+)
+def test_bad_specs_name_the_file_and_the_problem(text: str, message: str) -> None:
+    with pytest.raises(SpecError) as err:
+        parse_gate_spec(text, source="g.toml")
+    assert err.value.message.startswith("g.toml")
+    assert message in err.value.message
+
+
+def test_missing_spec_file_says_what_to_pass(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match="sweeps/gate.toml"):
+        load_gate_spec(tmp_path / "nope.toml")
+
+
+def test_command_line_settings_win_over_the_spec_only_when_given() -> None:
+    spec = parse_gate_spec(SPEC, source="g.toml")
+    cli = Settings(metrics=("total_s",), min_effect=0.03, min_effect_by_metric={"total_s": 0.02})
+    mixed = settings_for(spec, cli)
+    assert mixed.metrics == ("total_s", "mib_per_s") and mixed.min_effect == pytest.approx(0.07)
+    assert mixed.min_effect_by_metric == {"host.flushes": pytest.approx(0.01), "total_s": 0.02}
+    given = settings_for(spec, cli, metrics_given=True, min_effect_given=True)
+    assert given.metrics == ("total_s",) and given.min_effect == pytest.approx(0.03)
+
+
+def _regressed() -> CellResult:
+    return CellResult(
+        cell_id="c",
+        cell={},
+        verdict=Verdict.REGRESSION,
+        kind=Kind.METRIC,
+        reason="total_s worse by +20%",
+        rounds=4,
+        base_ok=4,
+        base_failed=0,
+        head_ok=4,
+        head_failed=0,
+        metrics=(),
+        counters=(),
+        counter_verdict=Verdict.UNCHANGED,
+        note="",
+    )
+
+
+def test_canary_noise_is_not_a_move_of_the_host() -> None:
+    # medians 15% apart, but the repeats overlap: the canary's own noise
+    cells, doc = judge_canary([_regressed()], [1000, 1200, 900], [850, 1000, 800], Settings())
+    assert cells[0].verdict is Verdict.REGRESSION
+    assert doc["moved"] is False and doc["before_runs"] == [1000, 1200, 900]
+
+
+def test_canary_that_moved_voids_time_verdicts() -> None:
+    cells, doc = judge_canary([_regressed()], [1000, 1010, 990], [800, 810, 790], Settings())
+    assert cells[0].verdict is Verdict.INCONCLUSIVE
+    assert "moved" in cells[0].reason
+    assert doc["moved"] is True and doc["change"] == pytest.approx(0.8)
