@@ -7,11 +7,11 @@ Usage (from the repository root, after ``bash scripts/setup.sh``)::
 1. A throwaway clone of this repository's committed HEAD is made.
 2. ``--aa`` gate runs compare HEAD with itself (trimmed spec
    ``benchmarks/gate-calibration.toml``).  Any ``regression`` is a false alarm.
-3. The first cell is measured under two write throttles (``throttling.bps-write``
-   in the policy; mkfs's journal and dd's data both pass through it), and
-   ``total_s = a + b / rate`` is fitted through those two points; the throttle
-   for a slowdown ``s`` is the rate where that line reaches ``(1 + s)`` times the
-   unthrottled median of the A/A runs.
+3. The first cell is measured under a ladder of write throttles
+   (``throttling.bps-write`` in the policy, 3 samples each; mkfs's journal and
+   dd's data both pass through it); the throttle for a slowdown ``s`` is where
+   the measured ``total_s`` reaches ``(1 + s)`` times the unthrottled median of
+   the A/A runs, interpolated between the two ladder points around it.
 4. For each slowdown a commit adding that throttle to ``policy.toml`` is made,
    and ``--injected`` gate runs compare it with HEAD.  A run that names the cell
    ``regression`` caught it.
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import itertools
 import json
 import statistics
 import subprocess
@@ -130,44 +131,53 @@ def cell_figures(run_dirs: list[Path]) -> dict[str, dict[str, float]]:
     }
 
 
-FIT_RATES = (64 * MIB, 48 * MIB)
+# throttles tried, as multiples of the cell's own dd rate: mkfs's journal zeroing runs far
+# faster than dd, so a throttle above the dd rate already slows the cell
+LADDER = (4.0, 2.5, 1.6, 1.0, 0.6)
 
 
-def fit_throttle(cell: Any, args: argparse.Namespace, out: Path) -> tuple[float, float, dict[int, float]]:
-    """``(a, b)`` of ``total_s = a + b / rate`` from runs of ``cell`` at two throttles."""
+def measure_ladder(cell: Any, rate_mib_s: float, args: argparse.Namespace, out: Path) -> dict[int, float]:
+    """Median ``total_s`` of ``cell`` under each throttle of the ladder (3 samples each)."""
     from harness.policy import parse_policy
     from harness.session import run_cells
 
     points: dict[int, float] = {}
-    for rate in FIT_RATES:
-        policy = parse_policy(f'[drive.options]\n"throttling.bps-write" = {rate}\n', source="fit")
+    for factor in LADDER:
+        bps = int(factor * rate_mib_s * MIB)
+        policy = parse_policy(f'[drive.options]\n"throttling.bps-write" = {bps}\n', source="ladder")
         result = run_cells(
             [cell],
             repeat=3,
             accel=args.accel,
             work_dir=args.work_dir,
-            results_dir=out / f"fit-{rate}",
+            results_dir=out / f"ladder-{bps}",
             policy=policy,
         )
         totals = [
             s["metrics"]["total_s"] for r in result.records for s in r["samples"] if s["status"] == "ok"
         ]
         if not totals:
-            raise SystemExit(f"calibration: the fit run at {rate} B/s failed: see {result.run_dir}")
-        points[rate] = statistics.median(totals)
-    (r1, t1), (r2, t2) = points.items()
-    b = (t2 - t1) / (1 / r2 - 1 / r1)
-    return t1 - b / r1, b, points
+            raise SystemExit(f"calibration: the run at {bps} B/s failed: see {result.run_dir}")
+        points[bps] = statistics.median(totals)
+        print(f"ladder: {bps / MIB:.0f} MiB/s -> total_s {points[bps]:.3f}", flush=True)
+    return points
 
 
-def throttle_for(a: float, b: float, total_s: float, slowdown: float) -> int:
-    """The rate where ``a + b / rate`` is ``(1 + slowdown) * total_s``."""
+def throttle_for(points: dict[int, float], total_s: float, slowdown: float) -> int:
+    """The rate where the measured ``total_s(rate)`` reaches ``(1 + slowdown) * total_s``.
+
+    Linear in 1/rate between the two ladder points around the target; beyond the
+    ladder, its nearest end.
+    """
     target = (1 + slowdown) * total_s
-    if target <= a or b <= 0:
-        raise SystemExit(
-            f"calibration: no throttle gives +{slowdown:.0%} (fit a={a:.2f} s, b={b:.3g}): check the fit"
-        )
-    return int(b / (target - a))
+    ladder = sorted(points.items(), reverse=True)  # fastest throttle (smallest effect) first
+    if target <= ladder[0][1]:
+        return ladder[0][0]
+    for (r1, t1), (r2, t2) in itertools.pairwise(ladder):
+        if t1 <= target <= t2 and t2 > t1:
+            inv = 1 / r1 + (target - t1) / (t2 - t1) * (1 / r2 - 1 / r1)
+            return int(1 / inv)
+    return ladder[-1][0]
 
 
 def render(doc: dict[str, Any]) -> str:
@@ -221,18 +231,15 @@ def main(argv: list[str] | None = None) -> int:
         figures = cell_figures([Path(r["out"]) for r in aa_runs])
         spec = load_gate_spec(args.spec)
         first_cell = spec.cells[0].resolve(load_policy(repo / "policy.toml"))
-        a, b, points = fit_throttle(first_cell, args, out)
-        print(f"fit: total_s = {a:.3f} + {b / MIB:.1f} MiB / rate, from {points}", flush=True)
+        unthrottled = figures[first_cell.id]
+        rate = unthrottled["bytes"] / MIB / unthrottled["write_s"]
+        points = measure_ladder(first_cell, rate, args, out)
         injected = []
         for slowdown in slowdowns:
-            bps = throttle_for(a, b, figures[first_cell.id]["total_s"], slowdown)
+            bps = throttle_for(points, unthrottled["total_s"], slowdown)
             rev = commit_throttle(repo, head, bps, f"{slowdown:.0%} slower")
-            expected = {
-                cid: (f["bytes"] / bps - f["write_s"]) / f["total_s"]
-                if f["bytes"] / bps > f["write_s"]
-                else 0.0
-                for cid, f in figures.items()
-            }
+            # what the ladder measured at this throttle, by interpolation: the target itself
+            expected = {first_cell.id: slowdown}
             runs = []
             for i in range(args.injected):
                 runs.append(
@@ -271,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         "accel": args.accel,
         "head": head,
         "figures": figures,
-        "fit": {"a_s": a, "b_mib": b / MIB, "points": {str(k): v for k, v in points.items()}},
+        "ladder": {str(k): v for k, v in points.items()},
         "aa": {
             "runs": len(aa_runs),
             "false_alarms": false_alarms,

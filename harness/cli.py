@@ -13,6 +13,7 @@ from typing import Any
 from harness import __version__
 from harness.compare_cli import add_compare_parser, cmd_compare
 from harness.errors import ExitCode, HarnessError, SpecError, UsageError
+from harness.history import add_history_parser, cmd_history
 from harness.paths import default_results_dir, default_work_dir
 from harness.spec import PAYLOADS, Aio, Cache, Cell, Format, Interface, Workload, expand, split_list
 
@@ -154,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_sweep_parsers(sub)
     add_compare_parser(sub)
     add_gate_parser(sub)
+    add_history_parser(sub)
     return parser
 
 
@@ -465,7 +467,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
     for label in ("base", "head"):
         qemu, qemu_img = getattr(args, f"{label}_qemu"), getattr(args, f"{label}_qemu_img")
         for flag, value in ((f"--{label}-qemu", qemu), (f"--{label}-qemu-img", qemu_img)):
-            if value and not os.access(value, os.X_OK):
+            if value and not (Path(value).is_file() and os.access(value, os.X_OK)):
                 raise UsageError(f"{flag} {value}: not an executable file: pass the path of a built binary")
         sources.append(
             SubjectSource(
@@ -522,7 +524,7 @@ def use_binaries(*, qemu: str | None, qemu_img: str | None) -> None:
     for value, name in ((qemu, "DISKBENCH_QEMU"), (qemu_img, "DISKBENCH_QEMU_IMG")):
         if value:
             path = Path(value).expanduser().resolve()
-            if not os.access(path, os.X_OK):
+            if not path.is_file() or not os.access(path, os.X_OK):
                 raise SystemExit(
                     _usage_exit(f"--{name[10:].lower().replace('_', '-')} {value}: not an executable file")
                 )
@@ -555,6 +557,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "merge": cmd_merge,
         "compare": cmd_compare,
         "gate": cmd_gate,
+        "history": cmd_history,
     }
     if args.command not in handlers:
         parser.print_help()

@@ -40,13 +40,41 @@ POLICY_FILE = "policy.toml"
 IMAGE_KEYS = ("format", "preallocation", "size", "cluster_size", "compat", "lazy_refcounts")
 FORMAT_SPECIFIC = ("preallocation", "cluster_size", "compat", "lazy_refcounts")
 DRIVE_KEYS = ("cache", "aio", "interface")
+# the TOML types each key takes (a bool is not an int here: lazy_refcounts = "off" is an error,
+# not a true string)
+KEY_TYPES: Mapping[str, tuple[type, ...]] = {
+    "format": (str,),
+    "preallocation": (str,),
+    "size": (str, int),
+    "cluster_size": (str, int),
+    "compat": (str,),
+    "lazy_refcounts": (bool,),
+    "cache": (str,),
+    "aio": (str,),
+    "interface": (str,),
+}
 
 # ``-drive`` option names and values: no commas or '=' in values, so an option
 # cannot smuggle in another one.
 _OPTION_NAME = re.compile(r"^[a-z][a-z0-9-]*(\.[a-z0-9][a-z0-9-]*)*$")
 _OPTION_VALUE = re.compile(r"^[A-Za-z0-9._/+-]+$")
-# options that would change which file or format is attached, or its identity
-_RESERVED = {"file", "format", "if", "id", "cache", "aio", "readonly", "node-name", "driver", "serial"}
+# Options the harness sets from the cell, or that would change which file or format is
+# attached, or where writes go.  Reserved with every sub-option ("cache.direct" would undo
+# cache=none), also under the protocol node "file." ("file.filename", "file.aio").
+_RESERVED = {
+    "format",
+    "if",
+    "id",
+    "cache",
+    "aio",
+    "readonly",
+    "read-only",
+    "node-name",
+    "driver",
+    "serial",
+    "snapshot",
+    "filename",
+}
 
 
 @dataclass(frozen=True)
@@ -62,12 +90,22 @@ class Policy:
 
     @property
     def digest(self) -> str:
-        canonical = {"image": dict(self.image), "drive": dict(self.drive), "options": self.drive_options}
+        # options sorted: their order in the file does not change what QEMU is given
+        canonical = {
+            "image": dict(self.image),
+            "drive": dict(self.drive),
+            "options": sorted(self.drive_options),
+        }
         return hashlib.sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()[:12]
 
     @property
     def format(self) -> Format:
-        return Format(self.image.get("format", Format.QCOW2.value))
+        value = str(self.image.get("format", Format.QCOW2.value)).strip().lower()
+        try:
+            return Format(value)
+        except ValueError:
+            allowed = ", ".join(f.value for f in Format)
+            raise SpecError(f"[image] format {value!r} is not a format: use one of {allowed}") from None
 
     def defaults_for(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """The ``make_cell`` keywords the policy adds to ``values`` (which win)."""
@@ -101,9 +139,10 @@ def parse_policy(text: str, *, source: str = POLICY_FILE) -> Policy:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{source}: not valid TOML ({exc}): fix the syntax") from None
-    unknown = set(data) - {"image", "drive", "description"}
+    unknown = sorted(set(data) - {"image", "drive", "description"})
     if unknown:
-        raise SpecError(f"{source}: unknown table {sorted(unknown)[0]!r}: use [image] and [drive]")
+        what = "table" if isinstance(data[unknown[0]], dict) else "key"
+        raise SpecError(f"{source}: unknown {what} {unknown[0]!r}: use description, [image] and [drive]")
     image = _table(data, "image", source)
     drive = dict(_table(data, "drive", source))
     options = drive.pop("options", {})
@@ -116,9 +155,12 @@ def parse_policy(text: str, *, source: str = POLICY_FILE) -> Policy:
                 f"{source}: unknown [drive] key {key!r}: use one of {', '.join(DRIVE_KEYS)} "
                 "or put extra -drive options under [drive.options]"
             )
+    for table, values in (("image", image), ("drive", drive)):
+        for key, value in values.items():
+            _check_type(table, key, value, source)
     if not isinstance(options, dict):
         raise SpecError(f"{source}: [drive.options] must be a table of -drive options")
-    drive_options = tuple(_option(k, v, source) for k, v in _flatten(options).items())
+    drive_options = tuple(_option(k, v, source) for k, v in _flatten(options, source=source).items())
     description = data.get("description", "")
     if not isinstance(description, str):
         raise SpecError(f"{source}: description must be a string")
@@ -156,23 +198,57 @@ def _table(data: Mapping[str, Any], key: str, source: str) -> dict[str, Any]:
     return dict(value)
 
 
-def _flatten(options: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{throttling: {bps-write: 1}}`` and ``{"throttling.bps-write": 1}`` alike."""
+def _check_type(table: str, key: str, value: Any, source: str) -> None:
+    allowed = KEY_TYPES[key]
+    ok = (
+        isinstance(value, bool)
+        if bool in allowed
+        else isinstance(value, allowed) and not isinstance(value, bool)
+    )
+    if not ok:
+        names = {str: "a string", int: "a number", bool: "true or false"}
+        wanted = " or ".join(names[t] for t in allowed)
+        raise SpecError(f"{source}: [{table}] {key} = {value!r}: use {wanted}")
+
+
+def _flatten(options: Mapping[str, Any], prefix: str = "", *, source: str) -> dict[str, Any]:
+    """``{throttling: {bps-write: 1}}`` and ``{"throttling.bps-write": 1}`` alike.
+
+    Both spellings in one file would give the same option twice: an error, not
+    a silent pick of one.
+    """
     flat: dict[str, Any] = {}
     for key, value in options.items():
         name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            flat.update(_flatten(value, f"{name}."))
-        else:
-            flat[name] = value
+        inner = _flatten(value, f"{name}.", source=source) if isinstance(value, dict) else {name: value}
+        for full, item in inner.items():
+            if full in flat:
+                raise SpecError(
+                    f"{source}: [drive.options] {full!r} is given twice (dotted and as a table): keep one"
+                )
+            flat[full] = item
     return flat
 
 
+def _reserved(name: str) -> bool:
+    parts = name.split(".")
+    if parts[0] == "file":
+        if len(parts) == 1:
+            return True
+        parts = parts[1:]
+    return parts[0] in _RESERVED
+
+
 def _option(name: str, value: Any, source: str) -> tuple[str, str]:
-    if not _OPTION_NAME.match(name) or name in _RESERVED:
+    if not _OPTION_NAME.match(name):
         raise SpecError(
             f"{source}: [drive.options] {name!r} is not an extra -drive option: "
             "use names such as throttling.bps-write, detect-zeroes, discard"
+        )
+    if _reserved(name):
+        raise SpecError(
+            f"{source}: [drive.options] {name!r} is set by the harness or changes which image is "
+            "attached: set format, cache and aio under [image] and [drive], or drop it"
         )
     if isinstance(value, bool):
         text = "on" if value else "off"

@@ -97,7 +97,7 @@ def test_bad_specs_name_the_file_and_the_problem(text: str, message: str) -> Non
 
 
 def test_missing_spec_file_says_what_to_pass(tmp_path: Path) -> None:
-    with pytest.raises(SpecError, match="sweeps/gate.toml"):
+    with pytest.raises(SpecError, match=r"sweeps/gate\.toml"):
         load_gate_spec(tmp_path / "nope.toml")
 
 
