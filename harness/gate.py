@@ -395,13 +395,15 @@ def run_gate(
     """Prepare both sides, run the cells interleaved, compare, write the outputs."""
     from harness.session import open_session
 
-    repo = Path(git(repo, "rev-parse", "--show-toplevel"))
+    top = proc.run(["git", "-C", str(repo), "rev-parse", "--show-toplevel"], timeout_s=60, check=False)
+    if top.returncode != 0:
+        raise UsageError(f"--repo {repo} is not a git repository: pass the checkout whose revisions to compare")
+    repo = Path(top.stdout.strip())
     rounds = rounds or spec.rounds
     max_rounds = max(max_rounds or spec.max_rounds, rounds)
     budget_s = (budget_min if budget_min is not None else spec.budget_min) * 60
     seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
     rng = random.Random(seed)
-    out_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     checkouts = Path(tempfile.mkdtemp(prefix="diskbench-gate-"))
     subjects: list[Subject] = []
@@ -418,6 +420,7 @@ def run_gate(
                 )
             )
         sides: dict[str, _Side] = {}
+        out_dir.mkdir(parents=True, exist_ok=True)
         for subject in subjects:
             try:
                 cells = {gc.name: gc.resolve(subject.policy) for gc in spec.cells}

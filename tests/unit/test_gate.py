@@ -142,3 +142,26 @@ def test_canary_that_moved_voids_time_verdicts() -> None:
     assert cells[0].verdict is Verdict.INCONCLUSIVE
     assert "moved" in cells[0].reason
     assert doc["moved"] is True and doc["change"] == pytest.approx(0.8)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--base", "no-such-rev", "--head", "HEAD"], "--base 'no-such-rev' is not a commit"),
+        (["--base", "HEAD", "--head", "HEAD", "--repo", "/"], "is not a git repository"),
+        (["--base", "HEAD", "--head", "HEAD", "--spec", "/nonexistent.toml"], "gate spec /nonexistent.toml"),
+        (["--base", "HEAD", "--head", "HEAD", "--rounds", "0"], "--rounds 0"),
+        (["--base", "HEAD", "--head", "HEAD", "--head-qemu", "/"], "--head-qemu /: not an executable"),
+        (["--base", "HEAD", "--head", "HEAD", "--min-effect", "lots"], "--min-effect 'lots'"),
+    ],
+)
+def test_gate_bad_usage_is_one_line_and_exit_2(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from harness.cli import main
+
+    code = main(["gate", *argv, "--accel", "tcg", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert message in err[-1], err
+    assert not (tmp_path / "out").exists()
