@@ -397,7 +397,9 @@ def run_gate(
 
     top = proc.run(["git", "-C", str(repo), "rev-parse", "--show-toplevel"], timeout_s=60, check=False)
     if top.returncode != 0:
-        raise UsageError(f"--repo {repo} is not a git repository: pass the checkout whose revisions to compare")
+        raise UsageError(
+            f"--repo {repo} is not a git repository: pass the checkout whose revisions to compare"
+        )
     repo = Path(top.stdout.strip())
     rounds = rounds or spec.rounds
     max_rounds = max(max_rounds or spec.max_rounds, rounds)

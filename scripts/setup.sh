@@ -14,6 +14,9 @@ APT_PACKAGES=(
   python3-venv ca-certificates
   git                               # asv checks out each commit; the gate makes worktrees
   chromium chromium-driver          # the tests open the published pages in headless Chromium
+  npm                               # the history pages' scripts (npm pack), served with the pages
+  nodejs                            # the gate-comment action's tests and bundle (Debian 12: node 18)
+  golang-go shellcheck              # scripts/actionlint.sh builds the pinned actionlint; it runs shellcheck
 )
 
 log() { printf 'setup: %s\n' "$*" >&2; }
@@ -27,6 +30,9 @@ fi
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   [[ "$pkg" == \#* ]] && continue
+  # the same tool from another source will do (NodeSource's nodejs bundles npm and conflicts with Debian's)
+  case "$pkg" in nodejs) tool=node ;; npm) tool=npm ;; golang-go) tool=go ;; *) tool= ;; esac
+  if [ -n "$tool" ] && command -v "$tool" >/dev/null 2>&1; then continue; fi
   if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
     missing+=("$pkg")
   fi

@@ -8,5 +8,9 @@ echo "== ruff" >&2
 .venv/bin/ruff format --check harness tests benchmarks
 echo "== mypy" >&2
 .venv/bin/mypy
+echo "== gate-comment action: npm ci, tsc, vitest, dist check" >&2
+bash scripts/test-action.sh
+echo "== actionlint" >&2
+bash scripts/actionlint.sh
 echo "== pytest" >&2
 exec .venv/bin/pytest "$@"

@@ -1,0 +1,82 @@
+import * as fs from 'fs'
+import * as os from 'os'
+import * as path from 'path'
+import {afterAll, describe, expect, it} from 'vitest'
+import {ComparisonError, loadComparison} from '../src/comparison'
+import {editedFixture, fixture} from './helpers'
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'comparison-test-'))
+afterAll(() => fs.rmSync(dir, {recursive: true, force: true}))
+const MB = 1024 * 1024
+
+describe('loadComparison', () => {
+  it('reads the document diskbench wrote, figures and verdicts as they are', () => {
+    const doc = loadComparison(fixture('regression.json'), 2 * MB)
+    expect(doc.verdict).toBe('regression')
+    expect(doc.accel).toBe('kvm')
+    expect(doc.counts).toEqual({regression: 3, improvement: 0, unchanged: 2, inconclusive: 0, error: 1})
+    expect(doc.cells).toHaveLength(6)
+    const first = doc.cells[0]
+    expect(first?.verdict).toBe('regression')
+    expect(first?.kind).toBe('metric')
+    expect(first?.metrics[0]).toMatchObject({metric: 'total_s', unit: 's', verdict: 'regression', paired: true})
+    expect(first?.metrics[0]?.changePct).toBeCloseTo(20.8, 1)
+    expect(doc.cells.map(c => c.kind)).toEqual(['metric', 'metric', 'metric', 'failure', 'both-failed', 'metric'])
+    expect(doc.canary).toEqual({beforeMibS: 1500, afterMibS: 1490, change: expect.closeTo(0.99333, 4), moved: false})
+    expect(doc.machine).toContainEqual(['hostname', 'runner-1'])
+    expect(doc.head.rev).toBe('9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e0d')
+  })
+
+  it('refuses a file over max-bytes without reading it', () => {
+    const huge = path.join(dir, 'huge.json')
+    fs.writeFileSync(huge, '')
+    fs.truncateSync(huge, 512 * MB) // sparse: reading it would take seconds and half a GiB
+    const started = Date.now()
+    expect(() => loadComparison(huge, 2 * MB)).toThrow(`is ${512 * MB} bytes, over max-bytes ${2 * MB}: refused unread`)
+    expect(Date.now() - started).toBeLessThan(500)
+  })
+
+  it('refuses a missing file, naming the artifact', () => {
+    expect(() => loadComparison(path.join(dir, 'absent.json'), MB)).toThrow(/cannot read it .*artifact/)
+  })
+
+  it('refuses a truncated file', () => {
+    const file = path.join(dir, 'cut.json')
+    fs.writeFileSync(file, fs.readFileSync(fixture('regression.json'), 'utf8').slice(0, 500))
+    expect(() => loadComparison(file, MB)).toThrow(/not JSON .*truncated/)
+  })
+
+  it.each([
+    ['another schema', (d: any) => (d.schema = 'pytest-benchmark'), 'schema is "pytest-benchmark", not "diskbench-comparison"'],
+    ['no schema', (d: any) => delete d.schema, 'schema is missing'],
+    ['an unknown version', (d: any) => (d.version = 2), 'version 2: this action reads version 1 only'],
+    ['a version as a string', (d: any) => (d.version = '1'), 'version "1": this action reads version 1 only'],
+    ['an unknown verdict', (d: any) => (d.verdict = 'catastrophe'), '$.verdict: expected one of regression'],
+    ['a missing field', (d: any) => delete d.cells[2].reason, '$.cells[2].reason: required, missing'],
+    ['a string for a number', (d: any) => (d.cells[0].metrics[0].ratio = '1.2'), '$.cells[0].metrics[0].ratio: expected a number, got string "1.2"'],
+    ['a negative count', (d: any) => (d.summary.counts.regression = -1), '$.summary.counts.regression: expected an integer >= 0'],
+    ['an object for a string', (d: any) => (d.cells[1].cell_id = {x: 1}), '$.cells[1].cell_id: expected a string, got an object'],
+    ['an unknown kind', (d: any) => (d.cells[0].kind = 'magic'), '$.cells[0].kind: expected one of metric'],
+    ['cells not an array', (d: any) => (d.cells = {}), '$.cells: expected an array, got an object'],
+  ])('refuses %s, saying where', (_what, edit, message) => {
+    const file = editedFixture(dir, 'regression.json', edit)
+    const read = (): unknown => loadComparison(file, MB)
+    expect(read).toThrow(ComparisonError)
+    expect(read).toThrow(message)
+  })
+
+  it('refuses a document that is not an object', () => {
+    const file = path.join(dir, 'array.json')
+    fs.writeFileSync(file, '[1, 2]')
+    expect(() => loadComparison(file, MB)).toThrow('$: expected an object, got an array')
+  })
+
+  it('ignores keys version 1 may add', () => {
+    const file = editedFixture(dir, 'regression.json', d => {
+      d.future = {anything: [1, 2]}
+      d.cells[0].future_figure = 'x'
+      d.cells[0].metrics[0].future = null
+    })
+    expect(loadComparison(file, MB).verdict).toBe('regression')
+  })
+})

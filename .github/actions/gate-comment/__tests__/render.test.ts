@@ -1,0 +1,151 @@
+import * as fs from 'fs'
+import * as os from 'os'
+import * as path from 'path'
+import {marked} from 'marked'
+import {afterAll, describe, expect, it} from 'vitest'
+import {loadComparison} from '../src/comparison'
+import {code, md} from '../src/escape'
+import {renderMarkdown, value} from '../src/render'
+import {POISON, editedFixture, fixture} from './helpers'
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'render-test-'))
+afterAll(() => fs.rmSync(dir, {recursive: true, force: true}))
+const MB = 1024 * 1024
+
+/** GitHub-flavoured markdown to HTML, autolinks of bare URLs, `www.` and e-mail included. */
+function html(markdown: string): string {
+  return marked.parse(markdown, {gfm: true, async: false})
+}
+
+/** The visible text of rendered HTML, entities resolved: what GitHub scans for @mentions. */
+function visibleText(rendered: string): string {
+  return rendered
+    .replace(/<[^>]*>/g, ' ')
+    .replace(/&#(\d+);/g, (_m, n: string) => String.fromCodePoint(Number(n)))
+    .replace(/&lt;/g, '<')
+    .replace(/&gt;/g, '>')
+    .replace(/&quot;/g, '"')
+    .replace(/&#39;/g, "'")
+    .replace(/&amp;/g, '&')
+}
+
+describe('md', () => {
+  it.each(Object.entries(POISON))('renders %s as inert text', (_name, text) => {
+    const rendered = html(`| a |\n| --- |\n| ${md(text)} |\n\n- ${md(text)}\n`)
+    expect(rendered).not.toMatch(/<a |<img|<script|<h2|<code|<strong|<em/)
+    const seen = visibleText(rendered)
+    expect(seen).not.toMatch(/@octocat|me@evil|https?:\/\/|www\.evil/)
+    // the reader still sees the text, less the zero-width spaces
+    const plain = text.replace(/\s+/g, ' ').trim()
+    expect(seen.replace(/\u200b/g, '').replace(/\s+/g, ' ')).toContain(plain.slice(0, 12))
+  })
+
+  it('keeps a table row one row: pipes and line breaks cannot split it', () => {
+    const rendered = html(`| a | b |\n| --- | --- |\n| ${md('x | y\nz')} | 2 |\n`)
+    expect(rendered.match(/<td>/g)).toHaveLength(2)
+  })
+
+  it('drops control and bidirectional-override characters and cuts long values', () => {
+    expect(md('safe\u202egnp.exe\u0007')).toBe('safegnp.exe')
+    expect(md('x'.repeat(1000), 10)).toBe(`${'x'.repeat(10)}…`)
+  })
+
+  it('escapes entities a value tries to bring in', () => {
+    expect(html(md('&#64;octocat &lt;b&gt;'))).not.toContain('<b>')
+    expect(visibleText(html(md('&#64;octocat'))).replace(/\u200b/g, '')).toContain('&#64;octocat')
+  })
+
+  it('puts code in an element that backticks cannot close', () => {
+    expect(html(code('a`b <i>c</i>'))).toBe('<p><code>a&#96;b &lt;i&gt;c&lt;/i&gt;</code></p>\n')
+  })
+})
+
+describe('renderMarkdown', () => {
+  it('renders the regressions diskbench found, with their figures and reasons', () => {
+    const text = renderMarkdown(loadComparison(fixture('regression.json'), MB), {
+      maxChars: 60000,
+      runUrl: 'https://github.test/acme/diskbench/actions/runs/4242',
+      headSha: '9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e0d',
+    })
+    expect(text).toContain('## diskbench gate: :red_circle: REGRESSION')
+    expect(text).toContain('6 cells (**3 regression**, 2 unchanged, 1 error), under KVM.')
+    expect(text).toContain('[run](https://github.test/acme/diskbench/actions/runs/4242) on 9e8d7c6b5a4f')
+    expect(text).toMatch(/\| <code>qcow2-off-cs64k-2g\.writeback-threads-ide\.dd-64m-2m-ext4<\/code> \| <code>total&#95;s<\/code> \| 100\.\d\d s \| 12\d\.\d\d s \| \+20\.8% \| \+17\.7% … \+23\.9% \| &lt;0\.001 \| 8 \| regression \|/)
+    expect(text).toContain('base <code>base</code> (<code>3f1c2a9d0b7e</code>) vs head <code>head</code> (<code>9e8d7c6b5a4f</code>)')
+    expect(text).toContain('regression (failure)')
+    expect(text).toContain('### Errors')
+    expect(text).toContain('(both-failed): both sides failed')
+    expect(text).toContain('### Counters')
+    expect(text).toContain('structural change&#58; host.flushes -50.0% &#40;200 → 100&#41;')
+    expect(text).toContain('Host canary: 1500 → 1490 MiB/s (-0.7%): steady.')
+    expect(text).toContain('2 cells unchanged.')
+    expect(text).toMatch(/Settings: gated <code>total&#95;s<\/code>, minimum effect 5%, alpha 0\.05, 95% bootstrap CI/)
+    // nothing in it is active but the run link
+    expect(html(text).match(/<a /g)).toHaveLength(1)
+  })
+
+  it("warns when the comparison's head is not the run's head commit", () => {
+    const doc = loadComparison(fixture('regression.json'), MB)
+    const warning = "this comparison's head is not the commit the run was for (0123456789ab)"
+    expect(renderMarkdown(doc, {maxChars: 60000, headSha: '0123456789abcdef0123456789abcdef01234567'})).toContain(warning)
+    expect(renderMarkdown(doc, {maxChars: 60000, headSha: doc.head.rev ?? ''})).not.toContain('Warning')
+    expect(renderMarkdown(doc, {maxChars: 60000})).not.toContain('Warning')
+  })
+
+  it('renders an unchanged comparison without a table', () => {
+    const text = renderMarkdown(loadComparison(fixture('unchanged.json'), MB), {maxChars: 60000})
+    expect(text).toContain(':white_circle: UNCHANGED')
+    expect(text).toContain('3 cells (3 unchanged), under KVM.')
+    expect(text).not.toContain('| cell |')
+    expect(text).toContain('3 cells unchanged.')
+    expect(text).toContain('Budget: budget&#95;min 30, used&#95;min 8.5, rounds 8, stopped clear.')
+  })
+
+  it('says loudly when the numbers come from TCG', () => {
+    const file = editedFixture(dir, 'unchanged.json', d => (d.accel = 'tcg'))
+    expect(renderMarkdown(loadComparison(file, MB), {maxChars: 60000})).toContain('**under TCG (emulation)')
+  })
+
+  it('fits a huge comparison in the limit and says how many rows it left out', () => {
+    const file = editedFixture(dir, 'regression.json', d => {
+      const one = d.cells[0]
+      d.cells = Array.from({length: 3000}, (_v, i) => ({...one, cell_id: `${one.cell_id}-${i}`}))
+      d.summary.cells = 3000
+      d.summary.counts.regression = 3000
+    })
+    const text = renderMarkdown(loadComparison(file, 16 * MB), {maxChars: 60000})
+    expect(text.length).toBeLessThanOrEqual(60000)
+    expect(text).toMatch(/… \d+ more rows: the job summary and the artifact have them all\./)
+    expect(text).toContain('</sub>')
+  })
+
+  it('renders a poisoned comparison inert', () => {
+    const file = editedFixture(dir, 'regression.json', d => {
+      d.warnings = Object.values(POISON)
+      d.head.label = POISON.mention
+      d.head.rev = POISON.link
+      d.cells[0].cell_id = POISON.html
+      d.cells[0].reason = POISON.image
+      d.cells[0].metrics[0].metric = POISON.script
+      d.cells[3].reason = POISON.bare
+      d.cells[5].note = POISON.table
+      d.summary.axis_sentence = POISON.mention
+      d.machine.hostname = POISON.link
+      d.budget = {[POISON.html]: POISON.mention}
+      d.created_at = POISON.image
+    })
+    const text = renderMarkdown(loadComparison(file, MB), {maxChars: 60000})
+    const rendered = html(text)
+    expect(rendered).not.toMatch(/<a |<img|<script|<h2 id="heading|<h1/)
+    expect(visibleText(rendered)).not.toMatch(/@octocat|me@evil|https?:\/\/|www\.evil/)
+  })
+
+  it('formats medians in their units', () => {
+    expect(value(12.3456, 's')).toBe('12.35 s')
+    expect(value(1500, 'MiB/s')).toBe('1500.0 MiB/s')
+    expect(value(1.0284, 'ratio')).toBe('1.028')
+    expect(value(3 * MB, 'B')).toBe('3.0 MiB')
+    expect(value(240, 'count')).toBe('240')
+    expect(value(null, 's')).toBe('-')
+  })
+})

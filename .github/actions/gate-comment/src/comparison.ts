@@ -1,0 +1,347 @@
+/**
+ * comparison.json, version 1 (docs/comparison.md in the repository): read,
+ * size-capped and checked field by field before anything renders it.
+ *
+ * The file comes from an artifact that a pull request's code wrote, so it is
+ * untrusted data: every field the action uses is checked for its type here,
+ * a document of another kind or version is refused, and keys this version does
+ * not know are ignored (the document may grow within version 1).
+ */
+import * as fs from 'fs'
+
+export const SCHEMA = 'diskbench-comparison'
+export const VERSION = 1
+
+export const VERDICTS = ['regression', 'improvement', 'unchanged', 'inconclusive', 'error'] as const
+export type Verdict = (typeof VERDICTS)[number]
+
+export const KINDS = ['metric', 'failure', 'both-failed', 'base-failed', 'missing', 'no-metric', 'canary'] as const
+export type Kind = (typeof KINDS)[number]
+
+export interface MetricResult {
+  readonly metric: string
+  readonly unit: string
+  readonly higherIsBetter: boolean
+  readonly paired: boolean
+  readonly nBase: number
+  readonly nHead: number
+  readonly medianBase: number | null
+  readonly medianHead: number | null
+  readonly ratio: number | null
+  readonly changePct: number | null
+  readonly ciLowPct: number | null
+  readonly ciHighPct: number | null
+  readonly pValue: number | null
+  readonly minEffect: number
+  readonly verdict: Verdict
+  readonly reason: string
+}
+
+export interface Cell {
+  readonly cellId: string
+  readonly verdict: Verdict
+  readonly kind: Kind
+  readonly reason: string
+  readonly rounds: number
+  readonly baseOk: number
+  readonly baseFailed: number
+  readonly headOk: number
+  readonly headFailed: number
+  readonly metrics: readonly MetricResult[]
+  readonly counters: readonly MetricResult[]
+  readonly counterVerdict: Verdict
+  readonly note: string
+}
+
+export interface Side {
+  readonly label: string
+  readonly rev: string | null
+}
+
+export interface Canary {
+  readonly beforeMibS: number | null
+  readonly afterMibS: number | null
+  readonly change: number | null
+  readonly moved: boolean
+}
+
+export interface Settings {
+  readonly metrics: readonly string[]
+  readonly minEffect: number
+  readonly alpha: number
+  readonly confidence: number
+  readonly bootstrap: number
+  readonly seed: number
+}
+
+export interface Comparison {
+  readonly createdAt: string
+  readonly verdict: Verdict
+  readonly accel: string
+  readonly cellCount: number
+  readonly counts: Readonly<Record<Verdict, number>>
+  readonly axisSentence: string | null
+  readonly warnings: readonly string[]
+  readonly base: Side
+  readonly head: Side
+  /** the machine's figures the report shows, strings only */
+  readonly machine: ReadonlyArray<readonly [string, string]>
+  readonly settings: Settings
+  readonly canary: Canary | null
+  /** the gate's budget: scalar entries only (the object is free-form) */
+  readonly budget: ReadonlyArray<readonly [string, string]>
+  readonly cells: readonly Cell[]
+}
+
+export class ComparisonError extends Error {
+  constructor(message: string) {
+    super(message)
+    this.name = 'ComparisonError'
+  }
+}
+
+const MACHINE_KEYS = ['hostname', 'cpu', 'accel', 'qemu_version', 'host_kernel', 'work_dir_fs'] as const
+
+/** Reads and checks the file at `path`, refusing one over `maxBytes` before reading it. */
+export function loadComparison(path: string, maxBytes: number): Comparison {
+  let size: number
+  try {
+    const stat = fs.statSync(path)
+    if (!stat.isFile()) {
+      throw new ComparisonError(`${path}: not a regular file`)
+    }
+    size = stat.size
+  } catch (e) {
+    if (e instanceof ComparisonError) {
+      throw e
+    }
+    throw new ComparisonError(`${path}: cannot read it (${(e as Error).message}); did the gate upload its artifact?`)
+  }
+  if (size > maxBytes) {
+    throw new ComparisonError(`${path} is ${size} bytes, over max-bytes ${maxBytes}: refused unread`)
+  }
+  const text = fs.readFileSync(path, 'utf8')
+  let data: unknown
+  try {
+    data = JSON.parse(text)
+  } catch (e) {
+    throw new ComparisonError(`${path}: not JSON (${(e as Error).message}); a truncated upload?`)
+  }
+  return parseComparison(data, path)
+}
+
+/** Checks a parsed document; `where` names it in errors. */
+export function parseComparison(data: unknown, where = 'comparison.json'): Comparison {
+  const doc = new Reader(data, where)
+  doc.object()
+  const schema = doc.optional('schema')?.raw
+  if (schema !== SCHEMA) {
+    throw new ComparisonError(`${where}: schema is ${describe(schema)}, not "${SCHEMA}": not a diskbench comparison`)
+  }
+  const version = doc.optional('version')?.raw
+  if (version !== VERSION) {
+    throw new ComparisonError(
+      `${where}: version ${describe(version)}: this action reads version ${VERSION} only; ` +
+        'use the action from the same commit as the diskbench that wrote the file',
+    )
+  }
+  const summary = doc.field('summary')
+  const counts = summary.field('counts')
+  const machine = doc.field('machine')
+  machine.object()
+  const budget = doc.field('budget')
+  return {
+    createdAt: doc.field('created_at').string(),
+    verdict: doc.field('verdict').verdict(),
+    accel: doc.field('accel').string(),
+    cellCount: summary.field('cells').count(),
+    counts: {
+      regression: counts.field('regression').count(),
+      improvement: counts.field('improvement').count(),
+      unchanged: counts.field('unchanged').count(),
+      inconclusive: counts.field('inconclusive').count(),
+      error: counts.field('error').count(),
+    },
+    axisSentence: summary.field('axis_sentence').nullable(r => r.string()),
+    warnings: doc.field('warnings').array(r => r.string()),
+    base: side(doc.field('base')),
+    head: side(doc.field('head')),
+    machine: MACHINE_KEYS.flatMap(key => {
+      const value = machine.optional(key)
+      return value === undefined || value.raw === null ? [] : [[key, value.string()] as const]
+    }),
+    settings: settings(doc.field('settings')),
+    canary: doc.field('canary').nullable(canary),
+    budget: budget.nullable(b => b.scalars()) ?? [],
+    cells: doc.field('cells').array(cell),
+  }
+}
+
+function side(r: Reader): Side {
+  return {label: r.field('label').string(), rev: r.field('rev').nullable(x => x.string())}
+}
+
+function settings(r: Reader): Settings {
+  return {
+    metrics: r.field('metrics').array(x => x.string()),
+    minEffect: r.field('min_effect').number(),
+    alpha: r.field('alpha').number(),
+    confidence: r.field('confidence').number(),
+    bootstrap: r.field('bootstrap').count(),
+    seed: r.field('seed').integer(),
+  }
+}
+
+function canary(r: Reader): Canary {
+  return {
+    beforeMibS: r.field('before_mib_s').nullable(x => x.number()),
+    afterMibS: r.field('after_mib_s').nullable(x => x.number()),
+    change: r.field('change').nullable(x => x.number()),
+    moved: r.field('moved').boolean(),
+  }
+}
+
+function cell(r: Reader): Cell {
+  r.field('cell').object()
+  return {
+    cellId: r.field('cell_id').string(),
+    verdict: r.field('verdict').verdict(),
+    kind: r.field('kind').oneOf(KINDS),
+    reason: r.field('reason').string(),
+    rounds: r.field('rounds').count(),
+    baseOk: r.field('base_ok').count(),
+    baseFailed: r.field('base_failed').count(),
+    headOk: r.field('head_ok').count(),
+    headFailed: r.field('head_failed').count(),
+    metrics: r.field('metrics').array(metric),
+    counters: r.field('counters').array(metric),
+    counterVerdict: r.field('counter_verdict').verdict(),
+    note: r.field('note').string(),
+  }
+}
+
+function metric(r: Reader): MetricResult {
+  const num = (key: string): number | null => r.field(key).nullable(x => x.number())
+  r.field('ci_low').nullable(x => x.number())
+  r.field('ci_high').nullable(x => x.number())
+  return {
+    metric: r.field('metric').string(),
+    unit: r.field('unit').string(),
+    higherIsBetter: r.field('higher_is_better').boolean(),
+    paired: r.field('paired').boolean(),
+    nBase: r.field('n_base').count(),
+    nHead: r.field('n_head').count(),
+    medianBase: num('median_base'),
+    medianHead: num('median_head'),
+    ratio: num('ratio'),
+    changePct: num('change_pct'),
+    ciLowPct: num('ci_low_pct'),
+    ciHighPct: num('ci_high_pct'),
+    pValue: num('p_value'),
+    minEffect: r.field('min_effect').number(),
+    verdict: r.field('verdict').verdict(),
+    reason: r.field('reason').string(),
+  }
+}
+
+function describe(value: unknown): string {
+  if (value === undefined) {
+    return 'missing'
+  }
+  const text = JSON.stringify(value) ?? String(value)
+  return text.length > 40 ? `${text.slice(0, 40)}…` : text
+}
+
+function typeName(value: unknown): string {
+  if (value === null) {
+    return 'null'
+  }
+  if (Array.isArray(value)) {
+    return 'an array'
+  }
+  return typeof value === 'object' ? 'an object' : `${typeof value} ${describe(value)}`
+}
+
+/** One value of the document and where it is (`$.cells[2].verdict`), with typed accessors. */
+class Reader {
+  constructor(
+    readonly raw: unknown,
+    private readonly where: string,
+    private readonly path = '$',
+  ) {}
+
+  private fail(expected: string): never {
+    throw new ComparisonError(`${this.where}: ${this.path}: expected ${expected}, got ${typeName(this.raw)}`)
+  }
+
+  object(): Record<string, unknown> {
+    if (typeof this.raw !== 'object' || this.raw === null || Array.isArray(this.raw)) {
+      this.fail('an object')
+    }
+    return this.raw as Record<string, unknown>
+  }
+
+  field(key: string): Reader {
+    const obj = this.object()
+    if (!Object.prototype.hasOwnProperty.call(obj, key)) {
+      throw new ComparisonError(`${this.where}: ${this.path}.${key}: required, missing`)
+    }
+    return new Reader(obj[key], this.where, `${this.path}.${key}`)
+  }
+
+  optional(key: string): Reader | undefined {
+    const obj = this.object()
+    return Object.prototype.hasOwnProperty.call(obj, key)
+      ? new Reader(obj[key], this.where, `${this.path}.${key}`)
+      : undefined
+  }
+
+  string(): string {
+    return typeof this.raw === 'string' ? this.raw : this.fail('a string')
+  }
+
+  boolean(): boolean {
+    return typeof this.raw === 'boolean' ? this.raw : this.fail('true or false')
+  }
+
+  number(): number {
+    return typeof this.raw === 'number' && Number.isFinite(this.raw) ? this.raw : this.fail('a number')
+  }
+
+  integer(): number {
+    return Number.isSafeInteger(this.raw) ? (this.raw as number) : this.fail('an integer')
+  }
+
+  count(): number {
+    return Number.isSafeInteger(this.raw) && (this.raw as number) >= 0
+      ? (this.raw as number)
+      : this.fail('an integer >= 0')
+  }
+
+  verdict(): Verdict {
+    return this.oneOf(VERDICTS)
+  }
+
+  oneOf<T extends string>(allowed: readonly T[]): T {
+    const found = allowed.find(a => a === this.raw)
+    return found ?? this.fail(`one of ${allowed.join(', ')}`)
+  }
+
+  nullable<T>(read: (r: Reader) => T): T | null {
+    return this.raw === null ? null : read(this)
+  }
+
+  array<T>(read: (r: Reader) => T): T[] {
+    if (!Array.isArray(this.raw)) {
+      this.fail('an array')
+    }
+    return this.raw.map((item: unknown, i: number) => read(new Reader(item, this.where, `${this.path}[${i}]`)))
+  }
+
+  /** The entries of a free-form object whose values are strings, numbers or booleans. */
+  scalars(): Array<readonly [string, string]> {
+    return Object.entries(this.object()).flatMap(([key, value]) =>
+      ['string', 'number', 'boolean'].includes(typeof value) ? [[key, String(value)] as const] : [],
+    )
+  }
+}

@@ -1,0 +1,230 @@
+/**
+ * The markdown of a comparison: what the gate decided, cell by cell.
+ *
+ * It decides nothing: verdicts, reasons and figures are the document's, as
+ * diskbench's Python computed them. Numbers are formatted here from checked
+ * finite numbers; every string of the document goes through `md`/`code`.
+ */
+import type {Cell, Comparison, MetricResult, Verdict} from './comparison'
+import {code, md} from './escape'
+
+/** What the page around the document adds: none of it comes from the file. */
+export interface RenderContext {
+  /** link to the workflow run that measured it (from the event) */
+  readonly runUrl?: string
+  /** the head commit the run measured (from the event) */
+  readonly headSha?: string
+  /** the rendered text is cut to fit this many characters */
+  readonly maxChars: number
+}
+
+const HEADLINE: Readonly<Record<Verdict, string>> = {
+  regression: ':red_circle: REGRESSION',
+  improvement: ':green_circle: IMPROVEMENT',
+  unchanged: ':white_circle: UNCHANGED',
+  inconclusive: ':yellow_circle: INCONCLUSIVE',
+  error: ':warning: ERROR',
+}
+
+const ORDER: readonly Verdict[] = ['regression', 'improvement', 'unchanged', 'inconclusive', 'error']
+
+/** The comparison as markdown, at most `ctx.maxChars` long (rows of the table are left out to fit). */
+export function renderMarkdown(doc: Comparison, ctx: RenderContext): string {
+  const rows = tableRows(doc)
+  let keep = rows.length
+  for (;;) {
+    const text = compose(doc, ctx, rows, keep)
+    if (text.length <= ctx.maxChars || keep === 0) {
+      return text.length <= ctx.maxChars ? text : `${text.slice(0, Math.max(0, ctx.maxChars - 2))}…\n`
+    }
+    keep = Math.floor(keep / 2)
+  }
+}
+
+function compose(doc: Comparison, ctx: RenderContext, rows: readonly string[], keep: number): string {
+  const lines: string[] = []
+  lines.push(`## diskbench gate: ${HEADLINE[doc.verdict]}`, '')
+  const tally = ORDER.filter(v => doc.counts[v] > 0)
+    .map(v => (v === 'regression' ? `**${doc.counts[v]} ${v}**` : `${doc.counts[v]} ${v}`))
+    .join(', ')
+  lines.push(`${doc.cellCount} cell${doc.cellCount === 1 ? '' : 's'}${tally ? ` (${tally})` : ''}, ${accelLine(doc.accel)}.`, '')
+  lines.push(`base ${sideText(doc.base)} vs head ${sideText(doc.head)}${measuredText(ctx)}`, '')
+  if (headMismatch(doc, ctx)) {
+    lines.push(`> **Warning:** this comparison's head is not the commit the run was for (${ctx.headSha?.slice(0, 12)}).`, '')
+  }
+  for (const warning of doc.warnings) {
+    lines.push(`> **Warning:** ${md(warning, 1000)}`, '')
+  }
+  if (rows.length > 0) {
+    lines.push('| cell | metric | base | head | change | CI | p | rounds | verdict |')
+    lines.push('| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | --- |')
+    lines.push(...rows.slice(0, keep))
+    if (keep < rows.length) {
+      lines.push('', `… ${rows.length - keep} more row${rows.length - keep === 1 ? '' : 's'}: the job summary and the artifact have them all.`)
+    }
+    lines.push('')
+  }
+  lines.push(`${doc.counts.unchanged} cell${doc.counts.unchanged === 1 ? '' : 's'} unchanged.`, '')
+  if (doc.axisSentence) {
+    lines.push(md(doc.axisSentence, 1000), '')
+  }
+  const changed = doc.cells.filter(c => c.verdict !== 'unchanged' && c.verdict !== 'error' && c.reason)
+  if (changed.length > 0) {
+    lines.push('<details><summary>Why</summary>', '')
+    lines.push(...changed.slice(0, keep).map(c => `- ${code(c.cellId)}: ${md(c.reason)}`))
+    lines.push('', '</details>', '')
+  }
+  const errors = doc.cells.filter(c => c.verdict === 'error')
+  if (errors.length > 0) {
+    lines.push('### Errors', '')
+    lines.push(...errors.slice(0, keep).map(c => `- ${code(c.cellId)} (${md(c.kind)}): ${md(c.reason)}`))
+    lines.push('')
+  }
+  const notes = doc.cells.filter(c => c.note)
+  if (notes.length > 0) {
+    lines.push('### Counters', '')
+    lines.push(...notes.slice(0, keep).map(c => `- ${code(c.cellId)}: ${md(c.note)}`))
+    lines.push('')
+  }
+  if (doc.canary) {
+    const {beforeMibS, afterMibS, change, moved} = doc.canary
+    const figures =
+      beforeMibS !== null && afterMibS !== null && change !== null
+        ? `${beforeMibS.toFixed(0)} → ${afterMibS.toFixed(0)} MiB/s (${pct(change)})`
+        : 'not measured'
+    const state = moved ? '**moved: regressions and improvements set to inconclusive**' : 'steady'
+    lines.push(`Host canary: ${figures}: ${state}.`, '')
+  }
+  const footer: string[] = []
+  if (doc.budget.length > 0) {
+    footer.push(`Budget: ${doc.budget.map(([k, v]) => `${md(k, 60)} ${md(v, 60)}`).join(', ')}.`)
+  }
+  footer.push(`Machine: ${doc.machine.map(([k, v]) => `${k} ${md(v, 200)}`).join(', ') || 'unknown'}.`)
+  const s = doc.settings
+  footer.push(
+    `Settings: gated ${s.metrics.map(m => code(m, 80)).join(', ') || 'nothing'}, minimum effect ${num(s.minEffect * 100)}%, ` +
+      `alpha ${num(s.alpha)}, ${num(s.confidence * 100)}% bootstrap CI (${s.bootstrap} resamples, seed ${s.seed}). ` +
+      `Created ${md(doc.createdAt, 60)}.`,
+  )
+  lines.push('<sub>', '', ...footer.flatMap(f => [f, '']), '</sub>')
+  return `${lines.join('\n')}\n`
+}
+
+/** One row per metric worth showing of every cell that is not unchanged. */
+function tableRows(doc: Comparison): string[] {
+  return doc.cells
+    .filter(c => c.verdict !== 'unchanged')
+    .flatMap(c => {
+      const label = c.kind === 'metric' ? md(c.verdict) : `${md(c.verdict)} (${md(c.kind)})`
+      const shown = c.metrics.filter(m => m.verdict !== 'unchanged')
+      const metrics = shown.length > 0 ? shown : c.metrics
+      if (metrics.length === 0) {
+        return [`| ${code(c.cellId)} | - | - | - | - | - | - | ${c.rounds} | ${label} |`]
+      }
+      return metrics.map(m => metricRow(c, m, label))
+    })
+}
+
+function metricRow(c: Cell, m: MetricResult, label: string): string {
+  return [
+    '',
+    code(c.cellId),
+    code(m.metric, 80),
+    value(m.medianBase, m.unit),
+    value(m.medianHead, m.unit),
+    change(m),
+    ci(m),
+    pValue(m.pValue),
+    String(c.rounds),
+    label,
+    '',
+  ]
+    .join(' | ')
+    .trim()
+}
+
+function sideText(side: Comparison['base']): string {
+  if (side.rev === null) {
+    return code(side.label, 80)
+  }
+  const rev = /^[0-9a-f]{40,64}$/.test(side.rev) ? side.rev.slice(0, 12) : side.rev
+  return `${code(side.label, 80)} (${code(rev, 80)})`
+}
+
+function measuredText(ctx: RenderContext): string {
+  const sha = ctx.headSha && /^[0-9a-f]{7,64}$/.test(ctx.headSha) ? ctx.headSha.slice(0, 12) : undefined
+  const run = ctx.runUrl && /^https:\/\/[A-Za-z0-9.-]+(:[0-9]+)?\/[A-Za-z0-9._/-]+$/.test(ctx.runUrl) ? ctx.runUrl : undefined
+  if (run) {
+    return ` — [run](${run})${sha ? ` on ${sha}` : ''}`
+  }
+  return sha ? ` — measured on ${sha}` : ''
+}
+
+/** Both are commit ids and neither is a prefix of the other: the file is about another commit. */
+export function headMismatch(doc: Comparison, ctx: RenderContext): boolean {
+  const rev = doc.head.rev?.toLowerCase() ?? ''
+  const sha = ctx.headSha?.toLowerCase() ?? ''
+  const hex = /^[0-9a-f]{7,64}$/
+  return hex.test(rev) && hex.test(sha) && !rev.startsWith(sha) && !sha.startsWith(rev)
+}
+
+function accelLine(accel: string): string {
+  if (accel === 'kvm') {
+    return 'under KVM'
+  }
+  if (accel === 'tcg') {
+    return '**under TCG (emulation): times are about QEMU\'s emulation, not the disk**'
+  }
+  return `**accelerator ${md(accel, 40)}: unknown, read the times with care**`
+}
+
+/** A median in its unit, as diskbench's own summary writes it. */
+export function value(v: number | null, unit: string): string {
+  if (v === null) {
+    return '-'
+  }
+  switch (unit) {
+    case 's':
+      return `${v.toFixed(2)} s`
+    case 'MiB/s':
+      return `${v.toFixed(1)} MiB/s`
+    case 'ratio':
+      return v.toFixed(3)
+    case 'B':
+      return Math.abs(v) >= 2 ** 20 ? `${(v / 2 ** 20).toFixed(1)} MiB` : `${v.toFixed(0)} B`
+    default:
+      return `${num(v)}${unit === 'count' || unit === '' ? '' : ` ${md(unit, 20)}`}`
+  }
+}
+
+function change(m: MetricResult): string {
+  if (m.changePct === null) {
+    return m.medianBase === null || m.medianHead === null ? 'n/a' : '+inf%'
+  }
+  return signed(m.changePct)
+}
+
+function ci(m: MetricResult): string {
+  return m.ciLowPct === null || m.ciHighPct === null ? '-' : `${signed(m.ciLowPct)} … ${signed(m.ciHighPct)}`
+}
+
+function pValue(p: number | null): string {
+  if (p === null) {
+    return '-'
+  }
+  return p < 0.001 ? '&lt;0.001' : p.toFixed(3)
+}
+
+function pct(ratio: number): string {
+  return signed((ratio - 1) * 100)
+}
+
+function signed(percent: number): string {
+  const text = percent.toFixed(1)
+  return `${percent >= 0 && !text.startsWith('-') ? '+' : ''}${text}%`
+}
+
+/** Up to six significant digits, no exponent for everyday sizes, no trailing zeros. */
+function num(v: number): string {
+  return String(Number(v.toPrecision(6)))
+}
