@@ -38,7 +38,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+# everything the runs import later, imported now: a checkout edited while this runs cannot mix versions
+import harness.capabilities  # noqa: E402
+import harness.guest  # noqa: E402
+import harness.session  # noqa: E402, F401
 from harness.compare import Settings, Verdict  # noqa: E402
+from harness.compare_cli import load_comparison  # noqa: E402
 from harness.gate import SubjectSource, load_gate_spec, run_gate, settings_for  # noqa: E402
 from harness.paths import default_results_dir, default_work_dir  # noqa: E402
 from harness.policy import load_policy  # noqa: E402
@@ -78,7 +83,7 @@ def one_gate(
 ) -> dict[str, Any]:
     spec = load_gate_spec(args.spec)
     t0 = time.monotonic()
-    result = run_gate(
+    run_gate(
         repo=repo,
         base=SubjectSource("base", base),
         head=SubjectSource("head", head),
@@ -90,10 +95,16 @@ def one_gate(
         seed=seed,
         progress=(lambda m: print(m, file=sys.stderr, flush=True)) if args.verbose else (lambda _m: None),
     )
-    doc = result.document
+    return summarize(out, wall_s=time.monotonic() - t0)
+
+
+def summarize(out: Path, *, wall_s: float | None = None) -> dict[str, Any]:
+    """What the calibration keeps of one gate run: its verdicts, from its comparison.json."""
+    doc = load_comparison(out / "comparison.json")
+    used_min = (doc.get("budget") or {}).get("used_min")
     return {
         "out": str(out),
-        "wall_s": round(time.monotonic() - t0, 1),
+        "wall_s": round(wall_s if wall_s is not None else (used_min or 0) * 60, 1),
         "verdict": doc["verdict"],
         "cells": {
             c["cell"].get("gate_name", c["cell_id"]): {
@@ -213,6 +224,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--accel", default="auto", choices=("auto", "kvm", "tcg"))
     parser.add_argument("--work-dir", type=Path, default=default_work_dir())
     parser.add_argument("--out", type=Path, default=None, help="default RESULTS/calibration/TIME")
+    parser.add_argument(
+        "--aa-from",
+        type=Path,
+        default=None,
+        help="take the A/A runs of an earlier calibration's output dir (its aa-* folders); run only the rest",
+    )
     parser.add_argument("--verbose", action="store_true", help="print every sample's progress")
     args = parser.parse_args(argv)
     if args.aa < 1:
@@ -224,8 +241,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="diskbench-calibration-") as tmp:
         repo = clone(Path(tmp) / "repo")
         head = git(repo, "rev-parse", "HEAD")
-        aa_runs = []
-        for i in range(args.aa):
+        aa_runs = [summarize(d) for d in sorted(args.aa_from.glob("aa-*"))] if args.aa_from else []
+        for line in aa_runs:
+            print(f"A/A (from {args.aa_from}): {line['verdict']} {line['cells']}", flush=True)
+        for i in range(len(aa_runs), args.aa):
             aa_runs.append(one_gate(repo, head, head, args, out / f"aa-{i:02d}", seed=1000 + i))
             print(f"A/A {i + 1}/{args.aa}: {aa_runs[-1]['verdict']} {aa_runs[-1]['cells']}", flush=True)
         figures = cell_figures([Path(r["out"]) for r in aa_runs])

@@ -7,6 +7,7 @@ import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from harness.errors import CommandError
 
@@ -33,12 +34,16 @@ def run(
     cwd: str | os.PathLike[str] | None = None,
     input_text: str | None = None,
     error_cls: type[CommandError] = CommandError,
+    log_path: Path | None = None,
 ) -> CommandResult:
     """Run ``argv`` (never through a shell) and return what it did.
 
     ``timeout_s=None`` waits forever; a timeout raises ``error_cls``.
     With ``check=True`` a non-zero exit raises ``error_cls`` carrying argv,
-    exit code and the tail of stderr.
+    exit code and the tail of stderr.  With ``log_path``, stdout and stderr
+    are appended to that file as they come (a long command can be followed
+    there) instead of being captured; the result's ``stderr`` is then the
+    tail of what this command wrote.
     """
     args = [os.fspath(a) for a in argv]
     full_env = None
@@ -47,17 +52,20 @@ def run(
         full_env.update(env)
     start = time.monotonic()
     try:
-        proc = subprocess.run(
-            args,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=timeout_s,
-            env=full_env,
-            cwd=cwd,
-            input=input_text,
-            check=False,
-        )
+        if log_path is None:
+            proc = subprocess.run(
+                args,
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=timeout_s,
+                env=full_env,
+                cwd=cwd,
+                input=input_text,
+                check=False,
+            )
+        else:
+            proc = _run_logged(args, log_path, timeout_s=timeout_s, env=full_env, cwd=cwd)
     except FileNotFoundError as exc:
         raise error_cls(
             f"{args[0]}: command not found; run scripts/setup.sh to install it",
@@ -85,3 +93,35 @@ def run(
             stderr=proc.stderr,
         )
     return result
+
+
+def _run_logged(
+    args: list[str],
+    log_path: Path,
+    *,
+    timeout_s: float | None,
+    env: Mapping[str, str] | None,
+    cwd: str | os.PathLike[str] | None,
+) -> subprocess.CompletedProcess[str]:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as fh:
+        offset = fh.tell()
+        fh.write(f"$ {' '.join(args)}\n".encode())
+        fh.flush()
+        try:
+            done = subprocess.run(
+                args,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                timeout=timeout_s,
+                env=env,
+                cwd=cwd,
+                check=False,
+            )
+        finally:
+            fh.flush()
+    with log_path.open("rb") as fh:
+        fh.seek(offset)
+        written = fh.read().decode(errors="replace")
+    return subprocess.CompletedProcess(args, done.returncode, stdout="", stderr=written[-4000:])
