@@ -38,8 +38,29 @@ def aio_problem(qemu: str, aio: Aio, cache: Cache, work_dir: Path) -> str | None
     return lines[-1] if lines else f"QEMU exited with {result.returncode}"
 
 
+@lru_cache(maxsize=4)
+def encryption_problem(qemu_img: str, encrypt: str, work_dir: Path) -> str | None:
+    """Why this qemu-img cannot create a qcow2 with ``encrypt``, or None (probed on a 16 MiB image)."""
+    from harness.images import create
+    from harness.spec import make_cell
+
+    with tempfile.TemporaryDirectory(prefix=".diskbench-encrypt-", dir=work_dir) as tmp:
+        spec = make_cell(format="qcow2", encrypt=encrypt, size="64M").image
+        try:
+            create(Path(tmp) / "probe.qcow2", spec, qemu_img=qemu_img)
+        except CommandError as exc:
+            return exc.message
+    return None
+
+
 def unsupported_reason(cell: Cell, work_dir: Path) -> str | None:
-    """Why this QEMU cannot run ``cell`` here (only aio modes other than threads are probed)."""
+    """Why this QEMU cannot run ``cell`` here: aio modes other than threads and encryption are probed."""
+    if cell.image.encrypted:
+        from harness.images import qemu_img_binary
+
+        problem = encryption_problem(qemu_img_binary(), cell.image.encrypt, work_dir.resolve())
+        if problem is not None:
+            return f"encrypt={cell.image.encrypt} does not work with this qemu-img: {problem}"
     if cell.drive.aio is Aio.THREADS:
         return None
     problem = aio_problem(qemu_binary(), cell.drive.aio, cell.drive.cache, work_dir.resolve())

@@ -15,6 +15,7 @@ from harness.compare_cli import add_compare_parser, cmd_compare
 from harness.errors import ExitCode, HarnessError, SpecError, UsageError
 from harness.history import add_history_parser, cmd_history
 from harness.paths import default_results_dir, default_work_dir
+from harness.report_html import add_report_parser, cmd_report
 from harness.spec import PAYLOADS, Aio, Cache, Cell, Format, Interface, Workload, expand, split_list
 
 
@@ -153,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="print the table of existing records")
     show.add_argument("records", nargs="+", type=Path, help="record files or run directories")
     add_sweep_parsers(sub)
+    add_report_parser(sub)
     add_compare_parser(sub)
     add_gate_parser(sub)
     add_history_parser(sub)
@@ -229,7 +231,21 @@ def add_sweep_parsers(sub: Any) -> None:
         ),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    sweep.add_argument("spec", type=Path, help="the sweep spec, e.g. sweeps/default.toml")
+    sweep.add_argument(
+        "spec", type=Path, nargs="?", help="the sweep spec, e.g. sweeps/default.toml (or --preset NAME)"
+    )
+    sweep.add_argument(
+        "--preset",
+        default=None,
+        metavar="NAME",
+        help="run a seed experiment (sweeps/presets/NAME.toml) instead of a spec file; 'list' lists them",
+    )
+    sweep.add_argument(
+        "--scale",
+        type=float,
+        default=None,
+        help="with --preset: multiply its sizes (1: the seed's own sizes; see --preset list)",
+    )
     sweep.add_argument(
         "--repeat", type=int, default=None, help="samples per cell (default: the spec's repeat)"
     )
@@ -380,13 +396,16 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from harness import sweep
+    from harness import presets, sweep
     from harness.policy import load_policy
     from harness.progress import Progress
     from harness.report import render
     from harness.session import open_session
 
-    spec = sweep.load_spec(args.spec)
+    if args.preset == "list":
+        print(presets.render_list(), end="")
+        return ExitCode.OK
+    spec = presets.resolve_spec(args.spec, preset=args.preset, scale=args.scale)
     repeat = spec.repeat if args.repeat is None else args.repeat
     if repeat < 1:
         raise SpecError(f"--repeat {repeat}: use 1 or more")
@@ -428,6 +447,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         run_id=f"sweep-{spec.name}",
         policy=policy,
     )
+    for note in presets.record_probes(spec, directory, session.opts.work_dir):
+        progress.note(note)
     cells, unsupported = sweep.drop_unsupported(cells, session.opts.work_dir)
     for cell_id, reason in unsupported:
         progress.note(f"excluded on this host: {cell_id}: {reason}")
@@ -556,6 +577,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "sweep": cmd_sweep,
         "merge": cmd_merge,
         "compare": cmd_compare,
+        "report": cmd_report,
         "gate": cmd_gate,
         "history": cmd_history,
     }

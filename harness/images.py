@@ -16,7 +16,7 @@ from typing import Any
 
 from harness import proc
 from harness.errors import CommandError, ImageError, UsageError
-from harness.spec import Cache, Format, ImageSpec
+from harness.spec import SECRET_ID, Cache, Format, ImageSpec, secret_object
 
 MEMORY_FILESYSTEMS = {"tmpfs", "ramfs"}
 
@@ -100,6 +100,18 @@ def resident_bytes(path: Path) -> int | None:
     return int(text) if result.ok and text.isdigit() else None
 
 
+def image_args(path: Path, fmt: Format, *, encrypted: bool = False) -> list[str]:
+    """How qemu-img names an existing image: ``-f FMT PATH``, or with its LUKS secret.
+
+    An encrypted qcow2 cannot even be opened for ``map`` or ``check`` without
+    its key, so those get the secret object and ``--image-opts``.
+    """
+    if not encrypted:
+        return ["-f", fmt.value, str(path)]
+    opts = f"driver={fmt.value},file.filename={str(path).replace(',', ',,')},encrypt.key-secret={SECRET_ID}"
+    return ["--object", secret_object(), "--image-opts", opts]
+
+
 def create(path: Path, spec: ImageSpec, *, qemu_img: str | None = None) -> CreatedImage:
     """Create a fresh image (replacing any old one) and time it.
 
@@ -113,6 +125,7 @@ def create(path: Path, spec: ImageSpec, *, qemu_img: str | None = None) -> Creat
         qemu_img or qemu_img_binary(),
         "create",
         "-q",
+        *(["--object", secret_object()] if spec.encrypted else []),
         "-f",
         spec.format.value,
         "-o",
@@ -147,10 +160,18 @@ def info(path: Path, *, qemu_img: str | None = None) -> dict[str, Any]:
     return data
 
 
-def mapped_bytes(path: Path, fmt: Format, *, qemu_img: str | None = None) -> dict[str, int]:
+def mapped_bytes(
+    path: Path, fmt: Format, *, qemu_img: str | None = None, encrypted: bool = False
+) -> dict[str, int]:
     """What ``qemu-img map`` says is data vs zero, in guest-visible bytes."""
     result = proc.run(
-        [qemu_img or qemu_img_binary(), "map", "-U", "-f", fmt.value, "--output=json", str(path)],
+        [
+            qemu_img or qemu_img_binary(),
+            "map",
+            "-U",
+            "--output=json",
+            *image_args(path, fmt, encrypted=encrypted),
+        ],
         timeout_s=300,
         error_cls=ImageError,
     )
@@ -164,10 +185,15 @@ def mapped_bytes(path: Path, fmt: Format, *, qemu_img: str | None = None) -> dic
     return {"data_bytes": data, "zero_bytes": zero}
 
 
-def check(path: Path, fmt: Format, *, qemu_img: str | None = None) -> CheckResult:
+def check(path: Path, fmt: Format, *, qemu_img: str | None = None, encrypted: bool = False) -> CheckResult:
     """``qemu-img check --output=json``; exit codes are figures, not failures."""
     result = proc.run(
-        [qemu_img or qemu_img_binary(), "check", "-f", fmt.value, "--output=json", str(path)],
+        [
+            qemu_img or qemu_img_binary(),
+            "check",
+            "--output=json",
+            *image_args(path, fmt, encrypted=encrypted),
+        ],
         timeout_s=600,
         check=False,
         error_cls=ImageError,

@@ -82,6 +82,7 @@ def vm_config(cell: Cell, guest: Guest, opts: RunOptions, image: Path) -> VMConf
             cache=cell.drive.cache,
             aio=cell.drive.aio,
             options=opts.drive_options,
+            key_secret=cell.image.encrypted,
         )
     )
     return VMConfig(
@@ -272,10 +273,10 @@ def run_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: 
         report = parse_report(run.event, workload=cell.workload.name.value)
         extra_metrics, extra_fields = parse_outputs(report.workload, report.outputs)
         sample.update(extra_fields)
-        check = images.check(image_path, cell.image.format)
+        check = images.check(image_path, cell.image.format, encrypted=cell.image.encrypted)
         host["check"] = {"rc": check.returncode, "verdict": check.verdict, "report": check.report}
         host["allocated_after"] = images.allocated_bytes(image_path)
-        host["map_after"] = images.mapped_bytes(image_path, cell.image.format)
+        host["map_after"] = images.mapped_bytes(image_path, cell.image.format, encrypted=cell.image.encrypted)
         host["wall_s"] = time.monotonic() - t0
         host["overhead_s"] = host["wall_s"] - run.boot_s - report.total_s
         host["written_bytes_source"] = "wchar" if cell.drive.aio is Aio.THREADS else "write_bytes"

@@ -33,7 +33,7 @@ from typing import Any
 from qemu.qmp.legacy import QEMUMonitorProtocol
 
 from harness.errors import GuestPanic, GuestTimeout, VMBootError, VMError
-from harness.spec import Aio, Cache, Interface
+from harness.spec import SECRET_ID, Aio, Cache, Interface, secret_object
 
 REPORT_PORT = "org.diskbench.report"
 DISK_SERIAL = "diskbench-disk"
@@ -97,6 +97,8 @@ class Drive:
     serial: str = DISK_SERIAL
     # extra -drive options of the policy (validated there: no commas), e.g. a throttle
     options: tuple[tuple[str, str], ...] = ()
+    # a LUKS-encrypted qcow2: open it with the secret object (see harness.spec.secret_object)
+    key_secret: bool = False
 
     def argv(self) -> list[str]:
         opts = [
@@ -109,6 +111,8 @@ class Drive:
         ]
         if self.readonly:
             opts.append("readonly=on")
+        if self.key_secret:
+            opts.append(f"encrypt.key-secret={SECRET_ID}")
         opts += [f"{name}={value}" for name, value in self.options]
         dev = f"{self.node}-dev"
         args = ["-drive", ",".join(opts)]
@@ -191,6 +195,8 @@ class VMConfig:
             "-device",
             f"virtserialport,bus=vser0.0,chardev=report,name={REPORT_PORT}",
         ]
+        if any(drive.key_secret for drive in self.drives):
+            args += ["-object", secret_object()]
         for drive in self.drives:
             args += drive.argv()
         return args

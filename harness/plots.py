@@ -1,0 +1,184 @@
+"""PNG charts of a report (matplotlib, Agg backend: no display, no pyplot state).
+
+Each chart is a plain value (:class:`BarChart`, :class:`ShapeChart`) built by
+the report from records; :func:`render` draws one to a file.  Medians are the
+bars, error bars run from the smallest to the largest sample, and the
+accelerator is printed in the corner of every chart: a TCG chart is about
+emulation, and says so where it is looked at.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.stats import Stats
+
+# matplotlib's tab10, spelled out so the colours do not depend on its version's defaults
+COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
+_BYTE_UNITS = (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024), ("B", 1))
+
+
+@dataclass(frozen=True)
+class BarChart:
+    """Bars per group (x) and series (colour), medians with min-max error bars."""
+
+    title: str
+    ylabel: str
+    unit: str
+    groups: tuple[str, ...]
+    series: tuple[str, ...]
+    stats: Mapping[tuple[str, str], Stats]
+    accel: str
+    log: bool = False
+    group_label: str = ""
+    series_label: str = ""
+    # a figure of the host alone (qemu-img create, allocation): the accelerator does not touch it
+    host_side: bool = False
+
+
+@dataclass(frozen=True)
+class ShapeChart:
+    """The seed's ratios beside ours, on a log axis around 1."""
+
+    title: str
+    names: tuple[str, ...]
+    seed: tuple[float | None, ...]
+    ours: tuple[float | None, ...]
+    accel: str
+    seed_label: str = "seed"
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def byte_unit(values: Sequence[float]) -> tuple[str, float]:
+    """The largest binary unit the biggest value reaches: ``("MiB", 1048576)``."""
+    top = max((abs(v) for v in values if math.isfinite(v)), default=0.0)
+    for name, size in _BYTE_UNITS:
+        if top >= size:
+            return name, float(size)
+    return "B", 1.0
+
+
+def _figure(width: float, height: float) -> tuple[object, object]:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig, fig.add_subplot()
+
+
+def _stamp(ax: object, accel: str, *, host_side: bool = False) -> None:
+    from matplotlib.axes import Axes
+
+    assert isinstance(ax, Axes)
+    loud = accel.lower() != "kvm" and not host_side
+    if host_side:
+        text = f"host-side figure (guests ran under {accel.upper()})"
+    else:
+        text = f"accel {accel.upper()}" + (": emulation, not disks" if loud else "")
+    ax.text(
+        0.995,
+        0.99,
+        text,
+        transform=ax.transAxes,
+        ha="right",
+        va="top",
+        fontsize=8,
+        color="#b00020" if loud else "#555555",
+        bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1.5},
+    )
+
+
+def render_bars(chart: BarChart, path: Path) -> None:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    fig, ax = _figure(max(6.0, 1.1 * len(chart.groups) * max(1, len(chart.series)) + 2.5), 4.2)
+    assert isinstance(fig, Figure) and isinstance(ax, Axes)
+    unit, divisor = chart.unit, 1.0
+    if chart.unit == "B":
+        unit, divisor = byte_unit([s.max for s in chart.stats.values() if s.n])
+    nseries = max(1, len(chart.series))
+    width = 0.8 / nseries
+    for si, series in enumerate(chart.series):
+        xs, heights, low, high = [], [], [], []
+        for gi, group in enumerate(chart.groups):
+            stats = chart.stats.get((group, series))
+            if stats is None or not stats.n:
+                continue
+            xs.append(gi - 0.4 + width * (si + 0.5))
+            heights.append(stats.median / divisor)
+            low.append((stats.median - stats.min) / divisor)
+            high.append((stats.max - stats.median) / divisor)
+        if not xs:
+            continue
+        label = series if len(chart.series) > 1 or series else None
+        ax.bar(xs, heights, width * 0.92, color=COLOURS[si % len(COLOURS)], label=label, zorder=2)
+        ax.errorbar(
+            xs, heights, yerr=[low, high], fmt="none", ecolor="#222222", capsize=3, linewidth=1, zorder=3
+        )
+        for x, h in zip(xs, heights, strict=True):
+            ax.annotate(
+                f"{h:.3g}", (x, h), textcoords="offset points", xytext=(0, 3), ha="center", fontsize=7
+            )
+    ax.set_xticks(range(len(chart.groups)), list(chart.groups), rotation=0 if len(chart.groups) < 6 else 30)
+    ax.set_ylabel(f"{chart.ylabel} [{unit}]" if unit else chart.ylabel)
+    if chart.group_label:
+        ax.set_xlabel(chart.group_label)
+    tops = [s.max / divisor for s in chart.stats.values() if s.n and s.max > 0]
+    lows = [s.min / divisor for s in chart.stats.values() if s.n and s.min > 0]
+    # a log axis only where the bars span orders of magnitude; its floor well under the
+    # smallest bar, so that every bar is seen to grow from the same base
+    if chart.log and lows and max(tops) / min(lows) > 20:
+        ax.set_yscale("log")
+        ax.set_ylim(bottom=min(lows) / 4, top=max(tops) * 3)
+    ax.set_title(chart.title, fontsize=11)
+    ax.grid(axis="y", alpha=0.3, zorder=0)
+    if len(chart.series) > 1:
+        ax.legend(title=chart.series_label or None, fontsize=8, title_fontsize=8, loc="upper left")
+    _stamp(ax, chart.accel, host_side=chart.host_side)
+    fig.savefig(path, format="png")
+
+
+def render_shape(chart: ShapeChart, path: Path) -> None:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    fig, ax = _figure(9.0, 0.45 * len(chart.names) + 1.6)
+    assert isinstance(fig, Figure) and isinstance(ax, Axes)
+    ys = list(range(len(chart.names)))
+    for offset, values, label, colour in (
+        (-0.2, chart.seed, chart.seed_label, "#7f7f7f"),
+        (0.2, chart.ours, "today", COLOURS[0]),
+    ):
+        pts = [(y + offset, v) for y, v in zip(ys, values, strict=True) if v is not None and v > 0]
+        if pts:
+            # bars grow from 1 (no change) to the ratio, left for below 1
+            ax.barh(
+                [p[0] for p in pts], [p[1] - 1 for p in pts], height=0.38, left=1, color=colour, label=label
+            )
+            for y, v in pts:
+                ax.annotate(f"x{v:.3g}", (v, y), textcoords="offset points", xytext=(3, -3), fontsize=7)
+    ax.axvline(1.0, color="#222222", linewidth=1)
+    ax.set_xscale("log")
+    ax.set_yticks(ys, list(chart.names), fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("ratio (log scale; 1 = the same)")
+    ax.set_title(chart.title, fontsize=11)
+    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(axis="x", alpha=0.3)
+    _stamp(ax, chart.accel)
+    fig.savefig(path, format="png")
+
+
+def render(chart: BarChart | ShapeChart, path: Path) -> Path:
+    """Draw ``chart`` to ``path`` (PNG); returns the path."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(chart, BarChart):
+        render_bars(chart, path)
+    else:
+        render_shape(chart, path)
+    return path
