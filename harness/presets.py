@@ -34,7 +34,6 @@ import re
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +41,15 @@ from harness.errors import SpecError, UsageError
 from harness.paths import REPO_ROOT
 from harness.spec import Cell, format_size, parse_size
 from harness.stats import Stats
-from harness.sweep import AXES, SweepSpec, estimate_sample_s, expand_spec, format_duration, parse_spec
+from harness.sweep import (
+    AXES,
+    SweepSpec,
+    canonical,
+    estimate_sample_s,
+    expand_spec,
+    format_duration,
+    parse_spec,
+)
 
 PRESETS_DIR = REPO_ROOT / "sweeps" / "presets"
 SEED_SUFFIX = ".seed.toml"
@@ -84,20 +91,6 @@ def cell_values(cell: Cell) -> dict[str, Any]:
         "bonnie_files": wl.bonnie_files,
         "cache_state": cell.cache_state.value,
     }
-
-
-def canonical(key: str, value: Any) -> Any:
-    """One spelling per value: ``"64K"`` equals ``65536``, ``"IDE"`` equals ``"ide"``."""
-    if key in _SIZE_KEYS and isinstance(value, str | int) and not isinstance(value, bool):
-        try:
-            return parse_size(value)
-        except SpecError:
-            return value
-    if isinstance(value, Enum):
-        return str(value.value)
-    if isinstance(value, str):
-        return value.strip().lower()
-    return value
 
 
 Where = Mapping[str, tuple[Any, ...]]

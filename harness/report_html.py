@@ -33,7 +33,6 @@ from harness.presets import (
     Preset,
     SeedReference,
     TableSpec,
-    canonical,
     cell_values,
     check_shape,
     display_value,
@@ -47,6 +46,7 @@ from harness.presets import (
 from harness.records import load_record
 from harness.spec import Cell
 from harness.stats import Stats
+from harness.sweep import canonical
 from harness.workloads import Metric, metric_info
 
 # what makes records one series (machine identity and guest size)

@@ -96,7 +96,7 @@ class Exclusion:
 
     def matches(self, values: Mapping[str, Any]) -> bool:
         return all(
-            key in values and _canon(key, values[key]) in {_canon(key, v) for v in wanted}
+            key in values and canonical(key, values[key]) in {canonical(key, v) for v in wanted}
             for key, wanted in self.match.items()
         )
 
@@ -133,7 +133,7 @@ class Plan:
     excluded: tuple[Excluded, ...]
 
 
-def _canon(key: str, value: Any) -> Any:
+def canonical(key: str, value: Any) -> Any:
     """One spelling per value, so ``"2G"`` matches ``"2g"`` and ``2147483648``."""
     if key in SIZE_KEYS and isinstance(value, str | int) and not isinstance(value, bool):
         try:
