@@ -10,12 +10,9 @@ write the outputs atomically, and read a comparison back
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime as dt
 import json
-import os
 import sys
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +22,7 @@ from harness import compare
 from harness.compare import Settings, add_compare_options, settings_from_args
 from harness.errors import ExitCode, UsageError
 from harness.records import SCHEMA as RECORD_SCHEMA
-from harness.records import load_record, write_json_atomic
+from harness.records import load_record, write_json_atomic, write_text_atomic
 
 COMPARISON_NAME = "comparison.json"
 SUMMARY_NAME = "summary.md"
@@ -168,22 +165,6 @@ def compare_paths(
     if out is not None:
         write_outputs(out, result)
     return result
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temp file and a rename: never half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
 def write_outputs(out: Path, result: Comparison) -> tuple[Path, Path]:

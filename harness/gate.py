@@ -55,11 +55,10 @@ from harness.compare import (
     parse_rule,
     render_markdown,
 )
-from harness.compare_cli import write_text_atomic
 from harness.errors import CommandError, ExitCode, InfraError, SpecError, UsageError
 from harness.paths import IMAGES_DIR, REPO_ROOT
 from harness.policy import POLICY_FILE, Policy, load_policy
-from harness.records import write_json_atomic
+from harness.records import write_json_atomic, write_text_atomic
 from harness.spec import Cell, make_cell
 
 GATE_SPEC = REPO_ROOT / "sweeps" / "gate.toml"
