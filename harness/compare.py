@@ -105,11 +105,19 @@ class Settings:
     min_effect: float = 0.05
     counter_min_effect: float = 0.02
     min_effect_by_metric: Mapping[str, float] = field(default_factory=dict)
-    alpha: float = 0.05
+    # family-wise: split over ``comparisons`` tests (Bonferroni), so that a gate of many cells
+    # does not cry wolf more often than one of a single cell
+    alpha: float = 0.01
     confidence: float = 0.95
     bootstrap: int = 2000
     seed: int = 0
     min_samples: int = 4
+    comparisons: int = 1
+
+    @property
+    def alpha_per_test(self) -> float:
+        """The significance level of each Mann-Whitney test: ``alpha / comparisons``."""
+        return self.alpha / max(self.comparisons, 1)
 
     def __post_init__(self) -> None:
         # a copy: the caller's dict cannot change a frozen Settings afterwards
@@ -150,6 +158,8 @@ class Settings:
             "bootstrap": self.bootstrap,
             "seed": self.seed,
             "min_samples": self.min_samples,
+            "comparisons": self.comparisons,
+            "alpha_per_test": self.alpha_per_test,
         }
 
 
@@ -236,7 +246,8 @@ def add_compare_options(parser: Any) -> None:
             {
                 "type": float,
                 "default": Settings.alpha,
-                "help": "significance level of the Mann-Whitney U test (default 0.05)",
+                "help": "family-wise significance level, split over the cells x gated metrics compared "
+                "(Bonferroni) for each Mann-Whitney U test (default 0.01)",
             },
         ),
         (
@@ -596,7 +607,7 @@ def _decide(
     direction = " (higher is better)" if higher_is_better else ""
     change = f"{pct(ratio)}{direction}"
     effect = f"{m * 100:g}%"
-    significant = p < settings.alpha
+    significant = p < settings.alpha_per_test
     if len(set(b)) == 1 and set(b) == set(h):
         return Verdict.UNCHANGED, f"identical constant samples on both sides ({b[0]:g})"
     if significant and w_lo > 1.0 and worse >= 1.0 + m:
@@ -996,6 +1007,9 @@ def compare_records(
 ) -> list[CellResult]:
     """Every cell of either side, sorted by id; a cell on one side only is an error (kind ``missing``)."""
     base_cells, head_cells = _group(base), _group(head)
+    if settings.comparisons == 1:
+        both = len(set(base_cells) & set(head_cells))
+        settings = replace(settings, comparisons=max(both, 1) * len(settings.metrics))
     results = []
     for cell_id in sorted(set(base_cells) | set(head_cells)):
         if cell_id not in head_cells or cell_id not in base_cells:

@@ -400,6 +400,8 @@ def run_gate(
             f"--repo {repo} is not a git repository: pass the checkout whose revisions to compare"
         )
     repo = Path(top.stdout.strip())
+    # every cell x gated metric is one test of the family that shares alpha
+    settings = replace(settings, comparisons=len(spec.cells) * len(settings.metrics))
     rounds = rounds or spec.rounds
     max_rounds = max(max_rounds or spec.max_rounds, rounds)
     budget_s = (budget_min if budget_min is not None else spec.budget_min) * 60
