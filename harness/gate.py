@@ -58,7 +58,7 @@ from harness.compare import (
 from harness.errors import CommandError, ExitCode, InfraError, SpecError, UsageError
 from harness.paths import IMAGES_DIR, REPO_ROOT
 from harness.policy import POLICY_FILE, Policy, load_policy
-from harness.records import write_json_atomic, write_text_atomic
+from harness.records import read_input_text, write_json_atomic, write_text_atomic
 from harness.spec import Cell, make_cell
 
 GATE_SPEC = REPO_ROOT / "sweeps" / "gate.toml"
@@ -172,12 +172,7 @@ def parse_gate_spec(text: str, *, source: str = "<gate spec>") -> GateSpec:
 
 
 def load_gate_spec(path: Path) -> GateSpec:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecError(f"gate spec {path} does not exist: pass a file such as sweeps/gate.toml") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(f"gate spec {path} cannot be read: {exc}") from None
+    text = read_input_text(path, what="gate spec", hint="pass a file such as sweeps/gate.toml")
     return parse_gate_spec(text, source=str(path))
 
 

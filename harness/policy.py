@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import SpecError
+from harness.records import read_input_text
 from harness.spec import Cell, Format, make_cell
 
 POLICY_FILE = "policy.toml"
@@ -180,14 +181,7 @@ def parse_policy(text: str, *, source: str = POLICY_FILE) -> Policy:
 
 
 def load_policy(path: Path) -> Policy:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecError(
-            f"policy {path} does not exist: pass a policy.toml such as the repository's own"
-        ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(f"policy {path} cannot be read: {exc}") from None
+    text = read_input_text(path, what="policy", hint="pass a policy.toml such as the repository's own")
     return parse_policy(text, source=str(path))
 
 

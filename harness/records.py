@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from harness.errors import RecordError
+from harness.errors import RecordError, SpecError
 
 SCHEMA = "diskbench-record"
 VERSION = 1
@@ -38,6 +38,19 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 def write_json_atomic(path: Path, data: Any) -> None:
     write_text_atomic(path, json.dumps(data, indent=1, sort_keys=False) + "\n")
+
+
+def read_input_text(path: Path, *, what: str, hint: str) -> str:
+    """The text of an input file (a spec, a policy); a missing or unreadable one is a usage error.
+
+    ``what`` names the input ("sweep spec"), ``hint`` says what to pass instead.
+    """
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(f"{what} {path} does not exist: {hint}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"{what} {path} cannot be read: {exc}") from None
 
 
 def record_path(results_dir: Path, run_id: str, cell_id: str) -> Path:

@@ -57,7 +57,7 @@ from typing import Any
 from harness import proc
 from harness.errors import ImageError, InfraError, SpecError
 from harness.policy import Policy
-from harness.records import load_record, write_json_atomic
+from harness.records import load_record, read_input_text, write_json_atomic
 from harness.spec import (
     PREALLOCATION,
     WRITTEN,
@@ -449,14 +449,7 @@ def parse_spec(
 
 def load_spec(path: Path) -> SweepSpec:
     """Read a spec file; the name defaults to the file's stem."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecError(
-            f"sweep spec {path} does not exist: pass a .toml file such as sweeps/default.toml"
-        ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(f"sweep spec {path} cannot be read: {exc}") from None
+    text = read_input_text(path, what="sweep spec", hint="pass a .toml file such as sweeps/default.toml")
     return parse_spec(text, source=str(path), default_name=path.stem)
 
 
