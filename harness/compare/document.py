@@ -1,0 +1,94 @@
+"""The ``comparison.json`` document: built from the cells, and checked when loaded."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from harness.compare.axis import axis_sentence
+from harness.compare.rules import CellResult, overall_verdict
+from harness.compare.settings import Settings
+from harness.compare.verdict import Verdict
+from harness.errors import UsageError
+
+SCHEMA = "diskbench-comparison"
+VERSION = 1
+
+
+def build_comparison(
+    cells: Sequence[CellResult],
+    *,
+    settings: Settings,
+    base: Mapping[str, Any],
+    head: Mapping[str, Any],
+    machine: Mapping[str, Any],
+    canary: Mapping[str, Any] | None = None,
+    budget: Mapping[str, Any] | None = None,
+    created_at: str,
+    warnings: Sequence[str] = (),
+) -> dict[str, Any]:
+    """The ``comparison.json`` document (schema ``diskbench-comparison`` version 1, docs/comparison.md)."""
+    counts = {v.value: 0 for v in Verdict}
+    for cell in cells:
+        counts[cell.verdict.value] += 1
+    return {
+        "schema": SCHEMA,
+        "version": VERSION,
+        "created_at": created_at,
+        "verdict": overall_verdict(cells).value,
+        "accel": str(machine.get("accel") or "unknown"),
+        "summary": {
+            "cells": len(cells),
+            "counts": counts,
+            "structural_changes": [
+                {"cell_id": c.cell_id, "note": c.note} for c in cells if c.note.startswith("structural")
+            ],
+            "axis_sentence": axis_sentence(cells),
+        },
+        "warnings": list(warnings),
+        "base": dict(base),
+        "head": dict(head),
+        "machine": dict(machine),
+        "settings": settings.as_dict(),
+        "canary": dict(canary) if canary is not None else None,
+        "budget": dict(budget) if budget is not None else None,
+        "cells": [c.as_dict() for c in cells],
+    }
+
+
+REQUIRED_KEYS: dict[str, type | tuple[type, ...]] = {
+    "created_at": str,
+    "verdict": str,
+    "accel": str,
+    "summary": dict,
+    "warnings": list,
+    "base": dict,
+    "head": dict,
+    "machine": dict,
+    "settings": dict,
+    "canary": (dict, type(None)),
+    "budget": (dict, type(None)),
+    "cells": list,
+}
+
+
+def validate_comparison(data: Any, *, source: str) -> dict[str, Any]:
+    """Check a loaded document's schema, version and top-level keys; ``source`` names it in errors."""
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise UsageError(
+            f"{source} is not a diskbench comparison: pass the comparison.json of `diskbench compare`"
+        )
+    version = data.get("version")
+    if version != VERSION:
+        raise UsageError(
+            f"comparison {source} has version {version!r}, this diskbench reads version {VERSION}: "
+            "run `diskbench compare` again with this version"
+        )
+    for key, kind in REQUIRED_KEYS.items():
+        if not isinstance(data.get(key, ...), kind):
+            raise UsageError(
+                f"comparison {source} lacks {key!r} or it is malformed: run `diskbench compare` again"
+            )
+    if data["verdict"] not in {v.value for v in Verdict}:
+        raise UsageError(f"comparison {source} has an unknown verdict {data['verdict']!r}: run it again")
+    return data

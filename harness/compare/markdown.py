@@ -1,0 +1,157 @@
+"""The summary of a comparison document in markdown (a pull request comment, a terminal)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from harness.compare.text import format_p, format_value, pct
+from harness.compare.verdict import Kind, Verdict
+
+
+def _esc(text: Any) -> str:
+    """Text for a markdown table cell: no pipe or newline breaks the row."""
+    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
+def _code(text: Any) -> str:
+    """Text for a code span outside tables (no escapes work inside one)."""
+    return "`" + str(text).replace("`", "'").replace("\n", " ") + "`"
+
+
+def _accel_line(accel: str) -> str:
+    if accel == "tcg":
+        return "**under TCG (emulation): times are about QEMU's emulation, not the disk**"
+    if accel == "kvm":
+        return "under KVM"
+    return f"**accelerator {accel}: unknown, read the times with care**"
+
+
+def _ci_text(m: Mapping[str, Any]) -> str:
+    lo, hi = m.get("ci_low_pct"), m.get("ci_high_pct")
+    if lo is None or hi is None:
+        return "-"
+    return f"{lo:+.1f}% … {hi:+.1f}%"
+
+
+def _change_text(m: Mapping[str, Any]) -> str:
+    change = m.get("change_pct")
+    if change is None:
+        return "n/a" if m.get("median_base") is None or m.get("median_head") is None else "+inf%"
+    return f"{change:+.1f}%"
+
+
+def render_markdown(doc: Mapping[str, Any]) -> str:
+    """The summary of a comparison document, for a pull request comment or a terminal."""
+    cells: list[Mapping[str, Any]] = list(doc.get("cells") or [])
+    summary = doc.get("summary") or {}
+    counts: Mapping[str, int] = summary.get("counts") or {}
+    verdict = str(doc.get("verdict", "?"))
+    accel = str(doc.get("accel", "unknown"))
+    lines = [f"## diskbench: {verdict.upper()} — {_accel_line(accel)}", ""]
+    tally = ", ".join(f"{counts[v.value]} {v.value}" for v in Verdict if counts.get(v.value))
+    base, head = doc.get("base") or {}, doc.get("head") or {}
+
+    def side(info: Mapping[str, Any]) -> str:
+        label = info.get("label") or "?"
+        rev = info.get("rev")
+        return _code(label) + (f" ({_esc(rev)})" if rev else "")
+
+    lines.append(
+        f"base {side(base)} vs head {side(head)}: {summary.get('cells', len(cells))} cells ({tally})"
+    )
+    lines.append("")
+    for warning in doc.get("warnings") or []:
+        lines += [f"**WARNING: {_esc(warning)}**", ""]
+
+    changed = [c for c in cells if c.get("verdict") != Verdict.UNCHANGED.value]
+    if changed:
+        lines.append("| cell | metric | base | head | change | CI | p | rounds | verdict |")
+        lines.append("| --- | --- | --- | --- | --- | --- | --- | ---: | --- |")
+        for cell in changed:
+            label = str(cell.get("verdict", "?"))
+            kind = cell.get("kind")
+            if kind not in (None, Kind.METRIC.value):
+                label = f"{label} ({kind})"
+            metrics: list[Mapping[str, Any]] = list(cell.get("metrics") or [])
+            rows = [m for m in metrics if m.get("verdict") != Verdict.UNCHANGED.value] or metrics
+            if not rows:
+                lines.append(
+                    f"| {_esc(cell.get('cell_id'))} | - | - | - | - | - | - | {cell.get('rounds', 0)} | {_esc(label)} |"
+                )
+            for m in rows:
+                unit = str(m.get("unit", ""))
+                lines.append(
+                    "| "
+                    + " | ".join(
+                        _esc(x)
+                        for x in (
+                            cell.get("cell_id"),
+                            m.get("metric"),
+                            format_value(m.get("median_base"), unit),
+                            format_value(m.get("median_head"), unit),
+                            _change_text(m),
+                            _ci_text(m),
+                            format_p(m.get("p_value")),
+                            cell.get("rounds", 0),
+                            label,
+                        )
+                    )
+                    + " |"
+                )
+        lines.append("")
+    unchanged = counts.get(Verdict.UNCHANGED.value, 0)
+    lines += [f"{unchanged} cell{'s' if unchanged != 1 else ''} unchanged.", ""]
+
+    sentence = summary.get("axis_sentence")
+    if sentence:
+        lines += [str(sentence), ""]
+    explained = [c for c in changed if c.get("verdict") != Verdict.ERROR.value and c.get("reason")]
+    if explained:
+        lines.append("### Why")
+        lines += [f"- {_code(c.get('cell_id'))}: {_esc(c.get('reason'))}" for c in explained]
+        lines.append("")
+    errors = [c for c in cells if c.get("verdict") == Verdict.ERROR.value]
+    if errors:
+        lines.append("### Errors")
+        lines += [f"- {_code(c.get('cell_id'))} ({c.get('kind')}): {_esc(c.get('reason'))}" for c in errors]
+        lines.append("")
+    notes = [c for c in cells if c.get("note")]
+    if notes:
+        lines.append("### Counters")
+        lines += [f"- {_code(c.get('cell_id'))}: {_esc(c.get('note'))}" for c in notes]
+        lines.append("")
+    canary = doc.get("canary")
+    if canary:
+        before, after = canary.get("before_mib_s"), canary.get("after_mib_s")
+        change = canary.get("change")
+        moved = (
+            "**MOVED: regressions and improvements set to inconclusive**" if canary.get("moved") else "steady"
+        )
+        figures = (
+            f"{before:.0f} → {after:.0f} MiB/s ({pct(change)})"
+            if before is not None and after is not None and change is not None
+            else "not measured"
+        )
+        lines += [f"Host canary: {figures}: {moved}", ""]
+    budget = doc.get("budget")
+    if budget:
+        lines += ["Budget: " + ", ".join(f"{_esc(k)} {_esc(v)}" for k, v in budget.items()), ""]
+    machine = doc.get("machine") or {}
+    parts = [
+        f"{key} {_esc(machine[key])}"
+        for key in ("hostname", "cpu", "accel", "qemu_version", "host_kernel", "work_dir_fs")
+        if machine.get(key)
+    ]
+    settings = doc.get("settings") or {}
+    lines.append(f"Machine: {', '.join(parts) or 'unknown'}.")
+    if settings:
+        lines.append(
+            f"Settings: minimum effect {float(settings.get('min_effect', 0)) * 100:g}%, "
+            f"alpha {settings.get('alpha')}, {float(settings.get('confidence', 0)) * 100:g}% bootstrap CI "
+            f"({settings.get('bootstrap')} resamples, seed {settings.get('seed')})."
+        )
+    created = doc.get("created_at")
+    if created:
+        lines.append(f"Created {created}.")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,490 @@
+"""The verdict rules: one metric (:func:`compare_metric`), one cell (:func:`compare_cell`), many cells."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from harness.compare.settings import Settings
+from harness.compare.stats import _inverse, _median, _ratio, bootstrap_ratio_ci, mann_whitney_u
+from harness.compare.text import _finite, _p_is, format_value, pct
+from harness.compare.verdict import Kind, Verdict, worst
+from harness.workloads import metric_info
+
+
+@dataclass(frozen=True)
+class MetricResult:
+    """The comparison of one metric of one cell.
+
+    ``ratio`` is median(head)/median(base) (``inf`` when base's median is 0 and
+    head's is not; ``None`` without samples); ``ci_low``/``ci_high`` its
+    bootstrap interval, in the same head/base orientation; both are ``None``
+    when a side has fewer than ``min_samples`` samples.
+    """
+
+    metric: str
+    unit: str
+    higher_is_better: bool
+    n_base: int
+    n_head: int
+    median_base: float | None
+    median_head: float | None
+    ratio: float | None
+    ci_low: float | None
+    ci_high: float | None
+    p_value: float | None
+    min_effect: float
+    verdict: Verdict
+    reason: str
+    paired: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready: figures that are not finite (a median of 0 as divisor) become null."""
+
+        def change(value: float | None) -> float | None:
+            v = _finite(value)
+            return None if v is None else round((v - 1.0) * 100.0, 4)
+
+        return {
+            "metric": self.metric,
+            "unit": self.unit,
+            "higher_is_better": self.higher_is_better,
+            "paired": self.paired,
+            "n_base": self.n_base,
+            "n_head": self.n_head,
+            "median_base": _finite(self.median_base),
+            "median_head": _finite(self.median_head),
+            "ratio": _finite(self.ratio),
+            "change_pct": change(self.ratio),
+            "ci_low": _finite(self.ci_low),
+            "ci_high": _finite(self.ci_high),
+            "ci_low_pct": change(self.ci_low),
+            "ci_high_pct": change(self.ci_high),
+            "p_value": _finite(self.p_value),
+            "min_effect": self.min_effect,
+            "verdict": self.verdict.value,
+            "reason": self.reason,
+        }
+
+    def change_text(self) -> str:
+        """``"host.write_amplification +2.6% (1.001 → 1.027)"``."""
+        return (
+            f"{self.metric} {pct(self.ratio)} "
+            f"({format_value(self.median_base, self.unit)} → {format_value(self.median_head, self.unit)})"
+        )
+
+
+def compare_metric(
+    metric: str,
+    base: Sequence[float],
+    head: Sequence[float],
+    *,
+    settings: Settings,
+    paired: bool,
+    min_effect: float | None = None,
+) -> MetricResult:
+    """The verdict of one metric; ``paired``: ``base[i]`` and ``head[i]`` are of round i.
+
+    Oriented so that "worse" > 1 (head/base for a time, base/head for a
+    throughput), with ``m`` the minimum effect:
+
+    * fewer than ``settings.min_samples`` values on a side: inconclusive;
+    * regression: p < alpha, the (oriented) interval's lower end above 1, and
+      the change at least 1+m;
+    * improvement: the mirror (p < alpha, interval below 1, change at most 1/(1+m));
+    * unchanged: the whole interval inside (1/(1+m), 1+m), or both sides the
+      same constant;
+    * otherwise inconclusive, with the reason: significant but smaller than the
+      minimum effect while the interval reaches it, or too noisy.
+
+    ``paired`` with different lengths on the two sides compares them unpaired.
+    """
+    info = metric_info(metric)
+    m = settings.effect_for(metric) if min_effect is None else min_effect
+    paired = paired and len(base) == len(head)
+    b = [float(v) for v in base]
+    h = [float(v) for v in head]
+    median_base = _median(b) if b else None
+    median_head = _median(h) if h else None
+    ratio = _ratio(median_head, median_base) if median_base is not None and median_head is not None else None
+    need = settings.min_samples
+    result = MetricResult(
+        metric=metric,
+        unit=info.unit,
+        higher_is_better=info.higher_is_better,
+        n_base=len(b),
+        n_head=len(h),
+        median_base=median_base,
+        median_head=median_head,
+        ratio=ratio,
+        ci_low=None,
+        ci_high=None,
+        p_value=None,
+        min_effect=m,
+        verdict=Verdict.INCONCLUSIVE,
+        reason=f"n too small: base {len(b)}, head {len(h)} samples, need {need} each",
+        paired=paired,
+    )
+    if ratio is None or len(b) < need or len(h) < need:
+        return result
+    _u, p = mann_whitney_u(h, b)
+    lo, hi = bootstrap_ratio_ci(
+        b, h, confidence=settings.confidence, n=settings.bootstrap, seed=settings.seed, paired=paired
+    )
+    verdict, reason = _decide(
+        ratio, lo, hi, p, m=m, higher_is_better=info.higher_is_better, settings=settings, b=b, h=h
+    )
+    return replace(result, ci_low=lo, ci_high=hi, p_value=p, verdict=verdict, reason=reason)
+
+
+def _decide(
+    ratio: float,
+    lo: float,
+    hi: float,
+    p: float,
+    *,
+    m: float,
+    higher_is_better: bool,
+    settings: Settings,
+    b: Sequence[float],
+    h: Sequence[float],
+) -> tuple[Verdict, str]:
+    if higher_is_better:
+        worse, w_lo, w_hi = _inverse(ratio), _inverse(hi), _inverse(lo)
+    else:
+        worse, w_lo, w_hi = ratio, lo, hi
+    conf = f"{settings.confidence * 100:g}% CI {pct(lo)} to {pct(hi)}"
+    direction = " (higher is better)" if higher_is_better else ""
+    change = f"{pct(ratio)}{direction}"
+    effect = f"{m * 100:g}%"
+    significant = p < settings.alpha_per_test
+    if len(set(b)) == 1 and set(b) == set(h):
+        return Verdict.UNCHANGED, f"identical constant samples on both sides ({b[0]:g})"
+    if significant and w_lo > 1.0 and worse >= 1.0 + m:
+        return (
+            Verdict.REGRESSION,
+            f"worse by {change}, {conf}, {_p_is(p)}: at least the minimum {effect}",
+        )
+    if significant and w_hi < 1.0 and worse <= 1.0 / (1.0 + m):
+        return (
+            Verdict.IMPROVEMENT,
+            f"better by {change}, {conf}, {_p_is(p)}: at least the minimum {effect}",
+        )
+    if 1.0 / (1.0 + m) < w_lo and w_hi < 1.0 + m:
+        return Verdict.UNCHANGED, f"{change}, {conf}: within the minimum effect ±{effect}"
+    if significant and (w_lo > 1.0 or w_hi < 1.0):
+        return (
+            Verdict.INCONCLUSIVE,
+            f"significant ({_p_is(p)}) but {change} is smaller than the minimum effect {effect}, "
+            f"and the interval reaches it ({conf})",
+        )
+    half = (hi - lo) / 2.0 * 100.0 if math.isfinite(hi - lo) else math.inf
+    return (
+        Verdict.INCONCLUSIVE,
+        f"too noisy: {change}, {conf} (±{half:.1f}%), {_p_is(p)}, minimum effect {effect}",
+    )
+
+
+# --- one cell -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """The comparison of one cell: its verdict, where it comes from, every metric's figures.
+
+    ``verdict`` is the time verdict (gated metrics, failures); ``counter_verdict``
+    that of the low-noise counters, reported but never gating; ``note`` ties
+    them together ("explained by: ..." or "structural change: ...").
+    """
+
+    cell_id: str
+    cell: Mapping[str, Any]
+    verdict: Verdict
+    kind: Kind
+    reason: str
+    rounds: int = 0
+    base_ok: int = 0
+    base_failed: int = 0
+    head_ok: int = 0
+    head_failed: int = 0
+    metrics: tuple[MetricResult, ...] = ()
+    counters: tuple[MetricResult, ...] = ()
+    counter_verdict: Verdict = Verdict.UNCHANGED
+    note: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "cell_id": self.cell_id,
+            "cell": dict(self.cell),
+            "verdict": self.verdict.value,
+            "kind": self.kind.value,
+            "reason": self.reason,
+            "rounds": self.rounds,
+            "base_ok": self.base_ok,
+            "base_failed": self.base_failed,
+            "head_ok": self.head_ok,
+            "head_failed": self.head_failed,
+            "metrics": [r.as_dict() for r in self.metrics],
+            "counters": [r.as_dict() for r in self.counters],
+            "counter_verdict": self.counter_verdict.value,
+            "note": self.note,
+        }
+
+
+def _workload_slug(workload: Mapping[str, Any]) -> str:
+    """The workload part of a cell id (``install-full``, ``dd-256m-2m-ext4``)."""
+    from harness.spec import Workload, WorkloadSpec
+
+    try:
+        spec = WorkloadSpec(
+            name=Workload(workload["name"]),
+            **{k: workload[k] for k in workload if k != "name" and k in WorkloadSpec.__dataclass_fields__},
+        )
+        return spec.slug
+    except (KeyError, TypeError, ValueError):
+        return str(workload.get("name", "?"))
+
+
+def flatten_cell(cell: Mapping[str, Any]) -> dict[str, Any]:
+    """The axes of a record's cell dict, flat: format, ..., workload (slug), cache_state.
+
+    Other plain values at the top of the cell dict (a gate's ``gate_name``...)
+    follow the axes as they are.
+    """
+    image = cell.get("image") or {}
+    drive = cell.get("drive") or {}
+    workload = cell.get("workload") or {}
+    extra = {
+        k: v
+        for k, v in cell.items()
+        if k not in ("id", "image", "drive", "workload", "cache_state")
+        and (v is None or isinstance(v, str | int | float | bool))
+    }
+    return {
+        "format": image.get("format"),
+        "preallocation": image.get("preallocation"),
+        "cluster_size": image.get("cluster_size"),
+        "cache": drive.get("cache"),
+        "aio": drive.get("aio"),
+        "interface": drive.get("interface"),
+        "workload": _workload_slug(workload) if isinstance(workload, Mapping) else str(workload),
+        "cache_state": cell.get("cache_state", "fresh"),
+        **extra,
+    }
+
+
+def _ok(samples: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [s for s in samples if s.get("status") == "ok"]
+
+
+def _fails(ok: int, total: int) -> bool:
+    """A side fails when more than half its samples failed, or none is ok."""
+    return ok == 0 or (total - ok) * 2 > total
+
+
+def _first_failure(samples: Sequence[Mapping[str, Any]]) -> str:
+    for s in samples:
+        if s.get("status") != "ok":
+            return str(s.get("reason") or f"status {s.get('status')!r}, no reason recorded")
+    return ""
+
+
+def _values(
+    metric: str, base: Sequence[Mapping[str, Any]], head: Sequence[Mapping[str, Any]]
+) -> tuple[list[float], list[float], bool]:
+    """The metric's values of both sides, paired by round when both have the same rounds."""
+
+    def by_index(samples: Sequence[Mapping[str, Any]]) -> tuple[list[float], list[Any]]:
+        values, indices = [], []
+        for pos, s in enumerate(samples):
+            figures = s.get("metrics") or {}
+            if metric in figures and figures[metric] is not None:
+                values.append(float(figures[metric]))
+                indices.append(s.get("index", pos))
+        return values, indices
+
+    b, bi = by_index(base)
+    h, hi = by_index(head)
+    paired = bool(b) and len(set(bi)) == len(bi) and len(set(hi)) == len(hi) and set(bi) == set(hi)
+    if paired:
+        order = {index: pos for pos, index in enumerate(bi)}
+        h_by_round = [0.0] * len(h)
+        for value, index in zip(h, hi, strict=True):
+            h_by_round[order[index]] = value
+        h = h_by_round
+    return b, h, paired
+
+
+def _present(metric: str, samples: Iterable[Mapping[str, Any]]) -> bool:
+    return any(metric in (s.get("metrics") or {}) for s in samples)
+
+
+def compare_cell(
+    cell: Mapping[str, Any],
+    base_samples: Sequence[Mapping[str, Any]],
+    head_samples: Sequence[Mapping[str, Any]],
+    *,
+    settings: Settings,
+) -> CellResult:
+    """The verdict of one cell from the samples of base and head (a record's ``samples``)."""
+    cell_id = str(cell.get("id", "?"))
+    base_ok, head_ok = _ok(base_samples), _ok(head_samples)
+    common: dict[str, Any] = {
+        "cell_id": cell_id,
+        "cell": flatten_cell(cell),
+        "rounds": max(len(base_samples), len(head_samples)),
+        "base_ok": len(base_ok),
+        "base_failed": len(base_samples) - len(base_ok),
+        "head_ok": len(head_ok),
+        "head_failed": len(head_samples) - len(head_ok),
+    }
+    base_fails = _fails(len(base_ok), len(base_samples))
+    head_fails = _fails(len(head_ok), len(head_samples))
+
+    def tally(side: str, ok: int, samples: Sequence[Mapping[str, Any]]) -> str:
+        if not samples:
+            return f"{side} has no samples"
+        first = _first_failure(samples)
+        if not first:
+            return f"{side} {ok} of {len(samples)} samples ok"
+        return f"{side} failed {len(samples) - ok} of {len(samples)} samples (first: {first})"
+
+    if base_fails or head_fails:
+        base_text = tally("base", len(base_ok), base_samples)
+        head_text = tally("head", len(head_ok), head_samples)
+        if head_fails and not base_fails:
+            verdict, kind, reason = Verdict.REGRESSION, Kind.FAILURE, f"{head_text}; {base_text}"
+        elif base_fails and head_fails:
+            verdict, kind = Verdict.ERROR, Kind.BOTH_FAILED
+            reason = f"both sides failed: {base_text}; {head_text}"
+        else:
+            verdict, kind = Verdict.ERROR, Kind.BASE_FAILED
+            reason = f"{base_text}: nothing to compare head with; {head_text}"
+        return CellResult(**common, verdict=verdict, kind=kind, reason=reason, counter_verdict=Verdict.ERROR)
+
+    def run(names: Sequence[str]) -> tuple[MetricResult, ...]:
+        results = []
+        for name in names:
+            if not (_present(name, base_ok) or _present(name, head_ok)):
+                continue  # not a figure of this workload
+            b, h, paired = _values(name, base_ok, head_ok)
+            results.append(compare_metric(name, b, h, settings=settings, paired=paired))
+        return tuple(results)
+
+    metrics = run(settings.metrics)
+    counters = run([c for c in settings.counters if c not in settings.metrics])
+    counter_verdict = worst(c.verdict for c in counters)
+    if not metrics:
+        return CellResult(
+            **common,
+            verdict=Verdict.INCONCLUSIVE,
+            kind=Kind.NO_METRIC,
+            reason=f"none of the gated metrics ({', '.join(settings.metrics)}) is in the samples",
+            counters=counters,
+            counter_verdict=counter_verdict,
+            note=_note(Verdict.INCONCLUSIVE, counters),
+        )
+    verdict = worst(r.verdict for r in metrics)
+    reason = "; ".join(f"{r.metric}: {r.reason}" for r in metrics if r.verdict is verdict)
+    partial = [
+        tally(side, len(ok), samples)
+        for side, ok, samples in (("base", base_ok, base_samples), ("head", head_ok, head_samples))
+        if len(ok) < len(samples)
+    ]
+    if partial:
+        reason += f" ({'; '.join(partial)})"
+    return CellResult(
+        **common,
+        verdict=verdict,
+        kind=Kind.METRIC,
+        reason=reason,
+        metrics=metrics,
+        counters=counters,
+        counter_verdict=counter_verdict,
+        note=_note(verdict, counters),
+    )
+
+
+def _note(verdict: Verdict, counters: Sequence[MetricResult]) -> str:
+    """Counters that moved with the time explain it; counters that moved on their own are news."""
+    changed = [c for c in counters if c.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT)]
+    if not changed:
+        return ""
+    if verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT):
+        same = [c for c in changed if c.verdict is verdict]
+        if same:
+            return "explained by: " + "; ".join(c.change_text() for c in same)
+    return "structural change: " + "; ".join(c.change_text() for c in changed)
+
+
+def needs_more_rounds(result: CellResult) -> bool:
+    """Whether more rounds could decide this cell: its time verdict is inconclusive from the statistics.
+
+    Not for failures, missing records, cells without a gated metric, or a
+    verdict voided by the host canary.
+    """
+    return result.verdict is Verdict.INCONCLUSIVE and result.kind is Kind.METRIC
+
+
+def overall_verdict(cells: Sequence[CellResult]) -> Verdict:
+    """regression if any cell regressed; else error if any; else inconclusive; else improvement; else unchanged."""
+    found = {c.verdict for c in cells}
+    for verdict in (
+        Verdict.REGRESSION,
+        Verdict.ERROR,
+        Verdict.INCONCLUSIVE,
+        Verdict.IMPROVEMENT,
+    ):
+        if verdict in found:
+            return verdict
+    return Verdict.UNCHANGED
+
+
+def _group(
+    records: Sequence[Mapping[str, Any]],
+) -> dict[str, tuple[Mapping[str, Any], list[Mapping[str, Any]]]]:
+    """Cell id -> (cell dict, samples of every record of that cell, in order)."""
+    groups: dict[str, tuple[Mapping[str, Any], list[Mapping[str, Any]]]] = {}
+    for record in records:
+        cell = record["cell"]
+        cell_id = str(cell.get("id", "?"))
+        if cell_id not in groups:
+            groups[cell_id] = (cell, [])
+        groups[cell_id][1].extend(record.get("samples") or [])
+    return groups
+
+
+def compare_records(
+    base: Sequence[Mapping[str, Any]], head: Sequence[Mapping[str, Any]], *, settings: Settings
+) -> list[CellResult]:
+    """Every cell of either side, sorted by id; a cell on one side only is an error (kind ``missing``)."""
+    base_cells, head_cells = _group(base), _group(head)
+    if settings.comparisons == 1:
+        both = len(set(base_cells) & set(head_cells))
+        settings = replace(settings, comparisons=max(both, 1) * len(settings.metrics))
+    results = []
+    for cell_id in sorted(set(base_cells) | set(head_cells)):
+        if cell_id not in head_cells or cell_id not in base_cells:
+            side, other = ("head", "base") if cell_id not in head_cells else ("base", "head")
+            cell, samples = (base_cells if side == "head" else head_cells)[cell_id]
+            ok = len(_ok(samples))
+            counts: dict[str, Any] = {f"{other}_ok": ok, f"{other}_failed": len(samples) - ok}
+            results.append(
+                CellResult(
+                    cell_id=cell_id,
+                    cell=flatten_cell(cell),
+                    verdict=Verdict.ERROR,
+                    kind=Kind.MISSING,
+                    reason=f"no {side} record of this cell ({other} has {len(samples)} samples): "
+                    f"run it on {side} too",
+                    rounds=len(samples),
+                    counter_verdict=Verdict.ERROR,
+                    **counts,
+                )
+            )
+            continue
+        cell, base_samples = base_cells[cell_id]
+        results.append(compare_cell(cell, base_samples, head_cells[cell_id][1], settings=settings))
+    return results

@@ -1,0 +1,137 @@
+"""The statistics of a comparison: the Mann-Whitney U test, medians, quantiles, a bootstrap interval.  Pure."""
+
+from __future__ import annotations
+
+import functools
+import math
+import random
+from collections.abc import Sequence
+
+# exact Mann-Whitney distribution up to this many samples per side (no ties)
+EXACT_MAX_N = 20
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    n = len(ordered)
+    mid = n // 2
+    return ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2.0
+
+
+def _ratio(head: float, base: float) -> float:
+    """head/base that never divides by zero: 0/0 is no change, x/0 is infinitely more."""
+    if base == 0:
+        return 1.0 if head == 0 else math.copysign(math.inf, head)
+    return head / base
+
+
+def _inverse(value: float) -> float:
+    if value == 0:
+        return math.inf
+    return 0.0 if math.isinf(value) else 1.0 / value
+
+
+@functools.cache
+def _u_counts(m: int, n: int) -> tuple[int, ...]:
+    """How many orderings of m+n untied values give U = 0..m*n (U counts pairs a > b)."""
+    if m == 0 or n == 0:
+        return (1,)
+    # the largest value belongs to a (it beats all n of b) or to b (it adds nothing)
+    with_a = _u_counts(m - 1, n)
+    with_b = _u_counts(m, n - 1)
+    counts = [0] * (m * n + 1)
+    for u, c in enumerate(with_a):
+        counts[u + n] += c
+    for u, c in enumerate(with_b):
+        counts[u] += c
+    return tuple(counts)
+
+
+def mann_whitney_u(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
+    """(U of ``a``, two-sided p) of the Mann-Whitney U test.
+
+    U counts the pairs where a's value is larger (ties count one half), so
+    U = 0 when every value of ``a`` is below every value of ``b``.  The p value
+    is exact when there are no ties and both sides have at most
+    :data:`EXACT_MAX_N` values; otherwise it uses the normal approximation
+    with the tie correction of the variance and a continuity correction.
+    An empty side, or all values tied, gives p = 1.
+    """
+    n1, n2 = len(a), len(b)
+    if n1 == 0 or n2 == 0:
+        return 0.0, 1.0
+    u = sum(1.0 if x > y else 0.5 if x == y else 0.0 for x in a for y in b)
+    values = [*a, *b]
+    tied = len(set(values)) < len(values)
+    if not tied and n1 <= EXACT_MAX_N and n2 <= EXACT_MAX_N:
+        counts = _u_counts(n1, n2)
+        total = sum(counts)
+        k = round(u)
+        lower = sum(counts[: k + 1]) / total
+        upper = sum(counts[k:]) / total
+        return u, min(1.0, 2.0 * min(lower, upper))
+    n = n1 + n2
+    tie_sum = sum(t**3 - t for t in _tie_sizes(values))
+    variance = n1 * n2 / 12.0 * ((n + 1) - tie_sum / (n * (n - 1)))
+    if variance <= 0:
+        return u, 1.0
+    z = max(0.0, abs(u - n1 * n2 / 2.0) - 0.5) / math.sqrt(variance)
+    return u, min(1.0, math.erfc(z / math.sqrt(2.0)))
+
+
+def _tie_sizes(values: Sequence[float]) -> list[int]:
+    seen: dict[float, int] = {}
+    for v in values:
+        seen[v] = seen.get(v, 0) + 1
+    return [t for t in seen.values() if t > 1]
+
+
+def _quantile(ordered: Sequence[float], q: float) -> float:
+    """Linear interpolation between order statistics (the usual 'type 7' quantile)."""
+    pos = q * (len(ordered) - 1)
+    lo = math.floor(pos)
+    frac = pos - lo
+    if frac == 0 or ordered[lo] == ordered[lo + 1]:
+        return ordered[lo]
+    return ordered[lo] + (ordered[lo + 1] - ordered[lo]) * frac
+
+
+def bootstrap_ratio_ci(
+    base: Sequence[float],
+    head: Sequence[float],
+    *,
+    confidence: float,
+    n: int,
+    seed: int,
+    paired: bool,
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of median(head)/median(base).
+
+    ``paired``: ``base[i]`` and ``head[i]`` come from the same round, and each
+    resample draws rounds (both values of a round together), so a drift of the
+    host during the run moves both medians alike and cancels in the ratio.
+    Otherwise each side is resampled on its own.  ``random.Random(seed)``
+    drives the draws: the same input gives the same interval.
+    """
+    if not base or not head:
+        raise ValueError("bootstrap_ratio_ci needs samples on both sides")
+    if paired and len(base) != len(head):
+        raise ValueError("paired samples need the same number of rounds on both sides")
+    if len(set(base)) == 1 and len(set(head)) == 1:
+        ratio = _ratio(head[0], base[0])
+        return ratio, ratio
+    rng = random.Random(seed)
+    ratios: list[float] = []
+    if paired:
+        rounds = range(len(base))
+        for _ in range(n):
+            picks = rng.choices(rounds, k=len(base))
+            ratios.append(_ratio(_median([head[i] for i in picks]), _median([base[i] for i in picks])))
+    else:
+        for _ in range(n):
+            b = rng.choices(base, k=len(base))
+            h = rng.choices(head, k=len(head))
+            ratios.append(_ratio(_median(h), _median(b)))
+    ratios.sort()
+    tail = (1.0 - confidence) / 2.0
+    return _quantile(ratios, tail), _quantile(ratios, 1.0 - tail)

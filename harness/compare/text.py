@@ -1,0 +1,45 @@
+"""Figures as text: signed changes, p values, values in their unit."""
+
+from __future__ import annotations
+
+import math
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def pct(ratio: float | None) -> str:
+    """A ratio as a signed change: 1.2 -> ``"+20.0%"``."""
+    if ratio is None or math.isnan(ratio):
+        return "n/a"
+    if math.isinf(ratio):
+        return "+inf%" if ratio > 0 else "-inf%"
+    return f"{(ratio - 1.0) * 100.0:+.1f}%"
+
+
+def format_p(p: float | None) -> str:
+    if p is None:
+        return "-"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def _p_is(p: float) -> str:
+    """``"p=0.012"`` or ``"p<0.001"``."""
+    text = format_p(p)
+    return f"p{text}" if text.startswith("<") else f"p={text}"
+
+
+def format_value(value: float | None, unit: str) -> str:
+    """A median in its unit: ``12.30 s``, ``1.028``, ``1500.0 MiB/s``, ``240``."""
+    if value is None:
+        return "-"
+    if unit == "s":
+        return f"{value:.2f} s"
+    if unit == "MiB/s":
+        return f"{value:.1f} MiB/s"
+    if unit == "ratio":
+        return f"{value:.3f}"
+    if unit == "B":
+        return f"{value / 2**20:.1f} MiB" if abs(value) >= 2**20 else f"{value:.0f} B"
+    return f"{value:.6g}"

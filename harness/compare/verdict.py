@@ -1,0 +1,40 @@
+"""The verdicts of a comparison, their kinds, and their order (worst first)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from enum import StrEnum
+
+
+class Verdict(StrEnum):
+    REGRESSION = "regression"
+    IMPROVEMENT = "improvement"
+    UNCHANGED = "unchanged"
+    INCONCLUSIVE = "inconclusive"
+    ERROR = "error"
+
+
+class Kind(StrEnum):
+    """Where a cell's verdict comes from."""
+
+    METRIC = "metric"  # the statistics of the gated metrics
+    FAILURE = "failure"  # head failed where base worked: a regression
+    BOTH_FAILED = "both-failed"  # an error, never "no change"
+    BASE_FAILED = "base-failed"  # an error: nothing to compare head with
+    MISSING = "missing"  # the cell has records on one side only: an error
+    NO_METRIC = "no-metric"  # none of the gated metrics is in the samples: inconclusive
+    CANARY = "canary"  # a regression or improvement voided by the host canary: inconclusive
+
+
+_RANK = {
+    Verdict.UNCHANGED: 0,
+    Verdict.IMPROVEMENT: 1,
+    Verdict.INCONCLUSIVE: 2,
+    Verdict.REGRESSION: 3,
+}
+
+
+def worst(verdicts: Iterable[Verdict]) -> Verdict:
+    """The worst of metric verdicts (regression > inconclusive > improvement > unchanged)."""
+    found = list(verdicts)
+    return max(found, key=lambda v: _RANK.get(v, 4)) if found else Verdict.UNCHANGED
