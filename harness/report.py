@@ -49,7 +49,7 @@ def _unit(name: str) -> tuple[str, str]:
 
 
 def _digits(unit: str) -> int:
-    return {"s": 2, "MiB/s": 1, "ratio": 3, "%": 0}.get(unit, 0)
+    return {"s": 2, "MiB/s": 1, "ratio": 3, "%": 0, "ms": 3}.get(unit, 0)
 
 
 def cell_rows(record: dict[str, Any]) -> list[tuple[str, str]]:

@@ -13,12 +13,13 @@ import os
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from harness import images
 from harness.errors import GuestBuildError, HarnessError, ProtocolError
+from harness.latency import BOUNDARIES_NS, histograms_from_blockstats, latency_metrics
 from harness.protocol import GuestReport, parse_ready, parse_report
 from harness.records import new_record, record_path, write_json_atomic
 from harness.spec import Aio, CacheState, Cell, Interface, Workload
@@ -53,6 +54,8 @@ class RunOptions:
     keep_images: bool = False
     extra_append: tuple[str, ...] = ()
     drive_options: tuple[tuple[str, str], ...] = ()
+    # QEMU's latency histograms of the disk under test (off only to measure their cost)
+    latency_histograms: bool = True
 
 
 def new_run_id() -> str:
@@ -158,6 +161,7 @@ def sample_metrics(report: GuestReport, host: dict[str, Any], aio: Aio = Aio.THR
         if key in host:
             metrics[f"host.{key}"] = float(host[key])
     metrics.update(host_counters(host.get("blockstats", {}), host.get("qemu_io", {}), aio))
+    metrics.update(latency_metrics(host.get("latency_histograms", {}), host.get("blockstats", {})))
     return metrics
 
 
@@ -175,6 +179,8 @@ class GuestRun:
     qemu_io: dict[str, int]
     garbage: list[str]
     console_tail: str
+    # read, write, flush -> {"boundaries", "bins"} (ns) of the workload; empty when off
+    latency_histograms: dict[str, Any] = field(default_factory=dict)
 
 
 def boot_and_run(cell: Cell, guest: Guest, opts: RunOptions, image: Path, log_dir: Path) -> GuestRun:
@@ -183,6 +189,10 @@ def boot_and_run(cell: Cell, guest: Guest, opts: RunOptions, image: Path, log_di
     with Machine(config, log_dir, name=cell.id) as vm:
         ready = parse_ready(vm.wait_event("ready", timeout_s=opts.boot_timeout_s, what="ready line"))
         boot_s = vm.elapsed_s
+        if opts.latency_histograms:
+            # setting the boundaries resets the counts: the histograms hold the workload's IO only
+            (disk,) = [d for d in config.drives if d.node == DISK_NODE]
+            vm.set_latency_histograms(disk, BOUNDARIES_NS)
         stats_before = vm.blockstats(DISK_NODE)
         io_before = vm.proc_io()
         event = vm.wait_event("report", timeout_s=opts.workload_timeout_s, what="workload report")
@@ -191,6 +201,7 @@ def boot_and_run(cell: Cell, guest: Guest, opts: RunOptions, image: Path, log_di
         stopped = vm.wait_guest_stopped(timeout_s=60.0)
         stats_after = vm.blockstats(DISK_NODE)
         io_after = vm.proc_io()
+        histograms = histograms_from_blockstats(stats_after) if opts.latency_histograms else {}
         return GuestRun(
             argv=vm.argv,
             ready=ready,
@@ -202,6 +213,7 @@ def boot_and_run(cell: Cell, guest: Guest, opts: RunOptions, image: Path, log_di
             qemu_io=delta(io_before, io_after, PROC_IO_FIELDS),
             garbage=vm.garbage(),
             console_tail=vm.console_tail(),
+            latency_histograms={word: h.as_dict() for word, h in histograms.items()},
         )
 
 
@@ -266,6 +278,8 @@ def run_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: 
             blockstats=run.blockstats,
             qemu_io=run.qemu_io,
         )
+        if run.latency_histograms:
+            host["latency_histograms"] = run.latency_histograms
         if run.garbage:
             raise ProtocolError(
                 f"guest sent {len(run.garbage)} line(s) that are not JSON: {run.garbage[0][:80]!r}"

@@ -481,6 +481,27 @@ class Machine:
                 return stats
         return {}
 
+    def set_latency_histograms(self, drive: Drive, boundaries_ns: Sequence[int]) -> None:
+        """Give ``drive``'s read, write and flush latency histograms these boundaries (ns).
+
+        QMP ``block-latency-histogram-set`` resets the counts, so what
+        ``query-blockstats`` reports afterwards is the IO since this call.  It
+        names the guest device, not the drive: for virtio-blk-pci the device
+        that holds the drive is the proxy's ``virtio-backend`` child.
+        """
+        device = f"{drive.node}-dev"
+        if drive.interface is Interface.VIRTIO_BLK:
+            device = f"/machine/peripheral/{device}/virtio-backend"
+        self.qmp(
+            "block-latency-histogram-set",
+            id=device,
+            **{
+                "boundaries-read": list(boundaries_ns),
+                "boundaries-write": list(boundaries_ns),
+                "boundaries-flush": list(boundaries_ns),
+            },
+        )
+
     def proc_io(self) -> dict[str, int]:
         """``/proc/PID/io`` of QEMU: what the host process really read and wrote."""
         if self.pid is None:

@@ -31,13 +31,15 @@ def _p_is(p: float) -> str:
 
 
 def format_value(value: float | None, unit: str) -> str:
-    """A median in its unit: ``12.30 s``, ``1.028``, ``1500.0 MiB/s``, ``240``."""
+    """A median in its unit: ``12.30 s``, ``1.028``, ``1500.0 MiB/s``, ``3.15 ms``, ``240``."""
     if value is None:
         return "-"
     if unit == "s":
         return f"{value:.2f} s"
     if unit == "MiB/s":
         return f"{value:.1f} MiB/s"
+    if unit == "ms":
+        return f"{value:.3g} ms"
     if unit == "ratio":
         return f"{value:.3f}"
     if unit == "B":

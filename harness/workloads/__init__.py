@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.errors import ProtocolError, UsageError
+from harness.latency import metric_names as latency_metric_names
 
 # (extra figures, extra record fields) parsed from a report's outputs
 Parsed = tuple[dict[str, float], dict[str, Any]]
@@ -86,6 +87,8 @@ COMMON_METRICS: tuple[Metric, ...] = (
     info("bytes", "B", "size of the workload's data: dd's file, the installed tree, mkfs's disk"),
     info("files", "count", "regular files the workload left on the disk"),
     info("packages", "count", "Debian packages the install workload unpacked"),
+    # the device's latency and request counts from QEMU's accounting (harness.latency)
+    *(Metric(name, unit, False, description) for name, unit, description in latency_metric_names()),
 )
 
 # Names made of a pattern: the phases of each workload and any host time

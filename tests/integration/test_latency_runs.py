@@ -1,0 +1,42 @@
+"""A real guest under TCG: QEMU's latency histograms of the disk under test in the record."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.latency import BOUNDARIES_NS, Histogram
+from harness.records import load_record
+from harness.session import run_cells
+from harness.spec import make_cell
+
+pytestmark = [pytest.mark.integration, pytest.mark.guest]
+
+
+def test_histograms_of_a_dd_run_are_parsed_and_match_qemus_counts(
+    guest: Any, tmp_path: Path, disk_dir: Path
+) -> None:
+    cell = make_cell(format="qcow2", workload="dd", dd_mib=32, size="256M", cache="none")
+    result = run_cells(
+        [cell], repeat=1, accel="tcg", work_dir=disk_dir, results_dir=tmp_path / "results", guest=guest
+    )
+    (path,) = sorted(result.run_dir.glob("*.json"))
+    sample = load_record(path)["samples"][0]
+    assert sample["status"] == "ok", sample.get("reason")
+    kept = sample["host"]["latency_histograms"]
+    assert sorted(kept) == ["flush", "read", "write"]
+    write = Histogram.from_qmp(kept["write"], what="record")
+    assert write.boundaries == BOUNDARIES_NS
+    metrics = sample["metrics"]
+    ops = sample["host"]["blockstats"]["wr_operations"]
+    assert metrics["dev.write_ops"] == ops
+    # set at the ready line, read at power-off: the histogram holds the workload's writes
+    # (one QMP round trip apart from the blockstats reading, so allow a request or two)
+    assert ops > 10
+    assert abs(write.count - ops) <= 3
+    p50, p90, p99 = (metrics[f"dev.write_{q}_ms"] for q in ("p50", "p90", "p99"))
+    assert 0.001 < p50 <= p90 <= p99 < 10_000
+    assert 0.001 < metrics["dev.write_mean_ms"] < 10_000
+    assert 0 < metrics["dev.io_s"] < metrics["total_s"] + 5
