@@ -37,7 +37,8 @@ def add_compare_parser(sub: Any) -> None:
             "Compare two sets of records of the same cells (base, then head), e.g. the two sides of "
             "an interleaved run on one runner. Per cell and gated metric: Mann-Whitney U test, "
             "bootstrap interval of the ratio of medians (paired by round when the rounds match) and "
-            "a minimum effect. Prints the markdown summary. Exit 1 when a cell regressed, else 0."
+            "a minimum effect; structural counters that moved make a cell 'changed'. Prints the markdown "
+            "summary. Exit 1 when a cell regressed or changed (unless --changed-passes), else 0."
         ),
     )
     parser.add_argument("base", type=Path, help="base records: a record file or a directory of them")
@@ -123,6 +124,7 @@ def side_info(label: str, records: Sequence[Mapping[str, Any]]) -> dict[str, Any
         "rev": rev if isinstance(rev, str) else None,
         "subject": subject,
         "records": len(records),
+        "machine": dict(records[0].get("machine") or {}) if records else {},
     }
 
 
@@ -206,4 +208,4 @@ def cmd_compare(args: argparse.Namespace) -> int:
     print(result.markdown, end="")
     if args.out is not None:
         print(f"comparison: {args.out / COMPARISON_NAME}")
-    return ExitCode.REGRESSION if result.verdict is compare.Verdict.REGRESSION else ExitCode.OK
+    return ExitCode.REGRESSION if result.document["summary"]["fails"] else ExitCode.OK

@@ -44,12 +44,13 @@ from typing import Any
 
 from harness import proc
 from harness.compare import (
+    STRUCTURAL_COUNTERS,
     CellResult,
     Settings,
     Verdict,
     apply_canary,
     build_comparison,
-    compare_cell,
+    compare_family,
     needs_more_rounds,
     parse_percent,
     parse_rule,
@@ -60,10 +61,22 @@ from harness.paths import IMAGES_DIR, REPO_ROOT
 from harness.policy import POLICY_FILE, Policy, load_policy
 from harness.records import read_input_text, write_json_atomic, write_text_atomic
 from harness.spec import Cell, make_cell
+from harness.workloads import metric_info
 
 GATE_SPEC = REPO_ROOT / "sweeps" / "gate.toml"
 SIDES = ("base", "head")
-SPEC_KEYS = ("name", "description", "rounds", "max_rounds", "budget_min", "metrics", "min_effect", "rules")
+SPEC_KEYS = (
+    "name",
+    "description",
+    "rounds",
+    "max_rounds",
+    "budget_min",
+    "metrics",
+    "min_effect",
+    "rules",
+    "counters",
+    "changed_fails",
+)
 SPEC_KEYS_TABLES = ("params", "cells")
 
 
@@ -93,6 +106,8 @@ class GateSpec:
     min_effect: float = 0.05
     rules: Mapping[str, float] = field(default_factory=dict)
     description: str = ""
+    counters: tuple[str, ...] = STRUCTURAL_COUNTERS
+    changed_fails: bool = True
 
 
 def parse_gate_spec(text: str, *, source: str = "<gate spec>") -> GateSpec:
@@ -157,6 +172,17 @@ def parse_gate_spec(text: str, *, source: str = "<gate spec>") -> GateSpec:
         min_effect = parse_percent(str(data.get("min_effect", "5%")), what=f"{source}: min_effect")
     except UsageError as exc:
         raise SpecError(exc.message) from None
+    counters = data.get("counters", list(STRUCTURAL_COUNTERS))
+    if not isinstance(counters, list) or not all(isinstance(c, str) for c in counters):
+        raise SpecError(f'{source}: counters must be a list of metric names such as ["host.flushes"]')
+    for name in counters:
+        try:
+            metric_info(name)
+        except UsageError as exc:
+            raise SpecError(f"{source}: counters: {exc.message}") from None
+    changed_fails = data.get("changed_fails", True)
+    if not isinstance(changed_fails, bool):
+        raise SpecError(f"{source}: changed_fails = {changed_fails!r}: use true or false")
     return GateSpec(
         name=str(data.get("name", "gate")),
         source=source,
@@ -168,6 +194,8 @@ def parse_gate_spec(text: str, *, source: str = "<gate spec>") -> GateSpec:
         min_effect=min_effect,
         rules=rules,
         description=str(data.get("description", "")),
+        counters=tuple(counters),
+        changed_fails=changed_fails,
     )
 
 
@@ -349,8 +377,7 @@ class GateResult:
 
     @property
     def exit_code(self) -> int:
-        verdict = Verdict(self.document["verdict"])
-        if verdict is Verdict.REGRESSION:
+        if self.document["summary"]["fails"]:
             return ExitCode.REGRESSION
         if all(c.verdict is Verdict.ERROR for c in self.cells):
             return ExitCode.INFRA
@@ -501,8 +528,16 @@ def run_gate(
         document = build_comparison(
             results,
             settings=settings,
-            base={**sides["base"].subject.describe(), "subject": sides["base"].session.subject},
-            head={**sides["head"].subject.describe(), "subject": sides["head"].session.subject},
+            base={
+                **sides["base"].subject.describe(),
+                "subject": sides["base"].session.subject,
+                "machine": sides["base"].session.machine,
+            },
+            head={
+                **sides["head"].subject.describe(),
+                "subject": sides["head"].session.subject,
+                "machine": sides["head"].session.machine,
+            },
             machine=sides["head"].session.machine,
             canary=canary_doc,
             budget={
@@ -575,7 +610,8 @@ def _run_one(side: _Side, name: str, number: int, out_dir: Path, progress: Calla
 def _compare_all(
     spec: GateSpec, sides: Mapping[str, _Side], settings: Settings, rounds_of: Mapping[str, int]
 ) -> list[CellResult]:
-    results = []
+    groups = []
+    names = []
     for gc in spec.cells:
         base_rec = sides["base"].records.get(gc.name)
         head_rec = sides["head"].records.get(gc.name)
@@ -586,9 +622,11 @@ def _compare_all(
         cell["gate_name"] = gc.name
         if base_id != cell["id"]:
             cell["base_id"] = base_id
-        result = compare_cell(cell, base_rec["samples"], head_rec["samples"], settings=settings)
-        results.append(replace(result, rounds=rounds_of[gc.name]))
-    return results
+        groups.append((cell, base_rec["samples"], head_rec["samples"]))
+        names.append(gc.name)
+    # every cell x gated metric (and counter, when changed fails) is one test of the family
+    results = compare_family(groups, settings=settings)
+    return [replace(r, rounds=rounds_of[name]) for r, name in zip(results, names, strict=True)]
 
 
 def settings_for(
@@ -600,4 +638,6 @@ def settings_for(
         metrics=given.metrics if metrics_given else spec.metrics,
         min_effect=given.min_effect if min_effect_given else spec.min_effect,
         min_effect_by_metric={**spec.rules, **dict(given.min_effect_by_metric)},
+        counters=spec.counters,
+        changed_fails=spec.changed_fails and given.changed_fails,
     )

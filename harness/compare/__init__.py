@@ -39,18 +39,27 @@ test, medians, quantiles, the bootstrap), :mod:`~harness.compare.settings`
 (:class:`Settings`, rules, command-line options), :mod:`~harness.compare.verdict`
 (the verdicts and their order), :mod:`~harness.compare.rules` (metric, cell and
 overall verdicts), :mod:`~harness.compare.canary`, :mod:`~harness.compare.axis`
-(the axis sentence), :mod:`~harness.compare.document` (``comparison.json``) and
+(the axis sentence), :mod:`~harness.compare.subject` (what differs between the
+sides), :mod:`~harness.compare.document` (``comparison.json``) and
 :mod:`~harness.compare.markdown`.  Everything public is re-exported here.
 """
 
 from harness.compare.axis import AXES, axis_sentence
 from harness.compare.canary import apply_canary
-from harness.compare.document import REQUIRED_KEYS, SCHEMA, VERSION, build_comparison, validate_comparison
+from harness.compare.document import (
+    REQUIRED_KEYS,
+    SCHEMA,
+    VERSION,
+    build_comparison,
+    fails,
+    validate_comparison,
+)
 from harness.compare.markdown import render_markdown
 from harness.compare.rules import (
     CellResult,
     MetricResult,
     compare_cell,
+    compare_family,
     compare_metric,
     compare_records,
     flatten_cell,
@@ -58,6 +67,7 @@ from harness.compare.rules import (
     overall_verdict,
 )
 from harness.compare.settings import (
+    STRUCTURAL_COUNTERS,
     Settings,
     add_compare_options,
     check_gated_metric,
@@ -65,7 +75,8 @@ from harness.compare.settings import (
     parse_rule,
     settings_from_args,
 )
-from harness.compare.stats import EXACT_MAX_N, bootstrap_ratio_ci, mann_whitney_u
+from harness.compare.stats import EXACT_MAX_N, bootstrap_ratio_ci, holm_adjust, mann_whitney_u
+from harness.compare.subject import subject_diff
 from harness.compare.text import format_p, format_value, pct
 from harness.compare.verdict import Kind, Verdict, worst
 
@@ -74,6 +85,7 @@ __all__ = [
     "EXACT_MAX_N",
     "REQUIRED_KEYS",
     "SCHEMA",
+    "STRUCTURAL_COUNTERS",
     "VERSION",
     "CellResult",
     "Kind",
@@ -87,11 +99,14 @@ __all__ = [
     "build_comparison",
     "check_gated_metric",
     "compare_cell",
+    "compare_family",
     "compare_metric",
     "compare_records",
+    "fails",
     "flatten_cell",
     "format_p",
     "format_value",
+    "holm_adjust",
     "mann_whitney_u",
     "needs_more_rounds",
     "overall_verdict",
@@ -100,6 +115,7 @@ __all__ = [
     "pct",
     "render_markdown",
     "settings_from_args",
+    "subject_diff",
     "validate_comparison",
     "worst",
 ]

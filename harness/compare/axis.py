@@ -21,7 +21,7 @@ def _axis_text(axis: str, value: Any) -> str:
 
 
 def axis_sentence(cells: Sequence[CellResult]) -> str | None:
-    """One sentence naming the axis value that the regressed (else improved) cells share.
+    """One sentence naming the axis value that the regressed (else changed, else improved) cells share.
 
     Needs at least two such cells.  Among the values every one of them has
     (and not every compared cell has), the one whose cells changed most often
@@ -29,11 +29,10 @@ def axis_sentence(cells: Sequence[CellResult]) -> str | None:
     Cells in error are left out of the counts.  None when nothing is shared.
     """
     pool = [c for c in cells if c.verdict is not Verdict.ERROR]
-    changed = [c for c in pool if c.verdict is Verdict.REGRESSION]
-    word = "regressed"
-    if not changed:
-        changed = [c for c in pool if c.verdict is Verdict.IMPROVEMENT]
-        word = "improved"
+    words = {Verdict.REGRESSION: "regressed", Verdict.CHANGED: "changed", Verdict.IMPROVEMENT: "improved"}
+    verdict = next((v for v in words if any(c.verdict is v for c in pool)), Verdict.IMPROVEMENT)
+    changed = [c for c in pool if c.verdict is verdict]
+    word = words[verdict]
     if len(changed) < 2:
         return None
     axes = [a for a in AXES if all(a in c.cell for c in pool)]

@@ -8,11 +8,14 @@ from typing import Any
 from harness.compare.axis import axis_sentence
 from harness.compare.rules import CellResult, overall_verdict
 from harness.compare.settings import Settings
+from harness.compare.subject import cell_id_changes, subject_diff
 from harness.compare.verdict import Verdict
 from harness.errors import UsageError
 
 SCHEMA = "diskbench-comparison"
-VERSION = 1
+# 2: the verdict "changed" (kind "counter"), Holm's correction, the subject diff, the canary's
+# voided/kept lists; a reader of version 1 would misread a changed cell, so it must refuse
+VERSION = 2
 
 
 def build_comparison(
@@ -27,15 +30,17 @@ def build_comparison(
     created_at: str,
     warnings: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """The ``comparison.json`` document (schema ``diskbench-comparison`` version 1, docs/comparison.md)."""
+    """The ``comparison.json`` document (schema ``diskbench-comparison`` version 2, docs/comparison.md)."""
     counts = {v.value: 0 for v in Verdict}
     for cell in cells:
         counts[cell.verdict.value] += 1
+    verdict = overall_verdict(cells)
+    cell_docs = [c.as_dict() for c in cells]
     return {
         "schema": SCHEMA,
         "version": VERSION,
         "created_at": created_at,
-        "verdict": overall_verdict(cells).value,
+        "verdict": verdict.value,
         "accel": str(machine.get("accel") or "unknown"),
         "summary": {
             "cells": len(cells),
@@ -44,6 +49,22 @@ def build_comparison(
                 {"cell_id": c.cell_id, "note": c.note} for c in cells if c.note.startswith("structural")
             ],
             "axis_sentence": axis_sentence(cells),
+            "fails": fails(verdict, settings),
+            "changed": [
+                {
+                    "cell_id": c.cell_id,
+                    "name": str(c.cell.get("gate_name") or c.cell_id),
+                    "counters": [
+                        m.change_text()
+                        for m in c.counters
+                        if m.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT)
+                    ],
+                }
+                for c in cells
+                if c.counter_verdict is Verdict.CHANGED
+            ],
+            "subject_diff": subject_diff(base, head),
+            "cell_id_changes": cell_id_changes(cell_docs),
         },
         "warnings": list(warnings),
         "base": dict(base),
@@ -52,8 +73,14 @@ def build_comparison(
         "settings": settings.as_dict(),
         "canary": dict(canary) if canary is not None else None,
         "budget": dict(budget) if budget is not None else None,
-        "cells": [c.as_dict() for c in cells],
+        "cells": cell_docs,
     }
+
+
+def fails(verdict: Verdict, settings: Settings) -> bool:
+    """Whether the overall verdict fails the comparison (exit 1): a regression, or a change
+    of the IO when ``settings.changed_fails``."""
+    return verdict is Verdict.REGRESSION or (verdict is Verdict.CHANGED and settings.changed_fails)
 
 
 REQUIRED_KEYS: dict[str, type | tuple[type, ...]] = {

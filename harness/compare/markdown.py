@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from harness.compare.subject import diff_line
 from harness.compare.text import format_p, format_value, pct
 from harness.compare.verdict import Kind, Verdict
 
@@ -48,7 +49,7 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
     counts: Mapping[str, int] = summary.get("counts") or {}
     verdict = str(doc.get("verdict", "?"))
     accel = str(doc.get("accel", "unknown"))
-    lines = [f"## diskbench: {verdict.upper()} — {_accel_line(accel)}", ""]
+    lines = [f"## diskbench: {verdict.upper()}{_headline_changes(doc)} — {_accel_line(accel)}", ""]
     tally = ", ".join(f"{counts[v.value]} {v.value}" for v in Verdict if counts.get(v.value))
     base, head = doc.get("base") or {}, doc.get("head") or {}
 
@@ -63,6 +64,7 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
     lines.append("")
     for warning in doc.get("warnings") or []:
         lines += [f"**WARNING: {_esc(warning)}**", ""]
+    lines += _subject_lines(summary)
 
     changed = [c for c in cells if c.get("verdict") != Verdict.UNCHANGED.value]
     if changed:
@@ -75,9 +77,16 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
                 label = f"{label} ({kind})"
             metrics: list[Mapping[str, Any]] = list(cell.get("metrics") or [])
             rows = [m for m in metrics if m.get("verdict") != Verdict.UNCHANGED.value] or metrics
+            # the structural counters that moved: the figures behind ``changed``
+            rows += [
+                m
+                for m in cell.get("counters") or []
+                if m.get("verdict") in (Verdict.REGRESSION.value, Verdict.IMPROVEMENT.value)
+            ]
+            name = _cell_name(cell)
             if not rows:
                 lines.append(
-                    f"| {_esc(cell.get('cell_id'))} | - | - | - | - | - | - | {cell.get('rounds', 0)} | {_esc(label)} |"
+                    f"| {_esc(name)} | - | - | - | - | - | - | {cell.get('rounds', 0)} | {_esc(label)} |"
                 )
             for m in rows:
                 unit = str(m.get("unit", ""))
@@ -86,7 +95,7 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
                     + " | ".join(
                         _esc(x)
                         for x in (
-                            cell.get("cell_id"),
+                            name,
                             m.get("metric"),
                             format_value(m.get("median_base"), unit),
                             format_value(m.get("median_head"), unit),
@@ -126,7 +135,9 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
         before, after = canary.get("before_mib_s"), canary.get("after_mib_s")
         change = canary.get("change")
         moved = (
-            "**MOVED: regressions and improvements set to inconclusive**" if canary.get("moved") else "steady"
+            "**MOVED: the time verdicts it could explain set to inconclusive**"
+            if canary.get("moved")
+            else "steady"
         )
         figures = (
             f"{before:.0f} → {after:.0f} MiB/s ({pct(change)})"
@@ -134,6 +145,13 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
             else "not measured"
         )
         lines += [f"Host canary: {figures}: {moved}", ""]
+        for key, what in (
+            ("voided", "voided (the host's move could explain their change)"),
+            ("kept", "not voided (a change beyond the host's move, or of a counter)"),
+        ):
+            ids = canary.get(key) or []
+            if ids:
+                lines += [f"Canary {what}: {', '.join(_code(i) for i in ids)}", ""]
     budget = doc.get("budget")
     if budget:
         lines += ["Budget: " + ", ".join(f"{_esc(k)} {_esc(v)}" for k, v in budget.items()), ""]
@@ -148,10 +166,60 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
     if settings:
         lines.append(
             f"Settings: minimum effect {float(settings.get('min_effect', 0)) * 100:g}%, "
-            f"alpha {settings.get('alpha')}, {float(settings.get('confidence', 0)) * 100:g}% bootstrap CI "
-            f"({settings.get('bootstrap')} resamples, seed {settings.get('seed')})."
+            f"alpha {settings.get('alpha')} family-wise ({settings.get('correction', 'bonferroni')}, "
+            f"{settings.get('comparisons', 1)} tests), "
+            f"{float(settings.get('confidence', 0)) * 100:g}% bootstrap CI "
+            f"({settings.get('bootstrap')} resamples, seed {settings.get('seed')}); "
+            f"changed {'fails' if settings.get('changed_fails', True) else 'does not fail'} the gate."
         )
     created = doc.get("created_at")
     if created:
         lines.append(f"Created {created}.")
     return "\n".join(lines) + "\n"
+
+
+def _cell_name(cell: Mapping[str, Any]) -> str:
+    """The cell's id, and base's id too when the sides' ids differ (a policy change renames cells)."""
+    base_id = (cell.get("cell") or {}).get("base_id")
+    cell_id = str(cell.get("cell_id"))
+    return f"{cell_id} (base: {base_id})" if base_id and base_id != cell_id else cell_id
+
+
+def _headline_changes(doc: Mapping[str, Any]) -> str:
+    """What the first line says beside the verdict: the counters that changed, and where.
+
+    ``CHANGED: host.flushes -100.0% in policy-install``; beside another verdict
+    ``REGRESSION (and changed: ...)``.
+    """
+    summary = doc.get("summary") or {}
+    changed = summary.get("changed") or []
+    if not changed:
+        return ""
+    parts = []
+    for entry in changed[:3]:
+        # "host.flushes -100.0% (1901 → 0)" -> "host.flushes -100.0%"
+        counters = ", ".join(str(c).split(" (")[0] for c in entry.get("counters") or [])
+        parts.append(f"{counters} in {entry.get('name') or entry.get('cell_id')}")
+    text = _esc("; ".join(parts)) + (f" and {len(changed) - 3} more cells" if len(changed) > 3 else "")
+    if doc.get("verdict") != Verdict.CHANGED.value:
+        return f" (and changed: {text})"
+    if not summary.get("fails", True):
+        text += " (does not fail: changed_fails = false)"
+    return f": {text}"
+
+
+def _subject_lines(summary: Mapping[str, Any]) -> list[str]:
+    """What differs between base and head, before any table."""
+    diff = summary.get("subject_diff")
+    renamed = summary.get("cell_id_changes") or []
+    if diff is None:
+        return []
+    lines = ["### What differs between base and head"]
+    if not diff:
+        lines.append("- no difference of policy, guest recipe or QEMU (the change is elsewhere)")
+    lines += [f"- {_esc(diff_line(entry))}" for entry in diff]
+    lines += [
+        f"- cell {_code(entry.get('name'))}: base {_code(entry.get('base_id'))} → head {_code(entry.get('head_id'))}"
+        for entry in renamed
+    ]
+    return [*lines, ""]

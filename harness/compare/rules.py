@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from harness.compare.settings import Settings
-from harness.compare.stats import _inverse, _median, _ratio, bootstrap_ratio_ci, mann_whitney_u
+from harness.compare.stats import _inverse, _median, _ratio, bootstrap_ratio_ci, holm_adjust, mann_whitney_u
 from harness.compare.text import _finite, _p_is, format_value, pct
 from harness.compare.verdict import Kind, Verdict, worst
 from harness.workloads import metric_info
@@ -39,6 +39,8 @@ class MetricResult:
     verdict: Verdict
     reason: str
     paired: bool = False
+    # the p value adjusted for the family of tests (Holm); None when judged with alpha_per_test
+    p_adjusted: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: figures that are not finite (a median of 0 as divisor) become null."""
@@ -63,6 +65,7 @@ class MetricResult:
             "ci_low_pct": change(self.ci_low),
             "ci_high_pct": change(self.ci_high),
             "p_value": _finite(self.p_value),
+            "p_adjusted": _finite(self.p_adjusted),
             "min_effect": self.min_effect,
             "verdict": self.verdict.value,
             "reason": self.reason,
@@ -84,8 +87,13 @@ def compare_metric(
     settings: Settings,
     paired: bool,
     min_effect: float | None = None,
+    p_adjusted: float | None = None,
 ) -> MetricResult:
     """The verdict of one metric; ``paired``: ``base[i]`` and ``head[i]`` are of round i.
+
+    "Significant" below means p < ``settings.alpha_per_test``, or, when
+    ``p_adjusted`` is given (Holm's adjusted p of this test in its family, see
+    :func:`compare_family`), ``p_adjusted`` < ``settings.alpha``.
 
     Oriented so that "worse" > 1 (head/base for a time, base/head for a
     throughput), with ``m`` the minimum effect:
@@ -133,10 +141,24 @@ def compare_metric(
     lo, hi = bootstrap_ratio_ci(
         b, h, confidence=settings.confidence, n=settings.bootstrap, seed=settings.seed, paired=paired
     )
+    significant = p < settings.alpha_per_test if p_adjusted is None else p_adjusted < settings.alpha
     verdict, reason = _decide(
-        ratio, lo, hi, p, m=m, higher_is_better=info.higher_is_better, settings=settings, b=b, h=h
+        ratio,
+        lo,
+        hi,
+        p,
+        m=m,
+        higher_is_better=info.higher_is_better,
+        settings=settings,
+        b=b,
+        h=h,
+        significant=significant,
     )
-    return replace(result, ci_low=lo, ci_high=hi, p_value=p, verdict=verdict, reason=reason)
+    if p_adjusted is not None:
+        reason += f" (Holm-adjusted {_p_is(p_adjusted)}, family alpha {settings.alpha:g})"
+    return replace(
+        result, ci_low=lo, ci_high=hi, p_value=p, verdict=verdict, reason=reason, p_adjusted=p_adjusted
+    )
 
 
 def _decide(
@@ -150,6 +172,7 @@ def _decide(
     settings: Settings,
     b: Sequence[float],
     h: Sequence[float],
+    significant: bool,
 ) -> tuple[Verdict, str]:
     if higher_is_better:
         worse, w_lo, w_hi = _inverse(ratio), _inverse(hi), _inverse(lo)
@@ -159,7 +182,6 @@ def _decide(
     direction = " (higher is better)" if higher_is_better else ""
     change = f"{pct(ratio)}{direction}"
     effect = f"{m * 100:g}%"
-    significant = p < settings.alpha_per_test
     if len(set(b)) == 1 and set(b) == set(h):
         return Verdict.UNCHANGED, f"identical constant samples on both sides ({b[0]:g})"
     if significant and w_lo > 1.0 and worse >= 1.0 + m:
@@ -194,9 +216,13 @@ def _decide(
 class CellResult:
     """The comparison of one cell: its verdict, where it comes from, every metric's figures.
 
-    ``verdict`` is the time verdict (gated metrics, failures); ``counter_verdict``
-    that of the low-noise counters, reported but never gating; ``note`` ties
-    them together ("explained by: ..." or "structural change: ...").
+    ``time_verdict`` is the verdict of the gated metrics (and failures);
+    ``counter_verdict`` that of the structural counters: ``changed`` when one
+    moved beyond its threshold, else the worst of theirs.  ``verdict`` is the
+    cell's: the time verdict, except that a ``changed`` counter turns anything
+    short of a regression or an error into ``changed`` (kind ``counter``): a
+    change of the IO itself is never folded into inconclusive.  ``note`` ties
+    counters and time together ("explained by: ..." or "structural change: ...").
     """
 
     cell_id: str
@@ -213,6 +239,7 @@ class CellResult:
     counters: tuple[MetricResult, ...] = ()
     counter_verdict: Verdict = Verdict.UNCHANGED
     note: str = ""
+    time_verdict: Verdict | None = None  # None: the same as ``verdict``
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -229,6 +256,7 @@ class CellResult:
             "metrics": [r.as_dict() for r in self.metrics],
             "counters": [r.as_dict() for r in self.counters],
             "counter_verdict": self.counter_verdict.value,
+            "time_verdict": (self.time_verdict or self.verdict).value,
             "note": self.note,
         }
 
@@ -327,8 +355,13 @@ def compare_cell(
     head_samples: Sequence[Mapping[str, Any]],
     *,
     settings: Settings,
+    p_adjusted: Mapping[str, float] | None = None,
 ) -> CellResult:
-    """The verdict of one cell from the samples of base and head (a record's ``samples``)."""
+    """The verdict of one cell from the samples of base and head (a record's ``samples``).
+
+    ``p_adjusted``: metric -> its Holm-adjusted p in the family (see
+    :func:`compare_family`); a metric not in it is judged with ``alpha_per_test``.
+    """
     cell_id = str(cell.get("id", "?"))
     base_ok, head_ok = _ok(base_samples), _ok(head_samples)
     common: dict[str, Any] = {
@@ -370,21 +403,24 @@ def compare_cell(
             if not (_present(name, base_ok) or _present(name, head_ok)):
                 continue  # not a figure of this workload
             b, h, paired = _values(name, base_ok, head_ok)
-            results.append(compare_metric(name, b, h, settings=settings, paired=paired))
+            adjusted = None if p_adjusted is None else p_adjusted.get(name)
+            results.append(compare_metric(name, b, h, settings=settings, paired=paired, p_adjusted=adjusted))
         return tuple(results)
 
     metrics = run(settings.metrics)
-    counters = run([c for c in settings.counters if c not in settings.metrics])
-    counter_verdict = worst(c.verdict for c in counters)
+    counters = run(_counters(settings))
+    counter_verdict = _counter_verdict(counters)
     if not metrics:
-        return CellResult(
-            **common,
-            verdict=Verdict.INCONCLUSIVE,
-            kind=Kind.NO_METRIC,
-            reason=f"none of the gated metrics ({', '.join(settings.metrics)}) is in the samples",
-            counters=counters,
-            counter_verdict=counter_verdict,
-            note=_note(Verdict.INCONCLUSIVE, counters),
+        return with_counters(
+            CellResult(
+                **common,
+                verdict=Verdict.INCONCLUSIVE,
+                kind=Kind.NO_METRIC,
+                reason=f"none of the gated metrics ({', '.join(settings.metrics)}) is in the samples",
+                counters=counters,
+                counter_verdict=counter_verdict,
+                note=_note(Verdict.INCONCLUSIVE, counters),
+            )
         )
     verdict = worst(r.verdict for r in metrics)
     reason = "; ".join(f"{r.metric}: {r.reason}" for r in metrics if r.verdict is verdict)
@@ -395,15 +431,44 @@ def compare_cell(
     ]
     if partial:
         reason += f" ({'; '.join(partial)})"
-    return CellResult(
-        **common,
-        verdict=verdict,
-        kind=Kind.METRIC,
-        reason=reason,
-        metrics=metrics,
-        counters=counters,
-        counter_verdict=counter_verdict,
-        note=_note(verdict, counters),
+    return with_counters(
+        CellResult(
+            **common,
+            verdict=verdict,
+            kind=Kind.METRIC,
+            reason=reason,
+            metrics=metrics,
+            counters=counters,
+            counter_verdict=counter_verdict,
+            note=_note(verdict, counters),
+        )
+    )
+
+
+def _counters(settings: Settings) -> list[str]:
+    return [c for c in settings.counters if c not in settings.metrics]
+
+
+def _counter_verdict(counters: Sequence[MetricResult]) -> Verdict:
+    """``changed`` when a counter moved either way beyond its threshold, else the worst of them."""
+    if any(c.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT) for c in counters):
+        return Verdict.CHANGED
+    return worst(c.verdict for c in counters)
+
+
+def with_counters(result: CellResult) -> CellResult:
+    """A ``changed`` counter makes the cell ``changed`` unless its time regressed."""
+    if result.counter_verdict is not Verdict.CHANGED or result.verdict in (Verdict.REGRESSION, Verdict.ERROR):
+        return result
+    moved = [c for c in result.counters if c.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT)]
+    return replace(
+        result,
+        verdict=Verdict.CHANGED,
+        kind=Kind.COUNTER,
+        time_verdict=result.verdict,
+        reason="the IO changed: "
+        + "; ".join(f"{c.change_text()}: {c.reason}" for c in moved)
+        + f"; time: {result.verdict.value}, {result.reason}",
     )
 
 
@@ -423,16 +488,31 @@ def needs_more_rounds(result: CellResult) -> bool:
     """Whether more rounds could decide this cell: its time verdict is inconclusive from the statistics.
 
     Not for failures, missing records, cells without a gated metric, or a
-    verdict voided by the host canary.
+    verdict voided by the host canary.  Also a cell not yet regressed or
+    changed whose counter moved beyond its threshold without being
+    significant yet: more rounds may make it ``changed``.
     """
-    return result.verdict is Verdict.INCONCLUSIVE and result.kind is Kind.METRIC
+    if result.verdict is Verdict.INCONCLUSIVE and result.kind is Kind.METRIC:
+        return True
+    if result.verdict in (Verdict.REGRESSION, Verdict.CHANGED, Verdict.ERROR):
+        return False
+    return any(_counter_pending(c) for c in result.counters)
+
+
+def _counter_pending(counter: MetricResult) -> bool:
+    if counter.verdict is not Verdict.INCONCLUSIVE or counter.ratio is None:
+        return False
+    m = counter.min_effect
+    return not 1.0 / (1.0 + m) < counter.ratio < 1.0 + m
 
 
 def overall_verdict(cells: Sequence[CellResult]) -> Verdict:
-    """regression if any cell regressed; else error if any; else inconclusive; else improvement; else unchanged."""
+    """regression if any cell regressed; else changed if any; else error if any; else inconclusive;
+    else improvement; else unchanged."""
     found = {c.verdict for c in cells}
     for verdict in (
         Verdict.REGRESSION,
+        Verdict.CHANGED,
         Verdict.ERROR,
         Verdict.INCONCLUSIVE,
         Verdict.IMPROVEMENT,
@@ -464,6 +544,16 @@ def compare_records(
     if settings.comparisons == 1:
         both = len(set(base_cells) & set(head_cells))
         settings = replace(settings, comparisons=max(both, 1) * len(settings.metrics))
+    common = sorted(set(base_cells) & set(head_cells))
+    compared = dict(
+        zip(
+            common,
+            compare_family(
+                [(base_cells[i][0], base_cells[i][1], head_cells[i][1]) for i in common], settings=settings
+            ),
+            strict=True,
+        )
+    )
     results = []
     for cell_id in sorted(set(base_cells) | set(head_cells)):
         if cell_id not in head_cells or cell_id not in base_cells:
@@ -485,6 +575,46 @@ def compare_records(
                 )
             )
             continue
-        cell, base_samples = base_cells[cell_id]
-        results.append(compare_cell(cell, base_samples, head_cells[cell_id][1], settings=settings))
+        results.append(compared[cell_id])
     return results
+
+
+def compare_family(
+    groups: Sequence[tuple[Mapping[str, Any], Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]]]],
+    *,
+    settings: Settings,
+) -> list[CellResult]:
+    """Compare cells, each ``(cell, base samples, head samples)``, as one family of tests.
+
+    With ``settings.correction == "holm"`` every Mann-Whitney test whose verdict
+    can fail the comparison (each gated metric of each cell, and each counter
+    when ``changed_fails``) is one member of a family that shares
+    ``settings.alpha``: their p values are adjusted with Holm's step-down
+    (:func:`~harness.compare.stats.holm_adjust`) and a test is significant when
+    its adjusted p is below alpha.  Counters that cannot fail it form a family
+    of their own.  ``comparisons`` becomes the number of tests of the failing
+    family (tests need ``min_samples`` on both sides; a failed side tests
+    nothing).  With ``"bonferroni"`` each test is judged at ``alpha_per_test``.
+    """
+    if settings.correction != "holm":
+        return [compare_cell(c, b, h, settings=settings) for c, b, h in groups]
+    families: dict[bool, list[tuple[int, str, float]]] = {True: [], False: []}
+    for index, (_, base, head) in enumerate(groups):
+        base_ok, head_ok = _ok(base), _ok(head)
+        if _fails(len(base_ok), len(base)) or _fails(len(head_ok), len(head)):
+            continue
+        for name in (*settings.metrics, *_counters(settings)):
+            b, h, _paired = _values(name, base_ok, head_ok)
+            if len(b) < settings.min_samples or len(h) < settings.min_samples:
+                continue
+            fails = name in settings.metrics or settings.changed_fails
+            families[fails].append((index, name, mann_whitney_u(h, b)[1]))
+    adjusted: list[dict[str, float]] = [{} for _ in groups]
+    for tests in families.values():
+        for (index, name, _p), p_adj in zip(tests, holm_adjust([p for *_, p in tests]), strict=True):
+            adjusted[index][name] = p_adj
+    settings = replace(settings, comparisons=max(len(families[True]), 1))
+    return [
+        compare_cell(cell, base, head, settings=settings, p_adjusted=adjusted[index])
+        for index, (cell, base, head) in enumerate(groups)
+    ]

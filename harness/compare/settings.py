@@ -11,24 +11,42 @@ from typing import Any
 from harness.errors import UsageError
 from harness.workloads import metric_info
 
+CORRECTIONS = ("holm", "bonferroni")
+
+# Counters of the work the IO path did, not of its speed: with the same guest and policy they
+# barely move, so a move beyond their threshold means the IO itself changed (a cache mode that
+# drops the guest's flushes, a format that writes more metadata, a guest that writes more).
+STRUCTURAL_COUNTERS: tuple[str, ...] = (
+    "host.write_amplification",
+    "host.flushes",
+    "host.guest_written_bytes",
+    "dev.write_ops",
+)
+
 
 @dataclass(frozen=True)
 class Settings:
     """How the comparison decides; written into comparison.json as they were."""
 
     metrics: tuple[str, ...] = ("total_s",)
-    counters: tuple[str, ...] = ("host.write_amplification", "host.flushes")
+    # structural counters: a move beyond their threshold is the verdict ``changed``
+    counters: tuple[str, ...] = STRUCTURAL_COUNTERS
     min_effect: float = 0.05
     counter_min_effect: float = 0.02
     min_effect_by_metric: Mapping[str, float] = field(default_factory=dict)
-    # family-wise: split over ``comparisons`` tests (Bonferroni), so that a gate of many cells
-    # does not cry wolf more often than one of a single cell
+    # family-wise: shared by ``comparisons`` tests, so that a gate of many cells does not cry
+    # wolf more often than one of a single cell: Holm's step-down (``correction="holm"``, the
+    # default of a family of cells) or Bonferroni (alpha / comparisons for every test)
     alpha: float = 0.01
     confidence: float = 0.95
     bootstrap: int = 2000
     seed: int = 0
     min_samples: int = 4
     comparisons: int = 1
+    correction: str = "holm"
+    # whether the verdict ``changed`` fails the comparison (exit 1); counters that cannot fail it
+    # are a family of their own
+    changed_fails: bool = True
 
     @property
     def alpha_per_test(self) -> float:
@@ -55,6 +73,8 @@ class Settings:
             raise UsageError(f"bootstrap {self.bootstrap}: use 100 resamples or more")
         if self.min_samples < 2:
             raise UsageError(f"min_samples {self.min_samples}: use 2 or more")
+        if self.correction not in CORRECTIONS:
+            raise UsageError(f"correction {self.correction!r}: use {' or '.join(CORRECTIONS)}")
 
     def effect_for(self, metric: str) -> float:
         """The minimum effect of ``metric``: its rule, else the counters' or the metrics' default."""
@@ -76,6 +96,8 @@ class Settings:
             "min_samples": self.min_samples,
             "comparisons": self.comparisons,
             "alpha_per_test": self.alpha_per_test,
+            "correction": self.correction,
+            "changed_fails": self.changed_fails,
         }
 
 
@@ -162,8 +184,18 @@ def add_compare_options(parser: Any) -> None:
             {
                 "type": float,
                 "default": Settings.alpha,
-                "help": "family-wise significance level, split over the cells x gated metrics compared "
-                "(Bonferroni) for each Mann-Whitney U test (default 0.01)",
+                "help": "family-wise significance level of the Mann-Whitney U tests that can fail the "
+                "comparison (every cell x gated metric and structural counter), kept with Holm's "
+                "step-down correction (default 0.01)",
+            },
+        ),
+        (
+            "--changed-passes",
+            {
+                "action": "store_true",
+                "default": None,
+                "help": "a change of a structural counter (verdict changed: flushes, write amplification, "
+                "bytes or requests written) is reported but does not fail (exit 0)",
             },
         ),
         (
@@ -203,4 +235,5 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         min_effect_by_metric=rules,
         alpha=Settings.alpha if getattr(args, "alpha", None) is None else args.alpha,
         seed=Settings.seed if getattr(args, "seed", None) is None else args.seed,
+        changed_fails=not getattr(args, "changed_passes", None),
     )

@@ -135,3 +135,23 @@ def bootstrap_ratio_ci(
     ratios.sort()
     tail = (1.0 - confidence) / 2.0
     return _quantile(ratios, tail), _quantile(ratios, 1.0 - tail)
+
+
+def holm_adjust(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p values, in the order given.
+
+    Sorted ascending, the i-th smallest (0-based) of m values is multiplied by
+    m - i, and the adjusted values are made non-decreasing along that order;
+    a test rejects at family-wise level alpha when its adjusted p is below
+    alpha.  Holm keeps the family-wise error rate under any dependence between
+    the tests, like Bonferroni (p * m), and rejects everything Bonferroni
+    rejects, and more.
+    """
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted = [1.0] * m
+    running = 0.0
+    for rank, index in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[index]))
+        adjusted[index] = running
+    return adjusted

@@ -12,6 +12,9 @@ class Verdict(StrEnum):
     UNCHANGED = "unchanged"
     INCONCLUSIVE = "inconclusive"
     ERROR = "error"
+    # a structural counter (flushes, write amplification, bytes, requests) moved beyond its
+    # threshold while no time regressed: the IO the guest does is not the same any more
+    CHANGED = "changed"
 
 
 class Kind(StrEnum):
@@ -24,6 +27,7 @@ class Kind(StrEnum):
     MISSING = "missing"  # the cell has records on one side only: an error
     NO_METRIC = "no-metric"  # none of the gated metrics is in the samples: inconclusive
     CANARY = "canary"  # a regression or improvement voided by the host canary: inconclusive
+    COUNTER = "counter"  # changed: a structural counter moved, the time did not regress
 
 
 _RANK = {

@@ -293,7 +293,9 @@ def test_counters_explain_a_time_regression() -> None:
     result = compare_cell(cell_dict(), base, head, settings=SETTINGS)
     assert result.verdict is Verdict.REGRESSION
     assert result.kind is Kind.METRIC
-    assert result.counter_verdict is Verdict.REGRESSION
+    # the counter moved beyond its threshold (changed), but a time regression outranks it
+    assert result.counter_verdict is Verdict.CHANGED
+    assert result.counters[0].verdict is Verdict.REGRESSION
     assert [c.metric for c in result.counters] == ["host.write_amplification"]
     assert result.note.startswith("explained by: host.write_amplification +2.")
     assert "(1.001 → 1.027)" in result.note
@@ -304,9 +306,16 @@ def test_a_counter_change_under_steady_time_is_a_structural_change() -> None:
     base = samples(gauss(14, 8, 100.0, 0.005), host__flushes=[200.0] * 8)
     head = samples(gauss(15, 8, 100.0, 0.005), host__flushes=[100.0] * 8)
     result = compare_cell(cell_dict(), base, head, settings=SETTINGS)
-    assert result.verdict is Verdict.UNCHANGED
-    assert result.counter_verdict is Verdict.IMPROVEMENT
+    # never folded into unchanged or inconclusive: the IO changed
+    assert result.verdict is Verdict.CHANGED
+    assert result.kind is Kind.COUNTER
+    assert result.time_verdict is Verdict.UNCHANGED
+    assert result.counter_verdict is Verdict.CHANGED
+    assert result.counters[0].verdict is Verdict.IMPROVEMENT
+    assert result.reason.startswith("the IO changed: host.flushes -50.0% (200 → 100): better by")
+    assert "time: unchanged" in result.reason
     assert result.note == "structural change: host.flushes -50.0% (200 → 100)"
+    assert not needs_more_rounds(result)
 
 
 def test_both_sides_failed_is_an_error_never_unchanged() -> None:
@@ -392,17 +401,47 @@ def steady_cell(seed: int = 30, **axes: Any) -> CellResult:
 def test_a_moving_canary_turns_a_regression_inconclusive() -> None:
     cells = [regressed_cell(), steady_cell()]
     assert cells[0].verdict is Verdict.REGRESSION
-    out, canary = apply_canary(cells, before_mib_s=1500.0, after_mib_s=1350.0, settings=SETTINGS)
-    assert canary == {"before_mib_s": 1500.0, "after_mib_s": 1350.0, "change": 0.9, "moved": True}
+    # total_s about +20%: a host 25% slower could explain it
+    out, canary = apply_canary(cells, before_mib_s=1500.0, after_mib_s=1200.0, settings=SETTINGS)
+    assert canary == {
+        "before_mib_s": 1500.0,
+        "after_mib_s": 1200.0,
+        "change": 0.8,
+        "moved": True,
+        "voided": [cells[0].cell_id],
+        "kept": [],
+    }
     assert out[0].verdict is Verdict.INCONCLUSIVE
     assert out[0].kind is Kind.CANARY
     assert out[0].reason.startswith(
-        "the host's own disk moved by -10.0% during the run (canary 1500 → 1350 MiB/s)"
+        "the host's own disk moved by -20.0% during the run (canary 1500 → 1200 MiB/s)"
     )
     assert out[1] == cells[1]
     assert not needs_more_rounds(out[0])
     steady, canary = apply_canary(cells, before_mib_s=1500.0, after_mib_s=1480.0, settings=SETTINGS)
     assert steady == cells and canary["moved"] is False
+
+
+def test_a_canary_move_smaller_than_the_change_voids_nothing() -> None:
+    cells = [regressed_cell()]
+    # the host moved -10%, total_s +20%: the host cannot explain it
+    out, canary = apply_canary(cells, before_mib_s=1500.0, after_mib_s=1350.0, settings=SETTINGS)
+    assert canary["moved"] is True
+    assert out == cells
+    assert canary["voided"] == [] and canary["kept"] == [cells[0].cell_id]
+
+
+def test_a_moving_canary_never_voids_a_changed_counter() -> None:
+    changed = compare_cell(
+        cell_dict(),
+        samples(gauss(14, 8, 100.0, 0.005), host__flushes=[200.0] * 8),
+        samples(gauss(15, 8, 100.0, 0.005), host__flushes=[0.0] * 8),
+        settings=SETTINGS,
+    )
+    assert changed.verdict is Verdict.CHANGED
+    out, canary = apply_canary([changed], before_mib_s=1500.0, after_mib_s=500.0, settings=SETTINGS)
+    assert out == [changed]
+    assert canary["voided"] == []
 
 
 def test_a_moving_canary_leaves_failures_alone() -> None:
@@ -590,10 +629,19 @@ def test_the_document_is_valid_against_its_schema(schema: dict[str, Any]) -> Non
     assert doc["summary"]["counts"] == {
         "regression": 3,
         "improvement": 0,
-        "unchanged": 2,
+        "unchanged": 1,
         "inconclusive": 0,
         "error": 1,
+        "changed": 1,
     }
+    assert doc["summary"]["changed"] == [
+        {
+            "cell_id": doc["cells"][-1]["cell_id"],
+            "name": doc["cells"][-1]["cell_id"],
+            "counters": ["host.flushes -50.0% (200 → 100)"],
+        }
+    ]
+    assert doc["summary"]["fails"] is True
     assert doc["summary"]["structural_changes"] == [
         {"cell_id": doc["cells"][-1]["cell_id"], "note": "structural change: host.flushes -50.0% (200 → 100)"}
     ]
@@ -615,7 +663,7 @@ def test_the_validator_catches_a_broken_document(schema: dict[str, Any]) -> None
     doc["summary"]["extra"] = 1
     errors = validate(doc, schema, schema)
     assert (
-        "$.cells[0].verdict: 'slower' not in ['regression', 'improvement', 'unchanged', 'inconclusive', 'error']"
+        "$.cells[0].verdict: 'slower' not in ['regression', 'changed', 'improvement', 'unchanged', 'inconclusive', 'error']"
         in errors
     )
     assert "$.cells[1].metrics[0]: lacks 'p_value'" in errors
@@ -626,7 +674,7 @@ def test_markdown_has_the_table_escapes_pipes_and_says_tcg_loudly() -> None:
     doc = sample_document(accel="tcg")
     text = render_markdown(doc)
     first = text.splitlines()[0]
-    assert first.startswith("## diskbench: REGRESSION")
+    assert first.startswith("## diskbench: REGRESSION (and changed: host.flushes -50.0% in qcow2-")
     assert "**under TCG (emulation): times are about QEMU's emulation, not the disk**" in first
     assert "| cell | metric | base | head | change | CI | p | rounds | verdict |" in text
     reg = doc["cells"][0]
@@ -638,12 +686,12 @@ def test_markdown_has_the_table_escapes_pipes_and_says_tcg_loudly() -> None:
     assert "dd | tee" not in text
     assert "regression (failure)" in text
     assert "error (both-failed)" in text
-    assert "2 cells unchanged." in text
+    assert "1 cell unchanged." in text
     assert doc["summary"]["axis_sentence"] is None  # the failed raw cell is on virtio-blk
     assert "structural change: host.flushes -50.0% (200 → 100)" in text
     assert "Host canary: 1500 → 1490 MiB/s (-0.7%): steady" in text
     assert "Machine: hostname runner-1, cpu AMD EPYC, accel tcg, qemu_version 7.2.0" in text
-    assert render_markdown(sample_document()).splitlines()[0] == "## diskbench: REGRESSION — under KVM"
+    assert render_markdown(sample_document()).splitlines()[0].endswith(" — under KVM")
 
 
 def test_a_pipe_in_a_table_cell_does_not_break_the_row() -> None:
@@ -667,7 +715,7 @@ def test_validate_and_load_comparison_say_what_to_do(tmp_path: Path) -> None:
         load_comparison(path)
     with pytest.raises(UsageError, match="is not a diskbench comparison"):
         validate_comparison({"schema": "diskbench-record"}, source="x.json")
-    with pytest.raises(UsageError, match="has version 0, this diskbench reads version 1"):
+    with pytest.raises(UsageError, match="has version 0, this diskbench reads version 2"):
         validate_comparison(doc | {"version": 0}, source="x.json")
     with pytest.raises(UsageError, match="lacks 'cells'"):
         validate_comparison({k: v for k, v in doc.items() if k != "cells"}, source="x.json")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.compare import CellResult, Kind, Settings, Verdict
+from harness.compare import CellResult, Kind, MetricResult, Settings, Verdict
 from harness.errors import SpecError
 from harness.gate import GATE_SPEC, judge_canary, load_gate_spec, parse_gate_spec, settings_for
 from harness.policy import parse_policy
@@ -87,6 +87,9 @@ def test_spec_values_and_per_side_policies() -> None:
         ('colour = 1\n[[cells]]\nworkload = "dd"\n', "unknown key 'colour'"),
         ('[[cells]]\nworkload = "dd"\nspeed = 3\n', "cells[1]"),
         ("rounds = [\n", "not valid TOML"),
+        ('counters = ["host.nope"]\n[[cells]]\nworkload = "dd"\n', "counters: unknown metric 'host.nope'"),
+        ('counters = "host.flushes"\n[[cells]]\nworkload = "dd"\n', "counters must be a list"),
+        ('changed_fails = "yes"\n[[cells]]\nworkload = "dd"\n', "changed_fails = 'yes': use true or false"),
     ],
 )
 def test_bad_specs_name_the_file_and_the_problem(text: str, message: str) -> None:
@@ -123,7 +126,24 @@ def _regressed() -> CellResult:
         base_failed=0,
         head_ok=4,
         head_failed=0,
-        metrics=(),
+        metrics=(
+            MetricResult(
+                metric="total_s",
+                unit="s",
+                higher_is_better=False,
+                n_base=4,
+                n_head=4,
+                median_base=10.0,
+                median_head=12.0,
+                ratio=1.2,
+                ci_low=1.15,
+                ci_high=1.25,
+                p_value=0.001,
+                min_effect=0.05,
+                verdict=Verdict.REGRESSION,
+                reason="worse by +20%",
+            ),
+        ),
         counters=(),
         counter_verdict=Verdict.UNCHANGED,
         note="",
@@ -142,6 +162,11 @@ def test_canary_that_moved_voids_time_verdicts() -> None:
     assert cells[0].verdict is Verdict.INCONCLUSIVE
     assert "moved" in cells[0].reason
     assert doc["moved"] is True and doc["change"] == pytest.approx(0.8)
+    assert doc["voided"] == ["c"]
+    # a move of -10% does not explain +20%: the regression stands
+    cells, doc = judge_canary([_regressed()], [1000, 1010, 990], [900, 910, 890], Settings())
+    assert cells[0].verdict is Verdict.REGRESSION
+    assert doc["moved"] is True and doc["kept"] == ["c"]
 
 
 @pytest.mark.parametrize(
@@ -165,3 +190,17 @@ def test_gate_bad_usage_is_one_line_and_exit_2(
     assert code == 2
     assert message in err[-1], err
     assert not (tmp_path / "out").exists()
+
+
+def test_the_default_gate_spec_gates_the_io_path_and_fails_on_a_change() -> None:
+    spec = load_gate_spec(GATE_SPEC)
+    assert spec.metrics == ("total_s", "dev.write_p90_ms")
+    assert "host.flushes" in spec.counters and "dev.write_ops" in spec.counters
+    assert spec.changed_fails is True
+    settings = settings_for(spec, Settings())
+    assert settings.correction == "holm" and settings.changed_fails
+    assert settings.counters == spec.counters
+    lenient = parse_gate_spec('changed_fails = false\n[[cells]]\nworkload = "dd"\n', source="g.toml")
+    assert settings_for(lenient, Settings()).changed_fails is False
+    # --changed-passes on the command line lets a change pass whatever the spec says
+    assert settings_for(spec, Settings(changed_fails=False)).changed_fails is False

@@ -14,15 +14,32 @@ describe('loadComparison', () => {
     const doc = loadComparison(fixture('regression.json'), 2 * MB)
     expect(doc.verdict).toBe('regression')
     expect(doc.accel).toBe('kvm')
-    expect(doc.counts).toEqual({regression: 3, improvement: 0, unchanged: 2, inconclusive: 0, error: 1})
+    expect(doc.counts).toEqual({regression: 3, changed: 1, improvement: 0, unchanged: 1, inconclusive: 0, error: 1})
+    expect(doc.fails).toBe(true)
+    expect(doc.changed).toEqual([
+      {
+        cellId: 'qcow2-off-cs64k-2g.writeback-threads-nvme.dd-64m-2m-ext4',
+        name: 'qcow2-off-cs64k-2g.writeback-threads-nvme.dd-64m-2m-ext4',
+        counters: ['host.flushes -50.0% (200 → 100)'],
+      },
+    ])
+    expect(doc.cells[5]?.verdict).toBe('changed')
+    expect(doc.cells[5]?.timeVerdict).toBe('unchanged')
     expect(doc.cells).toHaveLength(6)
     const first = doc.cells[0]
     expect(first?.verdict).toBe('regression')
     expect(first?.kind).toBe('metric')
     expect(first?.metrics[0]).toMatchObject({metric: 'total_s', unit: 's', verdict: 'regression', paired: true})
     expect(first?.metrics[0]?.changePct).toBeCloseTo(20.8, 1)
-    expect(doc.cells.map(c => c.kind)).toEqual(['metric', 'metric', 'metric', 'failure', 'both-failed', 'metric'])
-    expect(doc.canary).toEqual({beforeMibS: 1500, afterMibS: 1490, change: expect.closeTo(0.99333, 4), moved: false})
+    expect(doc.cells.map(c => c.kind)).toEqual(['metric', 'metric', 'metric', 'failure', 'both-failed', 'counter'])
+    expect(doc.canary).toEqual({
+      beforeMibS: 1500,
+      afterMibS: 1490,
+      change: expect.closeTo(0.99333, 4),
+      moved: false,
+      voided: [],
+      kept: [],
+    })
     expect(doc.machine).toContainEqual(['hostname', 'runner-1'])
     expect(doc.head.rev).toBe('9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e0d')
   })
@@ -49,8 +66,8 @@ describe('loadComparison', () => {
   it.each([
     ['another schema', (d: any) => (d.schema = 'pytest-benchmark'), 'schema is "pytest-benchmark", not "diskbench-comparison"'],
     ['no schema', (d: any) => delete d.schema, 'schema is missing'],
-    ['an unknown version', (d: any) => (d.version = 2), 'version 2: this action reads version 1 only'],
-    ['a version as a string', (d: any) => (d.version = '1'), 'version "1": this action reads version 1 only'],
+    ['an unknown version', (d: any) => (d.version = 1), 'version 1: this action reads version 2 only'],
+    ['a version as a string', (d: any) => (d.version = '2'), 'version "2": this action reads version 2 only'],
     ['an unknown verdict', (d: any) => (d.verdict = 'catastrophe'), '$.verdict: expected one of regression'],
     ['a missing field', (d: any) => delete d.cells[2].reason, '$.cells[2].reason: required, missing'],
     ['a string for a number', (d: any) => (d.cells[0].metrics[0].ratio = '1.2'), '$.cells[0].metrics[0].ratio: expected a number, got string "1.2"'],
@@ -71,7 +88,7 @@ describe('loadComparison', () => {
     expect(() => loadComparison(file, MB)).toThrow('$: expected an object, got an array')
   })
 
-  it('ignores keys version 1 may add', () => {
+  it('ignores keys version 2 may add', () => {
     const file = editedFixture(dir, 'regression.json', d => {
       d.future = {anything: [1, 2]}
       d.cells[0].future_figure = 'x'

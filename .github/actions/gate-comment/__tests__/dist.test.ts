@@ -99,7 +99,7 @@ describe('dist/index.js', () => {
     const file = editedFixture(dir.dir, 'regression.json', d => (d.version = 99))
     const result = await step({'comparison-path': file, 'github-token': 'tok'}, workflowRunEvent({prNumber: 3}))
     expect(result.code).toBe(1)
-    expect(result.stdout).toMatch(/::error::.*version 99: this action reads version 1 only/)
+    expect(result.stdout).toMatch(/::error::.*version 99: this action reads version 2 only/)
     expect(api.requests.length).toBe(before)
     expect(result.outputs).toEqual({})
   })

@@ -198,7 +198,7 @@ describe('run', () => {
   })
 
   it.each([
-    ['an unknown version', (d: any) => (d.version = 2), /version 2: this action reads version 1 only/],
+    ['an unknown version', (d: any) => (d.version = 1), /version 1: this action reads version 2 only/],
     ['another schema', (d: any) => (d.schema = 'evil'), /schema is "evil"/],
     ['a wrong type', (d: any) => (d.summary.counts.error = 'many'), /\$\.summary\.counts\.error: expected an integer >= 0/],
   ])('refuses %s before any request, output or summary', async (_what, edit, message) => {

@@ -67,8 +67,12 @@ describe('renderMarkdown', () => {
       runUrl: 'https://github.test/acme/diskbench/actions/runs/4242',
       headSha: '9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e0d',
     })
-    expect(text).toContain('## diskbench gate: :red_circle: REGRESSION')
-    expect(text).toContain('6 cells (**3 regression**, 2 unchanged, 1 error), under KVM.')
+    expect(text.split('\n')[0]).toBe(
+      '## diskbench gate: :red_circle: REGRESSION (and changed: host.flushes -50.0% in qcow2-off-cs64k-2g.writeback-threads-nvme.dd-64m-2m-ext4)',
+    )
+    expect(text).toContain('6 cells (**3 regression**, **1 changed**, 1 unchanged, 1 error), under KVM.')
+    expect(text).toContain('### What differs between base and head\n\n- no difference of policy, guest recipe or QEMU')
+    expect(text).toContain('| <code>host.flushes</code> | 200 | 100 | -50.0% |')
     expect(text).toContain('[run](https://github.test/acme/diskbench/actions/runs/4242) on 9e8d7c6b5a4f')
     expect(text).toMatch(/\| <code>qcow2-off-cs64k-2g\.writeback-threads-ide\.dd-64m-2m-ext4<\/code> \| <code>total&#95;s<\/code> \| 100\.\d\d s \| 12\d\.\d\d s \| \+20\.8% \| \+17\.7% … \+23\.9% \| &lt;0\.001 \| 8 \| regression \|/)
     expect(text).toContain('base <code>base</code> (<code>3f1c2a9d0b7e</code>) vs head <code>head</code> (<code>9e8d7c6b5a4f</code>)')
@@ -78,8 +82,8 @@ describe('renderMarkdown', () => {
     expect(text).toContain('### Counters')
     expect(text).toContain('structural change&#58; host.flushes -50.0% &#40;200 → 100&#41;')
     expect(text).toContain('Host canary: 1500 → 1490 MiB/s (-0.7%): steady.')
-    expect(text).toContain('2 cells unchanged.')
-    expect(text).toMatch(/Settings: gated <code>total&#95;s<\/code>, minimum effect 5%, alpha 0\.05, 95% bootstrap CI/)
+    expect(text).toContain('1 cell unchanged.')
+    expect(text).toMatch(/Settings: gated <code>total&#95;s<\/code>, minimum effect 5%, alpha 0\.05 family-wise \(holm, 1 tests\), 95% bootstrap CI/)
     // nothing in it is active but the run link
     expect(html(text).match(/<a /g)).toHaveLength(1)
   })
@@ -147,5 +151,30 @@ describe('renderMarkdown', () => {
     expect(value(3 * MB, 'B')).toBe('3.0 MiB')
     expect(value(240, 'count')).toBe('240')
     expect(value(null, 's')).toBe('-')
+  })
+})
+
+describe('renderMarkdown of a change of the IO', () => {
+  it('names the changed counters in the first line and the policy change before the table', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'render-changed-'))
+    const file = editedFixture(dir, 'unchanged.json', (d: any) => {
+      d.verdict = 'changed'
+      d.summary.counts.unchanged = 2
+      d.summary.counts.changed = 1
+      d.summary.fails = true
+      d.summary.changed = [{cell_id: d.cells[0].cell_id, name: 'policy-install', counters: ['host.flushes -100.0% (1901 → 0)']}]
+      d.summary.subject_diff = [{what: 'cache', base: 'none', head: 'writethrough'}]
+      d.summary.cell_id_changes = [{name: 'policy-install', base_id: 'a.none', head_id: d.cells[0].cell_id}]
+      d.cells[0].verdict = 'changed'
+      d.cells[0].kind = 'counter'
+      d.cells[0].cell.base_id = 'a.none'
+    })
+    const text = renderMarkdown(loadComparison(file, MB), {maxChars: 60000})
+    const lines = text.split('\n')
+    expect(lines[0]).toBe('## diskbench gate: :orange_circle: CHANGED: host.flushes -100.0% in policy-install')
+    const table = lines.indexOf('| cell | metric | base | head | change | CI | p | rounds | verdict |')
+    expect(table).toBeGreaterThan(0)
+    expect(lines.slice(0, table)).toContain('- cache: none → writethrough')
+    expect(text).toContain(`(base: <code>a.none</code>)`)
   })
 })

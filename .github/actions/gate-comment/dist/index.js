@@ -23978,9 +23978,9 @@ ${body}`;
 // src/comparison.ts
 var fs = __toESM(require("fs"));
 var SCHEMA = "diskbench-comparison";
-var VERSION = 1;
-var VERDICTS = ["regression", "improvement", "unchanged", "inconclusive", "error"];
-var KINDS = ["metric", "failure", "both-failed", "base-failed", "missing", "no-metric", "canary"];
+var VERSION = 2;
+var VERDICTS = ["regression", "changed", "improvement", "unchanged", "inconclusive", "error"];
+var KINDS = ["metric", "failure", "both-failed", "base-failed", "missing", "no-metric", "canary", "counter"];
 var ComparisonError = class extends Error {
   constructor(message) {
     super(message);
@@ -24039,11 +24039,28 @@ function parseComparison(data, where = "comparison.json") {
     cellCount: summary2.field("cells").count(),
     counts: {
       regression: counts.field("regression").count(),
+      changed: counts.field("changed").count(),
       improvement: counts.field("improvement").count(),
       unchanged: counts.field("unchanged").count(),
       inconclusive: counts.field("inconclusive").count(),
       error: counts.field("error").count()
     },
+    fails: summary2.field("fails").boolean(),
+    changed: summary2.field("changed").array((r) => ({
+      cellId: r.field("cell_id").string(),
+      name: r.field("name").string(),
+      counters: r.field("counters").array((x) => x.string())
+    })),
+    subjectDiff: summary2.field("subject_diff").array((r) => ({
+      what: r.field("what").string(),
+      base: r.field("base").string(),
+      head: r.field("head").string()
+    })),
+    cellIdChanges: summary2.field("cell_id_changes").array((r) => ({
+      name: r.field("name").string(),
+      baseId: r.field("base_id").string(),
+      headId: r.field("head_id").string()
+    })),
     axisSentence: summary2.field("axis_sentence").nullable((r) => r.string()),
     warnings: doc.field("warnings").array((r) => r.string()),
     base: side(doc.field("base")),
@@ -24068,7 +24085,10 @@ function settings(r) {
     alpha: r.field("alpha").number(),
     confidence: r.field("confidence").number(),
     bootstrap: r.field("bootstrap").count(),
-    seed: r.field("seed").integer()
+    seed: r.field("seed").integer(),
+    correction: r.field("correction").string(),
+    comparisons: r.optional("comparisons")?.count() ?? 1,
+    changedFails: r.field("changed_fails").boolean()
   };
 }
 function canary(r) {
@@ -24076,14 +24096,19 @@ function canary(r) {
     beforeMibS: r.field("before_mib_s").nullable((x) => x.number()),
     afterMibS: r.field("after_mib_s").nullable((x) => x.number()),
     change: r.field("change").nullable((x) => x.number()),
-    moved: r.field("moved").boolean()
+    moved: r.field("moved").boolean(),
+    voided: r.field("voided").array((x) => x.string()),
+    kept: r.field("kept").array((x) => x.string())
   };
 }
 function cell(r) {
-  r.field("cell").object();
+  const axes = r.field("cell");
+  axes.object();
   return {
     cellId: r.field("cell_id").string(),
+    baseId: axes.optional("base_id")?.nullable((x) => x.string()) ?? null,
     verdict: r.field("verdict").verdict(),
+    timeVerdict: r.field("time_verdict").verdict(),
     kind: r.field("kind").oneOf(KINDS),
     reason: r.field("reason").string(),
     rounds: r.field("rounds").count(),
@@ -24115,6 +24140,7 @@ function metric(r) {
     ciLowPct: num2("ci_low_pct"),
     ciHighPct: num2("ci_high_pct"),
     pValue: num2("p_value"),
+    pAdjusted: num2("p_adjusted"),
     minEffect: r.field("min_effect").number(),
     verdict: r.field("verdict").verdict(),
     reason: r.field("reason").string()
@@ -24317,12 +24343,13 @@ function code(value2, maxChars = DEFAULT_MAX_CHARS) {
 // src/render.ts
 var HEADLINE = {
   regression: ":red_circle: REGRESSION",
+  changed: ":orange_circle: CHANGED",
   improvement: ":green_circle: IMPROVEMENT",
   unchanged: ":white_circle: UNCHANGED",
   inconclusive: ":yellow_circle: INCONCLUSIVE",
   error: ":warning: ERROR"
 };
-var ORDER = ["regression", "improvement", "unchanged", "inconclusive", "error"];
+var ORDER = ["regression", "changed", "improvement", "unchanged", "inconclusive", "error"];
 function renderMarkdown(doc, ctx) {
   const rows = tableRows(doc);
   let keep = rows.length;
@@ -24337,8 +24364,8 @@ function renderMarkdown(doc, ctx) {
 }
 function compose(doc, ctx, rows, keep) {
   const lines = [];
-  lines.push(`## diskbench gate: ${HEADLINE[doc.verdict]}`, "");
-  const tally = ORDER.filter((v) => doc.counts[v] > 0).map((v) => v === "regression" ? `**${doc.counts[v]} ${v}**` : `${doc.counts[v]} ${v}`).join(", ");
+  lines.push(`## diskbench gate: ${HEADLINE[doc.verdict]}${headlineChanges(doc)}`, "");
+  const tally = ORDER.filter((v) => doc.counts[v] > 0).map((v) => v === "regression" || v === "changed" ? `**${doc.counts[v]} ${v}**` : `${doc.counts[v]} ${v}`).join(", ");
   lines.push(`${doc.cellCount} cell${doc.cellCount === 1 ? "" : "s"}${tally ? ` (${tally})` : ""}, ${accelLine(doc.accel)}.`, "");
   lines.push(`base ${sideText(doc.base)} vs head ${sideText(doc.head)}${measuredText(ctx)}`, "");
   if (headMismatch(doc, ctx)) {
@@ -24347,6 +24374,7 @@ function compose(doc, ctx, rows, keep) {
   for (const warning2 of doc.warnings) {
     lines.push(`> **Warning:** ${md(warning2, 1e3)}`, "");
   }
+  lines.push(...subjectLines(doc));
   if (rows.length > 0) {
     lines.push("| cell | metric | base | head | change | CI | p | rounds | verdict |");
     lines.push("| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | --- |");
@@ -24381,8 +24409,14 @@ function compose(doc, ctx, rows, keep) {
   if (doc.canary) {
     const { beforeMibS, afterMibS, change: change2, moved } = doc.canary;
     const figures = beforeMibS !== null && afterMibS !== null && change2 !== null ? `${beforeMibS.toFixed(0)} → ${afterMibS.toFixed(0)} MiB/s (${pct(change2)})` : "not measured";
-    const state = moved ? "**moved: regressions and improvements set to inconclusive**" : "steady";
+    const state = moved ? "**moved: the time verdicts it could explain set to inconclusive**" : "steady";
     lines.push(`Host canary: ${figures}: ${state}.`, "");
+    if (doc.canary.voided.length > 0) {
+      lines.push(`Canary voided (the host's move could explain their change): ${doc.canary.voided.map((c) => code(c)).join(", ")}.`, "");
+    }
+    if (doc.canary.kept.length > 0) {
+      lines.push(`Canary did not void (a change beyond the host's move): ${doc.canary.kept.map((c) => code(c)).join(", ")}.`, "");
+    }
   }
   const footer = [];
   if (doc.budget.length > 0) {
@@ -24391,7 +24425,7 @@ function compose(doc, ctx, rows, keep) {
   footer.push(`Machine: ${doc.machine.map(([k, v]) => `${k} ${md(v, 200)}`).join(", ") || "unknown"}.`);
   const s = doc.settings;
   footer.push(
-    `Settings: gated ${s.metrics.map((m) => code(m, 80)).join(", ") || "nothing"}, minimum effect ${num(s.minEffect * 100)}%, alpha ${num(s.alpha)}, ${num(s.confidence * 100)}% bootstrap CI (${s.bootstrap} resamples, seed ${s.seed}). Created ${md(doc.createdAt, 60)}.`
+    `Settings: gated ${s.metrics.map((m) => code(m, 80)).join(", ") || "nothing"}, minimum effect ${num(s.minEffect * 100)}%, alpha ${num(s.alpha)} family-wise (${md(s.correction, 20)}, ${s.comparisons} tests), ${num(s.confidence * 100)}% bootstrap CI (${s.bootstrap} resamples, seed ${s.seed}); changed ${s.changedFails ? "fails" : "does not fail"} the gate. Created ${md(doc.createdAt, 60)}.`
   );
   lines.push("<sub>", "", ...footer.flatMap((f) => [f, ""]), "</sub>");
   return `${lines.join("\n")}
@@ -24401,9 +24435,10 @@ function tableRows(doc) {
   return doc.cells.filter((c) => c.verdict !== "unchanged").flatMap((c) => {
     const label = c.kind === "metric" ? md(c.verdict) : `${md(c.verdict)} (${md(c.kind)})`;
     const shown = c.metrics.filter((m) => m.verdict !== "unchanged");
-    const metrics = shown.length > 0 ? shown : c.metrics;
+    const moved = c.counters.filter((m) => m.verdict === "regression" || m.verdict === "improvement");
+    const metrics = [...shown.length > 0 ? shown : c.metrics, ...moved];
     if (metrics.length === 0) {
-      return [`| ${code(c.cellId)} | - | - | - | - | - | - | ${c.rounds} | ${label} |`];
+      return [`| ${cellName(c)} | - | - | - | - | - | - | ${c.rounds} | ${label} |`];
     }
     return metrics.map((m) => metricRow(c, m, label));
   });
@@ -24411,7 +24446,7 @@ function tableRows(doc) {
 function metricRow(c, m, label) {
   return [
     "",
-    code(c.cellId),
+    cellName(c),
     code(m.metric, 80),
     value(m.medianBase, m.unit),
     value(m.medianHead, m.unit),
@@ -24462,6 +24497,8 @@ function value(v, unit) {
       return `${v.toFixed(2)} s`;
     case "MiB/s":
       return `${v.toFixed(1)} MiB/s`;
+    case "ms":
+      return `${Number(v.toPrecision(3))} ms`;
     case "ratio":
       return v.toFixed(3);
     case "B":
@@ -24494,6 +24531,33 @@ function signed(percent) {
 }
 function num(v) {
   return String(Number(v.toPrecision(6)));
+}
+function cellName(c) {
+  return c.baseId !== null && c.baseId !== c.cellId ? `${code(c.cellId)} (base: ${code(c.baseId)})` : code(c.cellId);
+}
+function headlineChanges(doc) {
+  if (doc.changed.length === 0) {
+    return "";
+  }
+  const parts = doc.changed.slice(0, 3).map((c) => {
+    const counters = c.counters.map((x) => x.split(" (")[0]).join(", ");
+    return `${counters} in ${c.name}`;
+  });
+  const more = doc.changed.length > 3 ? ` and ${doc.changed.length - 3} more cells` : "";
+  const text = `${md(parts.join("; "), 400)}${more}`;
+  if (doc.verdict !== "changed") {
+    return ` (and changed: ${text})`;
+  }
+  return doc.fails ? `: ${text}` : `: ${text} (does not fail: changed_fails = false)`;
+}
+function subjectLines(doc) {
+  const lines = ["### What differs between base and head", ""];
+  if (doc.subjectDiff.length === 0) {
+    lines.push("- no difference of policy, guest recipe or QEMU (the change is elsewhere)");
+  }
+  lines.push(...doc.subjectDiff.map((d) => `- ${md(d.what, 200)}: ${md(d.base, 200)} → ${md(d.head, 200)}`));
+  lines.push(...doc.cellIdChanges.map((c) => `- cell ${code(c.name)}: base ${code(c.baseId)} → head ${code(c.headId)}`));
+  return [...lines, ""];
 }
 
 // src/main.ts
@@ -24529,10 +24593,9 @@ async function run() {
       }
     }
   }
-  if (config.failOnRegression && doc.verdict === "regression") {
-    core.setFailed(
-      `diskbench: ${doc.counts.regression} of ${doc.cellCount} cells regressed (fail-on-regression is true)`
-    );
+  if (config.failOnRegression && doc.fails) {
+    const what = doc.verdict === "regression" ? `${doc.counts.regression} of ${doc.cellCount} cells regressed` : `the IO of ${doc.counts.changed} of ${doc.cellCount} cells changed (structural counters)`;
+    core.setFailed(`diskbench: ${what} (fail-on-regression is true)`);
   }
 }
 

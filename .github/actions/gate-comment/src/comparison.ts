@@ -1,21 +1,21 @@
 /**
- * comparison.json, version 1 (docs/comparison.md in the repository): read,
+ * comparison.json, version 2 (docs/comparison.md in the repository): read,
  * size-capped and checked field by field before anything renders it.
  *
  * The file comes from an artifact that a pull request's code wrote, so it is
  * untrusted data: every field the action uses is checked for its type here,
  * a document of another kind or version is refused, and keys this version does
- * not know are ignored (the document may grow within version 1).
+ * not know are ignored (the document may grow within version 2).
  */
 import * as fs from 'fs'
 
 export const SCHEMA = 'diskbench-comparison'
-export const VERSION = 1
+export const VERSION = 2
 
-export const VERDICTS = ['regression', 'improvement', 'unchanged', 'inconclusive', 'error'] as const
+export const VERDICTS = ['regression', 'changed', 'improvement', 'unchanged', 'inconclusive', 'error'] as const
 export type Verdict = (typeof VERDICTS)[number]
 
-export const KINDS = ['metric', 'failure', 'both-failed', 'base-failed', 'missing', 'no-metric', 'canary'] as const
+export const KINDS = ['metric', 'failure', 'both-failed', 'base-failed', 'missing', 'no-metric', 'canary', 'counter'] as const
 export type Kind = (typeof KINDS)[number]
 
 export interface MetricResult {
@@ -32,6 +32,8 @@ export interface MetricResult {
   readonly ciLowPct: number | null
   readonly ciHighPct: number | null
   readonly pValue: number | null
+  /** Holm-adjusted p in the family of tests that can fail the gate (null: judged alone) */
+  readonly pAdjusted: number | null
   readonly minEffect: number
   readonly verdict: Verdict
   readonly reason: string
@@ -39,7 +41,11 @@ export interface MetricResult {
 
 export interface Cell {
   readonly cellId: string
+  /** base's id of the cell when it differs from head's (a policy change renames cells) */
+  readonly baseId: string | null
   readonly verdict: Verdict
+  /** the verdict of the gated metrics alone */
+  readonly timeVerdict: Verdict
   readonly kind: Kind
   readonly reason: string
   readonly rounds: number
@@ -63,6 +69,30 @@ export interface Canary {
   readonly afterMibS: number | null
   readonly change: number | null
   readonly moved: boolean
+  /** the cells whose verdict the host's move could explain, set to inconclusive */
+  readonly voided: readonly string[]
+  /** the cells whose change is beyond the host's move (or of a counter) */
+  readonly kept: readonly string[]
+}
+
+/** One difference between the sides' subjects: `cache: none → writethrough` */
+export interface SubjectChange {
+  readonly what: string
+  readonly base: string
+  readonly head: string
+}
+
+export interface CellIdChange {
+  readonly name: string
+  readonly baseId: string
+  readonly headId: string
+}
+
+/** A cell whose structural counters changed, and how (`host.flushes -100.0% (1901 → 0)`) */
+export interface ChangedCell {
+  readonly cellId: string
+  readonly name: string
+  readonly counters: readonly string[]
 }
 
 export interface Settings {
@@ -72,6 +102,9 @@ export interface Settings {
   readonly confidence: number
   readonly bootstrap: number
   readonly seed: number
+  readonly correction: string
+  readonly comparisons: number
+  readonly changedFails: boolean
 }
 
 export interface Comparison {
@@ -80,6 +113,11 @@ export interface Comparison {
   readonly accel: string
   readonly cellCount: number
   readonly counts: Readonly<Record<Verdict, number>>
+  /** whether the verdict fails the gate: a regression, or changed when the spec says so */
+  readonly fails: boolean
+  readonly changed: readonly ChangedCell[]
+  readonly subjectDiff: readonly SubjectChange[]
+  readonly cellIdChanges: readonly CellIdChange[]
   readonly axisSentence: string | null
   readonly warnings: readonly string[]
   readonly base: Side
@@ -157,11 +195,28 @@ export function parseComparison(data: unknown, where = 'comparison.json'): Compa
     cellCount: summary.field('cells').count(),
     counts: {
       regression: counts.field('regression').count(),
+      changed: counts.field('changed').count(),
       improvement: counts.field('improvement').count(),
       unchanged: counts.field('unchanged').count(),
       inconclusive: counts.field('inconclusive').count(),
       error: counts.field('error').count(),
     },
+    fails: summary.field('fails').boolean(),
+    changed: summary.field('changed').array(r => ({
+      cellId: r.field('cell_id').string(),
+      name: r.field('name').string(),
+      counters: r.field('counters').array(x => x.string()),
+    })),
+    subjectDiff: summary.field('subject_diff').array(r => ({
+      what: r.field('what').string(),
+      base: r.field('base').string(),
+      head: r.field('head').string(),
+    })),
+    cellIdChanges: summary.field('cell_id_changes').array(r => ({
+      name: r.field('name').string(),
+      baseId: r.field('base_id').string(),
+      headId: r.field('head_id').string(),
+    })),
     axisSentence: summary.field('axis_sentence').nullable(r => r.string()),
     warnings: doc.field('warnings').array(r => r.string()),
     base: side(doc.field('base')),
@@ -189,6 +244,9 @@ function settings(r: Reader): Settings {
     confidence: r.field('confidence').number(),
     bootstrap: r.field('bootstrap').count(),
     seed: r.field('seed').integer(),
+    correction: r.field('correction').string(),
+    comparisons: r.optional('comparisons')?.count() ?? 1,
+    changedFails: r.field('changed_fails').boolean(),
   }
 }
 
@@ -198,14 +256,19 @@ function canary(r: Reader): Canary {
     afterMibS: r.field('after_mib_s').nullable(x => x.number()),
     change: r.field('change').nullable(x => x.number()),
     moved: r.field('moved').boolean(),
+    voided: r.field('voided').array(x => x.string()),
+    kept: r.field('kept').array(x => x.string()),
   }
 }
 
 function cell(r: Reader): Cell {
-  r.field('cell').object()
+  const axes = r.field('cell')
+  axes.object()
   return {
     cellId: r.field('cell_id').string(),
+    baseId: axes.optional('base_id')?.nullable(x => x.string()) ?? null,
     verdict: r.field('verdict').verdict(),
+    timeVerdict: r.field('time_verdict').verdict(),
     kind: r.field('kind').oneOf(KINDS),
     reason: r.field('reason').string(),
     rounds: r.field('rounds').count(),
@@ -238,6 +301,7 @@ function metric(r: Reader): MetricResult {
     ciLowPct: num('ci_low_pct'),
     ciHighPct: num('ci_high_pct'),
     pValue: num('p_value'),
+    pAdjusted: num('p_adjusted'),
     minEffect: r.field('min_effect').number(),
     verdict: r.field('verdict').verdict(),
     reason: r.field('reason').string(),

@@ -53,9 +53,11 @@ export async function run(): Promise<void> {
     }
   }
 
-  if (config.failOnRegression && doc.verdict === 'regression') {
-    core.setFailed(
-      `diskbench: ${doc.counts.regression} of ${doc.cellCount} cells regressed (fail-on-regression is true)`,
-    )
+  if (config.failOnRegression && doc.fails) {
+    const what =
+      doc.verdict === 'regression'
+        ? `${doc.counts.regression} of ${doc.cellCount} cells regressed`
+        : `the IO of ${doc.counts.changed} of ${doc.cellCount} cells changed (structural counters)`
+    core.setFailed(`diskbench: ${what} (fail-on-regression is true)`)
   }
 }

@@ -20,13 +20,14 @@ export interface RenderContext {
 
 const HEADLINE: Readonly<Record<Verdict, string>> = {
   regression: ':red_circle: REGRESSION',
+  changed: ':orange_circle: CHANGED',
   improvement: ':green_circle: IMPROVEMENT',
   unchanged: ':white_circle: UNCHANGED',
   inconclusive: ':yellow_circle: INCONCLUSIVE',
   error: ':warning: ERROR',
 }
 
-const ORDER: readonly Verdict[] = ['regression', 'improvement', 'unchanged', 'inconclusive', 'error']
+const ORDER: readonly Verdict[] = ['regression', 'changed', 'improvement', 'unchanged', 'inconclusive', 'error']
 
 /** The comparison as markdown, at most `ctx.maxChars` long (rows of the table are left out to fit). */
 export function renderMarkdown(doc: Comparison, ctx: RenderContext): string {
@@ -43,9 +44,9 @@ export function renderMarkdown(doc: Comparison, ctx: RenderContext): string {
 
 function compose(doc: Comparison, ctx: RenderContext, rows: readonly string[], keep: number): string {
   const lines: string[] = []
-  lines.push(`## diskbench gate: ${HEADLINE[doc.verdict]}`, '')
+  lines.push(`## diskbench gate: ${HEADLINE[doc.verdict]}${headlineChanges(doc)}`, '')
   const tally = ORDER.filter(v => doc.counts[v] > 0)
-    .map(v => (v === 'regression' ? `**${doc.counts[v]} ${v}**` : `${doc.counts[v]} ${v}`))
+    .map(v => (v === 'regression' || v === 'changed' ? `**${doc.counts[v]} ${v}**` : `${doc.counts[v]} ${v}`))
     .join(', ')
   lines.push(`${doc.cellCount} cell${doc.cellCount === 1 ? '' : 's'}${tally ? ` (${tally})` : ''}, ${accelLine(doc.accel)}.`, '')
   lines.push(`base ${sideText(doc.base)} vs head ${sideText(doc.head)}${measuredText(ctx)}`, '')
@@ -55,6 +56,7 @@ function compose(doc: Comparison, ctx: RenderContext, rows: readonly string[], k
   for (const warning of doc.warnings) {
     lines.push(`> **Warning:** ${md(warning, 1000)}`, '')
   }
+  lines.push(...subjectLines(doc))
   if (rows.length > 0) {
     lines.push('| cell | metric | base | head | change | CI | p | rounds | verdict |')
     lines.push('| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | --- |')
@@ -92,8 +94,14 @@ function compose(doc: Comparison, ctx: RenderContext, rows: readonly string[], k
       beforeMibS !== null && afterMibS !== null && change !== null
         ? `${beforeMibS.toFixed(0)} → ${afterMibS.toFixed(0)} MiB/s (${pct(change)})`
         : 'not measured'
-    const state = moved ? '**moved: regressions and improvements set to inconclusive**' : 'steady'
+    const state = moved ? '**moved: the time verdicts it could explain set to inconclusive**' : 'steady'
     lines.push(`Host canary: ${figures}: ${state}.`, '')
+    if (doc.canary.voided.length > 0) {
+      lines.push(`Canary voided (the host's move could explain their change): ${doc.canary.voided.map(c => code(c)).join(', ')}.`, '')
+    }
+    if (doc.canary.kept.length > 0) {
+      lines.push(`Canary did not void (a change beyond the host's move): ${doc.canary.kept.map(c => code(c)).join(', ')}.`, '')
+    }
   }
   const footer: string[] = []
   if (doc.budget.length > 0) {
@@ -103,7 +111,9 @@ function compose(doc: Comparison, ctx: RenderContext, rows: readonly string[], k
   const s = doc.settings
   footer.push(
     `Settings: gated ${s.metrics.map(m => code(m, 80)).join(', ') || 'nothing'}, minimum effect ${num(s.minEffect * 100)}%, ` +
-      `alpha ${num(s.alpha)}, ${num(s.confidence * 100)}% bootstrap CI (${s.bootstrap} resamples, seed ${s.seed}). ` +
+      `alpha ${num(s.alpha)} family-wise (${md(s.correction, 20)}, ${s.comparisons} tests), ` +
+      `${num(s.confidence * 100)}% bootstrap CI (${s.bootstrap} resamples, seed ${s.seed}); ` +
+      `changed ${s.changedFails ? 'fails' : 'does not fail'} the gate. ` +
       `Created ${md(doc.createdAt, 60)}.`,
   )
   lines.push('<sub>', '', ...footer.flatMap(f => [f, '']), '</sub>')
@@ -117,9 +127,11 @@ function tableRows(doc: Comparison): string[] {
     .flatMap(c => {
       const label = c.kind === 'metric' ? md(c.verdict) : `${md(c.verdict)} (${md(c.kind)})`
       const shown = c.metrics.filter(m => m.verdict !== 'unchanged')
-      const metrics = shown.length > 0 ? shown : c.metrics
+      // the structural counters that moved: the figures behind "changed"
+      const moved = c.counters.filter(m => m.verdict === 'regression' || m.verdict === 'improvement')
+      const metrics = [...(shown.length > 0 ? shown : c.metrics), ...moved]
       if (metrics.length === 0) {
-        return [`| ${code(c.cellId)} | - | - | - | - | - | - | ${c.rounds} | ${label} |`]
+        return [`| ${cellName(c)} | - | - | - | - | - | - | ${c.rounds} | ${label} |`]
       }
       return metrics.map(m => metricRow(c, m, label))
     })
@@ -128,7 +140,7 @@ function tableRows(doc: Comparison): string[] {
 function metricRow(c: Cell, m: MetricResult, label: string): string {
   return [
     '',
-    code(c.cellId),
+    cellName(c),
     code(m.metric, 80),
     value(m.medianBase, m.unit),
     value(m.medianHead, m.unit),
@@ -188,6 +200,8 @@ export function value(v: number | null, unit: string): string {
       return `${v.toFixed(2)} s`
     case 'MiB/s':
       return `${v.toFixed(1)} MiB/s`
+    case 'ms':
+      return `${Number(v.toPrecision(3))} ms`
     case 'ratio':
       return v.toFixed(3)
     case 'B':
@@ -227,4 +241,38 @@ function signed(percent: number): string {
 /** Up to six significant digits, no exponent for everyday sizes, no trailing zeros. */
 function num(v: number): string {
   return String(Number(v.toPrecision(6)))
+}
+
+/** The cell's id, and base's id too when the sides' ids differ. */
+function cellName(c: Cell): string {
+  return c.baseId !== null && c.baseId !== c.cellId ? `${code(c.cellId)} (base: ${code(c.baseId)})` : code(c.cellId)
+}
+
+/** Beside the verdict in the first line: the counters that changed, and where. */
+function headlineChanges(doc: Comparison): string {
+  if (doc.changed.length === 0) {
+    return ''
+  }
+  const parts = doc.changed.slice(0, 3).map(c => {
+    // "host.flushes -100.0% (1901 → 0)" -> "host.flushes -100.0%"
+    const counters = c.counters.map(x => x.split(' (')[0]).join(', ')
+    return `${counters} in ${c.name}`
+  })
+  const more = doc.changed.length > 3 ? ` and ${doc.changed.length - 3} more cells` : ''
+  const text = `${md(parts.join('; '), 400)}${more}`
+  if (doc.verdict !== 'changed') {
+    return ` (and changed: ${text})`
+  }
+  return doc.fails ? `: ${text}` : `: ${text} (does not fail: changed_fails = false)`
+}
+
+/** What differs between base and head, before any table. */
+function subjectLines(doc: Comparison): string[] {
+  const lines = ['### What differs between base and head', '']
+  if (doc.subjectDiff.length === 0) {
+    lines.push('- no difference of policy, guest recipe or QEMU (the change is elsewhere)')
+  }
+  lines.push(...doc.subjectDiff.map(d => `- ${md(d.what, 200)}: ${md(d.base, 200)} → ${md(d.head, 200)}`))
+  lines.push(...doc.cellIdChanges.map(c => `- cell ${code(c.name)}: base ${code(c.baseId)} → head ${code(c.headId)}`))
+  return [...lines, '']
 }
