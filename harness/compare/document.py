@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from harness.compare.axis import axis_sentence
@@ -36,6 +37,16 @@ def build_comparison(
         counts[cell.verdict.value] += 1
     verdict = overall_verdict(cells)
     cell_docs = [c.as_dict() for c in cells]
+    if settings.correction == "holm":
+        # the family Holm's correction was applied to: the tests that can fail the comparison
+        family = [
+            m
+            for c in cells
+            for m in (*c.metrics, *(c.counters if settings.changed_fails else ()))
+            if m.p_adjusted is not None
+        ]
+        if family:
+            settings = replace(settings, comparisons=len(family))
     return {
         "schema": SCHEMA,
         "version": VERSION,

@@ -90,6 +90,8 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
                 )
             for m in rows:
                 unit = str(m.get("unit", ""))
+                # each row says its own metric's verdict; a counter that moved is the cell's change
+                row_label = _row_label(cell, m, label)
                 lines.append(
                     "| "
                     + " | ".join(
@@ -103,7 +105,7 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
                             _ci_text(m),
                             format_p(m.get("p_value")),
                             cell.get("rounds", 0),
-                            label,
+                            row_label,
                         )
                     )
                     + " |"
@@ -223,3 +225,14 @@ def _subject_lines(summary: Mapping[str, Any]) -> list[str]:
         for entry in renamed
     ]
     return [*lines, ""]
+
+
+def _row_label(cell: Mapping[str, Any], m: Mapping[str, Any], label: str) -> str:
+    """A table row's verdict: the cell's label where the metric gave it, else the metric's own."""
+    verdict = m.get("verdict")
+    counters = [c.get("metric") for c in cell.get("counters") or []]
+    if m.get("metric") in counters and verdict in (Verdict.REGRESSION.value, Verdict.IMPROVEMENT.value):
+        return Verdict.CHANGED.value
+    if verdict == cell.get("verdict") or cell.get("kind") not in (Kind.METRIC.value, Kind.COUNTER.value):
+        return label
+    return str(verdict)

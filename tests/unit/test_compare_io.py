@@ -124,6 +124,8 @@ def test_a_change_only_in_the_counters_ends_as_changed_and_fails() -> None:
     doc = build_comparison(cells, settings=settings, base={}, head={}, machine=MACHINE, created_at="x")
     assert doc["verdict"] == "changed"
     assert doc["summary"]["fails"] is True
+    # Holm's family: the two gated metrics and the one counter the samples carry
+    assert doc["settings"]["comparisons"] == 3
     assert doc["cells"][0]["time_verdict"] == "unchanged"
     first = render_markdown(doc).splitlines()[0]
     assert first.startswith("## diskbench: CHANGED: host.flushes -100.0% in qcow2-off-cs64k-2g.none")

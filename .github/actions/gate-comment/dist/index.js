@@ -24454,7 +24454,7 @@ function metricRow(c, m, label) {
     ci(m),
     pValue(m.pValue),
     String(c.rounds),
-    label,
+    rowLabel(c, m, label),
     ""
   ].join(" | ").trim();
 }
@@ -24558,6 +24558,16 @@ function subjectLines(doc) {
   lines.push(...doc.subjectDiff.map((d) => `- ${md(d.what, 200)}: ${md(d.base, 200)} → ${md(d.head, 200)}`));
   lines.push(...doc.cellIdChanges.map((c) => `- cell ${code(c.name)}: base ${code(c.baseId)} → head ${code(c.headId)}`));
   return [...lines, ""];
+}
+function rowLabel(c, m, label) {
+  const moved = m.verdict === "regression" || m.verdict === "improvement";
+  if (moved && c.counters.some((x) => x.metric === m.metric)) {
+    return "changed";
+  }
+  if (m.verdict === c.verdict || c.kind !== "metric" && c.kind !== "counter") {
+    return label;
+  }
+  return md(m.verdict);
 }
 
 // src/main.ts

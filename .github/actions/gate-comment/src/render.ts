@@ -148,7 +148,7 @@ function metricRow(c: Cell, m: MetricResult, label: string): string {
     ci(m),
     pValue(m.pValue),
     String(c.rounds),
-    label,
+    rowLabel(c, m, label),
     '',
   ]
     .join(' | ')
@@ -275,4 +275,16 @@ function subjectLines(doc: Comparison): string[] {
   lines.push(...doc.subjectDiff.map(d => `- ${md(d.what, 200)}: ${md(d.base, 200)} → ${md(d.head, 200)}`))
   lines.push(...doc.cellIdChanges.map(c => `- cell ${code(c.name)}: base ${code(c.baseId)} → head ${code(c.headId)}`))
   return [...lines, '']
+}
+
+/** A row's verdict: the cell's label where the metric gave it, else the metric's own. */
+function rowLabel(c: Cell, m: MetricResult, label: string): string {
+  const moved = m.verdict === 'regression' || m.verdict === 'improvement'
+  if (moved && c.counters.some(x => x.metric === m.metric)) {
+    return 'changed'
+  }
+  if (m.verdict === c.verdict || (c.kind !== 'metric' && c.kind !== 'counter')) {
+    return label
+  }
+  return md(m.verdict)
 }

@@ -1,0 +1,93 @@
+"""A real gate under TCG whose head's policy changes the cache mode: the summary names it, the
+device's latency and the flush count see it where the wall time does not."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harness.compare import Settings
+from harness.errors import ExitCode
+from harness.gate import SubjectSource, parse_gate_spec, run_gate, settings_for
+from harness.paths import REPO_ROOT
+
+pytestmark = [pytest.mark.integration, pytest.mark.guest]
+
+# one cell, the policy's own; 8 rounds: the family has 6 tests (2 gated metrics, 4 counters), and
+# a flush count that drops to zero on every head sample (ties) is significant at Holm's strictest
+# level 0.01/6 from 8 rounds on
+SPEC = """
+name = "test-gate-io"
+rounds = 8
+max_rounds = 8
+budget_min = 20
+metrics = ["total_s", "dev.write_p90_ms"]
+min_effect = "5%"
+
+[params]
+dd_mib = 64
+
+[[cells]]
+name = "policy-dd"
+workload = "dd"
+"""
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A clone of this repository with one more commit: the policy's cache mode is writethrough."""
+    path = tmp_path_factory.mktemp("gate-io") / "repo"
+    subprocess.run(["git", "clone", "-q", str(REPO_ROOT), str(path)], check=True)
+    git(path, "config", "user.email", "test@diskbench.invalid")
+    git(path, "config", "user.name", "diskbench test")
+    git(path, "tag", "base")
+    policy = path / "policy.toml"
+    text = policy.read_text()
+    assert 'cache = "none"' in text
+    policy.write_text(text.replace('cache = "none"', 'cache = "writethrough"', 1))
+    git(path, "commit", "-q", "-am", "policy: cache=writethrough")
+    git(path, "tag", "writethrough")
+    return path
+
+
+def test_a_writethrough_head_is_not_inconclusive_and_the_summary_names_the_cache(
+    repo: Path, tmp_path: Path, disk_dir: Path, guest: object
+) -> None:
+    spec = parse_gate_spec(SPEC, source="test-gate-io.toml")
+    result = run_gate(
+        repo=repo,
+        base=SubjectSource("base", "base"),
+        head=SubjectSource("head", "writethrough"),
+        spec=spec,
+        settings=settings_for(spec, Settings()),
+        out_dir=tmp_path / "out",
+        work_dir=disk_dir,
+        accel="tcg",
+        seed=11,
+        canary=False,
+    )
+    doc, lines = result.document, result.markdown.splitlines()
+    (cell,) = doc["cells"]
+    # the IO path changed: a regression of the device's latency, or a change of the flushes
+    assert doc["verdict"] in ("regression", "changed"), result.markdown
+    assert cell["verdict"] in ("regression", "changed"), cell["reason"]
+    assert result.exit_code == ExitCode.REGRESSION
+    flushes = next(c for c in cell["counters"] if c["metric"] == "host.flushes")
+    assert flushes["median_base"] > 0 and flushes["median_head"] == 0
+    latency = next(m for m in cell["metrics"] if m["metric"] == "dev.write_p90_ms")
+    assert latency["ratio"] > 1.05
+    # before any table: what differs, and both ids of the renamed cell
+    table = next(i for i, line in enumerate(lines) if line.startswith("| cell |"))
+    assert "- cache: none → writethrough" in lines[:table]
+    assert any(line.startswith("- cell `policy-dd`: base `") for line in lines[:table])
+    assert ".none-threads-" in cell["cell"]["base_id"] and ".writethrough-threads-" in cell["cell_id"]
+    assert f"(base: {cell['cell']['base_id']})" in result.markdown
+    print(result.markdown)
