@@ -16,11 +16,12 @@ CORRECTIONS = ("holm", "bonferroni")
 # Counters of the work the IO path did, not of its speed: with the same guest and policy they
 # barely move, so a move beyond their threshold means the IO itself changed (a cache mode that
 # drops the guest's flushes, a format that writes more metadata, a guest that writes more).
+# Not the request counts (dev.write_ops): the guest merges requests as timing allows, 85 to 102
+# writes between two samples of the same dd cell here.
 STRUCTURAL_COUNTERS: tuple[str, ...] = (
     "host.write_amplification",
     "host.flushes",
     "host.guest_written_bytes",
-    "dev.write_ops",
 )
 
 
@@ -195,7 +196,7 @@ def add_compare_options(parser: Any) -> None:
                 "action": "store_true",
                 "default": None,
                 "help": "a change of a structural counter (verdict changed: flushes, write amplification, "
-                "bytes or requests written) is reported but does not fail (exit 0)",
+                "bytes written) is reported but does not fail (exit 0)",
             },
         ),
         (

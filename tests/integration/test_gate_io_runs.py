@@ -15,9 +15,9 @@ from harness.paths import REPO_ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
 
-# one cell, the policy's own; 8 rounds: the family has 6 tests (2 gated metrics, 4 counters), and
+# one cell, the policy's own; 8 rounds: the family has 5 tests (2 gated metrics, 3 counters), and
 # a flush count that drops to zero on every head sample (ties) is significant at Holm's strictest
-# level 0.01/6 from 8 rounds on
+# level 0.01/5 from 8 rounds on
 SPEC = """
 name = "test-gate-io"
 rounds = 8
