@@ -10,7 +10,7 @@ of tools whose output is easier to parse in Python (bonnie++'s CSV line,
 mke2fs's messages).  :func:`parse_outputs` turns ``outputs`` into more
 figures plus record fields, dispatching to the workload's module
 (:mod:`~harness.workloads.bonnie`, :mod:`~harness.workloads.mkfs`,
-:mod:`~harness.workloads.dd`, :mod:`~harness.workloads.install`); output it
+:mod:`~harness.workloads.dd`, :mod:`~harness.workloads.install`, :mod:`~harness.workloads.fio`); output it
 cannot read raises :class:`~harness.errors.ProtocolError`, so a sample fails
 instead of carrying a made-up number.
 """
@@ -91,6 +91,16 @@ COMMON_METRICS: tuple[Metric, ...] = (
     *(Metric(name, unit, False, description) for name, unit, description in latency_metric_names()),
 )
 
+# fio's figures, per job of its job file (harness.workloads.fio): name pattern, unit, direction
+FIO_PATTERNS: tuple[tuple[str, str, bool, str], ...] = (
+    (r"fio\.[a-z0-9_.-]+\.iops", "IOPS", True, "IO operations per second of the fio job"),
+    (r"fio\.[a-z0-9_.-]+\.mib_per_s", "MiB/s", True, "bandwidth of the fio job"),
+    (r"fio\.[a-z0-9_.-]+\.clat_mean_ms", "ms", False, "mean completion latency of the fio job"),
+    (r"fio\.[a-z0-9_.-]+\.clat_p50_ms", "ms", False, "median completion latency of the fio job"),
+    (r"fio\.[a-z0-9_.-]+\.clat_p99_ms", "ms", False, "99th percentile completion latency of the fio job"),
+)
+
+
 # Names made of a pattern: the phases of each workload and any host time
 # (a rate such as ``*_per_s`` is not a time).
 _PATTERNS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], Metric]], ...] = (
@@ -102,15 +112,20 @@ _PATTERNS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], Metric]], ...]
         re.compile(r"host\.([a-z0-9_]+)(?<!_per)_s"),
         lambda m: seconds(m.string, f"host time: {m.group(1).replace('_', ' ')}"),
     ),
+    # fio's figures per job (harness.workloads.fio)
+    *(
+        (re.compile(pattern), lambda m, u=unit, h=higher, d=description: Metric(m.string, u, h, d))
+        for pattern, unit, higher, description in FIO_PATTERNS
+    ),
 )
 
 
 @functools.cache
 def _workload_modules() -> dict[str, Any]:
     # Imported here, not at the top: the modules import Metric from this package.
-    from harness.workloads import bonnie, dd, install, mkfs
+    from harness.workloads import bonnie, dd, fio, install, mkfs
 
-    return {"bonnie": bonnie, "dd": dd, "install": install, "mkfs": mkfs}
+    return {"bonnie": bonnie, "dd": dd, "fio": fio, "install": install, "mkfs": mkfs}
 
 
 @functools.cache

@@ -173,8 +173,8 @@ def test_dd_and_install_send_no_outputs() -> None:
     assert parse_outputs("install", {}) == ({}, {})
     with pytest.raises(ProtocolError, match="dd report outputs: unexpected bonnie_csv"):
         parse_outputs("dd", {"bonnie_csv": GUEST_200A_N1})
-    with pytest.raises(ProtocolError, match="no parser for the outputs of workload 'fio'"):
-        parse_outputs("fio", {})
+    with pytest.raises(ProtocolError, match="no parser for the outputs of workload 'fiox'"):
+        parse_outputs("fiox", {})
 
 
 @pytest.mark.parametrize(

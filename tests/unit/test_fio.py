@@ -1,0 +1,73 @@
+"""fio's JSON parsed into figures: real output of Debian's fio 3.33 (the package the guest pins)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.errors import ProtocolError
+from harness.workloads import metric_info, parse_outputs
+from harness.workloads.fio import JOBS, parse_fio_json
+
+# Debian bookworm's fio 3.33-3 binary with its libraries, run on a file with the job file below
+# (TARGET a file, PREFIX "file-", SIZE 8M, IOS 200, FSYNC_IOS 50)
+REAL = Path(__file__).parent / "data" / "fio-3.33-debian.json"
+
+
+def test_every_job_of_the_job_file_gives_its_figures() -> None:
+    figures, doc = parse_fio_json(REAL.read_text())
+    assert doc["fio version"] == "fio-3.33"
+    names = [line[1:-1] for line in JOBS.splitlines() if line.startswith("[${PREFIX}")]
+    jobs = [n.replace("${PREFIX}", "file-") for n in names]
+    assert jobs == [j["jobname"] for j in doc["jobs"]]
+    assert len(jobs) == 7
+    for job in jobs:
+        for figure in ("iops", "mib_per_s", "clat_mean_ms", "clat_p50_ms", "clat_p99_ms"):
+            assert figures[f"fio.{job}.{figure}"] > 0, (job, figure)
+    # 1 MiB blocks: MiB/s equals IOPS; 4 KiB blocks: a 256th of it
+    assert figures["fio.file-seq-write.mib_per_s"] == pytest.approx(figures["fio.file-seq-write.iops"])
+    rand = "fio.file-rand-write-qd32"
+    assert figures[f"{rand}.mib_per_s"] == pytest.approx(figures[f"{rand}.iops"] / 256, rel=1e-3)
+    assert figures[f"{rand}.clat_p50_ms"] <= figures[f"{rand}.clat_p99_ms"]
+    # the figures of the fixture, as fio wrote them (clat_ns mean and percentiles, bw_bytes)
+    write = next(j for j in doc["jobs"] if j["jobname"] == "file-fsync-write")["write"]
+    assert figures["fio.file-fsync-write.clat_mean_ms"] == pytest.approx(write["clat_ns"]["mean"] / 1e6)
+    assert figures["fio.file-fsync-write.clat_p99_ms"] == pytest.approx(
+        write["clat_ns"]["percentile"]["99.000000"] / 1e6
+    )
+
+
+def test_the_figures_are_registered_with_their_direction() -> None:
+    figures, _ = parse_fio_json(REAL.read_text())
+    for name in figures:
+        info = metric_info(name)
+        assert info.higher_is_better is name.endswith(("iops", "mib_per_s")), name
+
+
+def test_parse_outputs_keeps_the_raw_json_in_the_record() -> None:
+    figures, fields = parse_outputs("fio", {"fio_json": REAL.read_text()})
+    assert fields["fio_json"]["jobs"][0]["jobname"] == "file-seq-write"
+    assert "fio.file-seq-read.iops" in figures
+    with pytest.raises(ProtocolError, match="missing fio_json"):
+        parse_outputs("fio", {})
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d.update(jobs=[]), "has no jobs"),
+        (lambda d: d["jobs"][0].update(error=5), "job file-seq-write failed: error 5"),
+        (lambda d: d["jobs"][0].update(jobname="a b"), "is not a plain name"),
+        (lambda d: d["jobs"][0]["write"].update(total_ios=0), "did no IO"),
+        (lambda d: d["jobs"][0]["write"].update(iops="fast"), "is not a number"),
+    ],
+)
+def test_output_that_is_not_fios_json_is_a_protocol_error(edit: object, message: str) -> None:
+    doc = json.loads(REAL.read_text())
+    edit(doc)  # type: ignore[operator]
+    with pytest.raises(ProtocolError, match=message):
+        parse_fio_json(json.dumps(doc))
+    with pytest.raises(ProtocolError, match="not JSON"):
+        parse_fio_json("fio: engine libaio not loadable")
