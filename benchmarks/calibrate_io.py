@@ -202,9 +202,18 @@ def analyse(args: argparse.Namespace) -> None:
                 result.verdict is Verdict.CHANGED and settings.changed_fails
             ):
                 fails += 1
-        summary[name] = {"fails": fails, "draws": args.draws, "verdicts": verdicts}
+        size = {}
+        for figure in settings.metrics:
+            b = [by_arm[base][r]["metrics"].get(figure) for r in rounds]
+            h = [by_arm[name][r]["metrics"].get(figure) for r in rounds]
+            b_ok = [float(v) for v in b if v is not None]
+            h_ok = [float(v) for v in h if v is not None]
+            if b_ok and h_ok:
+                size[figure] = statistics.median(h_ok) / statistics.median(b_ok) - 1
+        summary[name] = {"fails": fails, "draws": args.draws, "verdicts": verdicts, "effect": size}
         tally = ", ".join(f"{v} {n}" for n, v in sorted(verdicts.items()))
-        print(f"  {name}: fails {fails} of {args.draws} ({tally})")
+        effect = ", ".join(f"{f} {v:+.0%}" for f, v in size.items())
+        print(f"  {name} (over all rounds: {effect}): fails {fails} of {args.draws} ({tally})")
     (out / f"analysis-k{k}-f{args.family_tests or own}.json").write_text(json.dumps(summary, indent=2))
 
 
