@@ -10,7 +10,8 @@ import pytest
 from harness.latency import BOUNDARIES_NS, Histogram
 from harness.records import load_record
 from harness.session import run_cells
-from harness.spec import make_cell
+from harness.spec import Interface, make_cell
+from harness.vm import Drive, Machine, VMConfig
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
 
@@ -40,3 +41,20 @@ def test_histograms_of_a_dd_run_are_parsed_and_match_qemus_counts(
     assert 0.001 < p50 <= p90 <= p99 < 10_000
     assert 0.001 < metrics["dev.write_mean_ms"] < 10_000
     assert 0 < metrics["dev.io_s"] < metrics["total_s"] + 5
+
+
+@pytest.mark.parametrize("interface", list(Interface))
+def test_histograms_can_be_set_on_the_disk_of_every_interface(
+    interface: Interface, guest: Any, tmp_path: Path
+) -> None:
+    # QMP names the guest device that holds the drive: virtio-blk-pci's is a child of the proxy
+    image = tmp_path / "disk.raw"
+    image.write_bytes(b"\0" * 2**20)
+    disk = Drive(node="disk0", path=image, format="raw", interface=interface)
+    config = VMConfig(kernel=guest.kernel, initrd=guest.initrd, append=[], drives=[disk])
+    with Machine(config, tmp_path / "logs") as vm:
+        vm.set_latency_histograms(disk, BOUNDARIES_NS)
+        stats = vm.blockstats("disk0")
+    histogram = Histogram.from_qmp(stats["wr_latency_histogram"], what=f"{interface} write histogram")
+    assert histogram.boundaries == BOUNDARIES_NS
+    assert "flush_latency_histogram" in stats and "rd_latency_histogram" in stats
