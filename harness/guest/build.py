@@ -45,7 +45,15 @@ from harness.guest.elf import (
     vmlinux_from_bzimage,
 )
 from harness.guest.packages import extract_deb, fetch_debs, repack_uncompressed
-from harness.guest.recipe import Log, PayloadPackage, Recipe, load_recipe, recipe_hash
+from harness.guest.recipe import (
+    Log,
+    PayloadPackage,
+    Recipe,
+    load_recipe,
+    read_recipe_file,
+    recipe_files,
+    recipe_hash,
+)
 from harness.paths import IMAGES_DIR, cache_dir
 from harness.proc import run
 
@@ -72,13 +80,14 @@ class Tree:
         self.root = root
 
     def host(self, guest_path: str) -> Path:
-        return self.root / guest_path.lstrip("/")
+        # normalised from the guest's root: '..' stops at the tree's top, never above it
+        return self.root / os.path.normpath("/" + guest_path).lstrip("/")
 
     def resolve(self, guest_path: str, *, depth: int = 0) -> str | None:
         """The guest path after following symlinks in every component, or None if missing."""
         if depth > 40:
             return None
-        parts = PurePosixPath("/" + guest_path.lstrip("/")).parts[1:]
+        parts = PurePosixPath(os.path.normpath("/" + guest_path)).parts[1:]
         current = PurePosixPath("/")
         for i, part in enumerate(parts):
             candidate = current / part
@@ -428,11 +437,12 @@ def _write_initramfs(
             w.add_symlink(guest, target)
         for link in _BUSYBOX_LINKS:
             w.add_symlink(link, "/bin/busybox")
-        w.add_file("init", (recipe_dir / "init").read_bytes(), 0o755)
-        wdir = recipe_dir / "workloads"
-        if wdir.is_dir():
-            for script in sorted(wdir.glob("*.sh")):
-                w.add_file(f"usr/share/diskbench/{script.name}", script.read_bytes(), 0o644)
+        # only regular files inside images/ (read_recipe_file refuses symlinks out of it)
+        w.add_file("init", read_recipe_file(recipe_dir, "init"), 0o755)
+        for name in recipe_files(recipe_dir):
+            script = PurePosixPath(name)
+            if script.parent.as_posix() == "workloads" and script.suffix == ".sh":
+                w.add_file(f"usr/share/diskbench/{script.name}", read_recipe_file(recipe_dir, name), 0o644)
         mod_root = f"lib/modules/{kversion}"
         for name, ko in modules:
             w.add_file(f"{mod_root}/{name}.ko", ko.read_bytes(), 0o644)
