@@ -237,6 +237,9 @@ def parse_policy(text: str, *, source: str = POLICY_FILE) -> Policy:
 
 
 def load_policy(path: Path) -> Policy:
+    # a checkout's policy.toml may be a pull request's symlink to a host file: read only the file
+    if path.is_symlink():
+        raise SpecError(f"policy {path} is a symlink: pass the policy file itself")
     text = read_input_text(path, what="policy", hint="pass a policy.toml such as the repository's own")
     return parse_policy(text, source=str(path))
 

@@ -7,10 +7,12 @@ test with QEMU holding it open.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from harness.errors import SpecError
-from harness.policy import DRIVE_OPTIONS, THROTTLE_VALUE_MAX, parse_policy
+from harness.policy import DRIVE_OPTIONS, THROTTLE_VALUE_MAX, load_policy, parse_policy
 
 SOURCE = "pr/policy.toml"
 NOT_ALLOWED = "is not a -drive option a policy may set"
@@ -114,3 +116,13 @@ def test_every_allowed_option_passes_at_its_bounds() -> None:
     assert len(policy.drive_options) == len(DRIVE_OPTIONS)
     assert dict(policy.drive_options)["throttling.bps-write"] == str(THROTTLE_VALUE_MAX)
     assert dict(policy.drive_options)["copy-on-read"] == "off"
+
+
+def test_a_policy_file_that_is_a_symlink_is_not_read(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.toml"
+    secret.write_text('[image]\nsize = "token-1234"\n')
+    link = tmp_path / "policy.toml"
+    link.symlink_to(secret)
+    with pytest.raises(SpecError) as caught:
+        load_policy(link)
+    assert caught.value.message == f"policy {link} is a symlink: pass the policy file itself"
