@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness import images
+from harness import confine, images
 from harness.errors import GuestBuildError, HarnessError, ProtocolError
 from harness.protocol import GuestReport, parse_ready, parse_report
 from harness.records import new_record, record_path, write_json_atomic
@@ -347,6 +347,7 @@ def run_cell(
             "smp": opts.smp,
             "boot_timeout_s": opts.boot_timeout_s,
             "workload_timeout_s": opts.workload_timeout_s,
+            "confinement": confine.describe(),
         },
         run_id=opts.run_id,
     )

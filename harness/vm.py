@@ -32,6 +32,7 @@ from typing import Any
 
 from qemu.qmp.legacy import QEMUMonitorProtocol
 
+from harness import confine
 from harness.errors import GuestPanic, GuestTimeout, VMBootError, VMError
 from harness.spec import SECRET_ID, Aio, Cache, Interface, secret_object
 
@@ -163,7 +164,7 @@ class VMConfig:
             "-display",
             "none",
             "-sandbox",
-            "on",
+            confine.SANDBOX,
             "-no-reboot",
             # keep QEMU alive after the guest powers off, to read its counters
             "-no-shutdown",
@@ -226,6 +227,7 @@ class Machine:
         self._events: list[dict[str, Any]] = []
         self._launched_at = 0.0
         self._shut_down = False
+        self._handoff = confine.Handoff(confine.Account("", os.geteuid(), os.getegid()))
 
     # -- lifecycle -------------------------------------------------------
     def __enter__(self) -> Machine:
@@ -258,7 +260,15 @@ class Machine:
         for path in (self.console_log, self.report_log):
             path.write_bytes(b"")
         self._qmp_path = qmp_path
-        self.argv = self.config.argv(qmp_path=qmp_path, console=self.console_log, report=self.report_log)
+        # QEMU runs unprivileged (harness.confine): it gets its files as descriptors
+        self._handoff = confine.Handoff(confine.account())
+        self._handoff.directory(self._tmp)
+        argv = confine.handed_config(self.config, self._handoff).argv(
+            qmp_path=qmp_path,
+            console=Path(self._handoff.output(self.console_log)),
+            report=Path(self._handoff.output(self.report_log)),
+        )
+        self.argv = [argv[0], *self._handoff.qemu_args(), *argv[1:]]
 
     def _launch(self) -> None:
         self._stderr_file = open(self.stderr_log, "wb")  # noqa: SIM115 - closed in shutdown
@@ -271,6 +281,7 @@ class Machine:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group, to reap it whole
                 preexec_fn=_die_with_parent,
+                **self._handoff.popen_kwargs(),
             )
         except FileNotFoundError as exc:
             raise VMBootError(
@@ -339,6 +350,7 @@ class Machine:
         if self._stderr_file is not None:
             self._stderr_file.close()
             self._stderr_file = None
+        self._handoff.close()
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
