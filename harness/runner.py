@@ -22,6 +22,7 @@ from harness.errors import GuestBuildError, HarnessError, ProtocolError
 from harness.protocol import GuestReport, parse_ready, parse_report
 from harness.records import new_record, record_path, write_json_atomic
 from harness.spec import Aio, CacheState, Cell, Interface, Workload
+from harness.untrusted import clean_sample
 from harness.vm import PAYLOAD_SERIAL, Drive, Machine, VMConfig
 from harness.workloads import parse_outputs
 
@@ -301,7 +302,8 @@ def run_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: 
     finally:
         if not opts.keep_images:
             image_path.unlink(missing_ok=True)
-    return sample
+    # the guest's and the logs' text is untrusted: capped and made inert before it is stored
+    return clean_sample(sample)
 
 
 def _tail_of(path: Path, max_chars: int = 3000) -> str:

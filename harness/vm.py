@@ -42,6 +42,9 @@ PAYLOAD_SERIAL = "diskbench-payload"
 PANIC_MARKERS = ("Kernel panic - not syncing", "---[ end Kernel panic")
 POLL_S = 0.02
 TMP_PREFIX = "diskbench-vm-"
+# the report channel is the guest's: read it in bounded chunks, keep a bounded number of events
+REPORT_READ_BYTES = 1024 * 1024
+MAX_EVENTS = 1000
 PR_SET_PDEATHSIG = 1
 
 
@@ -398,12 +401,16 @@ class Machine:
         try:
             with open(self.report_log, "rb") as fh:
                 fh.seek(self._report_offset)
-                chunk = fh.read()
+                chunk = fh.read(REPORT_READ_BYTES)
         except FileNotFoundError:
             return
         self._report_offset += len(chunk)
         self._report_buf += chunk
         *lines, self._report_buf = self._report_buf.split(b"\n")
+        if len(self._report_buf) > REPORT_READ_BYTES:
+            # a line without end from the guest: garbage, never a growing buffer
+            lines.append(self._report_buf[:500])
+            self._report_buf = b""
         for raw in lines:
             text = raw.decode("utf-8", "replace").strip()
             if not text:
@@ -414,6 +421,8 @@ class Machine:
                 event = {"event": "garbage", "line": text[:500]}
             if not isinstance(event, dict):
                 event = {"event": "garbage", "line": text[:500]}
+            if len(self._events) >= MAX_EVENTS:
+                continue  # a flooding guest: what it sent first is evidence enough
             self._events.append(event)
 
     def _panicked(self) -> bool:
