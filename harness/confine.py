@@ -101,6 +101,24 @@ def account() -> Account:
     return Account(ACCOUNT, entry.pw_uid, entry.pw_gid, tuple(groups))
 
 
+def device_problem(path: str, acct: Account) -> str | None:
+    """Why ``acct`` cannot open the device ``path`` read-write (``/dev/kvm``), or None."""
+    if not acct.switches:
+        return None
+    st = os.stat(path)
+    mode = st.st_mode
+    if (
+        mode & 0o006 == 0o006
+        or (st.st_uid == acct.uid and mode & 0o600 == 0o600)
+        or ((st.st_gid == acct.gid or st.st_gid in acct.groups) and mode & 0o060 == 0o060)
+    ):
+        return None
+    return (
+        f"{path} cannot be opened by {acct.name}, which runs QEMU (mode {mode & 0o777:o}, group "
+        f"{st.st_gid}): make it group kvm, mode 660, and the account a member of kvm ({SETUP_HINT})"
+    )
+
+
 def describe() -> dict[str, Any]:
     """The record's line on who ran QEMU and qemu-img (never raises: a record is written anyway)."""
     try:

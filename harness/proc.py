@@ -77,6 +77,12 @@ def run(
             f"{args[0]}: command not found; run scripts/setup.sh to install it",
             argv=args,
         ) from exc
+    except PermissionError as exc:
+        raise error_cls(
+            f"{args[0]}: cannot be run ({exc.strerror}): make it and its directories readable and "
+            "executable by the user that runs it (see harness/confine.py)",
+            argv=args,
+        ) from exc
     except subprocess.TimeoutExpired as exc:
         raise error_cls(
             f"{args[0]} did not finish within {timeout_s} s",

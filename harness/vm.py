@@ -291,6 +291,12 @@ class Machine:
                 f"{self.argv[0]}: not found; run scripts/setup.sh or set DISKBENCH_QEMU",
                 argv=self.argv,
             ) from exc
+        except PermissionError as exc:
+            raise VMBootError(
+                f"{self.argv[0]}: {self._handoff.account.name or 'this user'} cannot run it "
+                f"({exc.strerror}): make it and its directories readable and executable by that account",
+                argv=self.argv,
+            ) from exc
 
     def _post_launch(self, *, qmp_timeout_s: float = 30.0) -> None:
         # QEMU creates the listening socket before it starts the guest; wait

@@ -8,6 +8,7 @@ file that no parser stopped.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 
 from harness import confine, images
-from harness.errors import VMBootError
+from harness.errors import ImageError, VMBootError
 from harness.records import load_record
 from harness.session import run_cells
 from harness.spec import make_cell
@@ -113,3 +114,18 @@ def test_the_record_says_who_ran_qemu_and_with_which_sandbox(
         "runs": ["qemu-system", "qemu-img"],
         "sandbox": confine.SANDBOX,
     }
+
+
+def test_qemu_img_runs_as_the_account_too(tmp_path: Path, disk_dir: Path) -> None:
+    # a qemu-img only root can reach (under the test's 0700 temp dir): the account cannot run it
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    os.chmod(tmp_path, 0o700)
+    qemu_img = private / "qemu-img"
+    qemu_img.write_bytes(Path(shutil.which("qemu-img") or "/usr/bin/qemu-img").read_bytes())
+    qemu_img.chmod(0o755)
+    disk_dir.mkdir(parents=True, exist_ok=True)
+    with pytest.raises(ImageError) as caught:
+        images.create(disk_dir / "d.raw", make_cell(format="raw", workload="dd", dd_mib=8, size="256M").image,
+                      qemu_img=str(qemu_img))  # fmt: skip
+    assert f"{qemu_img}: cannot be run (Permission denied)" in caught.value.message
