@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from harness import untrusted
@@ -88,3 +89,18 @@ def test_a_line_without_end_is_garbage_not_a_growing_buffer(tmp_path: Path) -> N
         vm._read_events()
     assert len(vm._report_buf) <= REPORT_READ_BYTES
     assert vm.garbage() and all(len(line) <= 500 for line in vm.garbage())
+
+
+def test_the_reports_markdown_makes_guest_text_inert() -> None:
+    from harness.report_html import Bullets, Heading, Para, to_markdown
+
+    reason = (
+        "guest workload failed: <img src=//t.example/x> [click](https://evil.example) *b* `c`|\n# H\x1b[2J"
+    )
+    md = to_markdown([Heading(3, "Failed samples"), Bullets((f"cell sample 0: {reason}",)), Para(reason)], {})
+    assert "<img" not in md and "https://" not in md and "\x1b" not in md
+    assert not re.search(r"(?<!\\)\]\(", md), "no link or image: every ] is escaped"
+    assert "&lt;img src=//t.example/x&gt;" in md
+    assert "\\[click\\]" in md and "\\*b\\*" in md and "\\`c\\`\\|" in md
+    bullet = next(line for line in md.splitlines() if line.startswith("- "))
+    assert bullet.endswith("\\# H"), "one line: the reason cannot start a heading"
