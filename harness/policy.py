@@ -218,6 +218,7 @@ def parse_policy(text: str, *, source: str = POLICY_FILE) -> Policy:
     if not isinstance(options, dict):
         raise SpecError(f"{source}: [drive.options] must be a table of -drive options")
     drive_options = tuple(_option(k, v, source) for k, v in _flatten(options, source=source).items())
+    _check_throttling(dict(drive_options), source)
     description = data.get("description", "")
     if not isinstance(description, str):
         raise SpecError(f"{source}: description must be a string")
@@ -288,6 +289,35 @@ def _flatten(options: Mapping[str, Any], prefix: str = "", *, source: str) -> di
                 )
             flat[full] = item
     return flat
+
+
+def _check_throttling(options: Mapping[str, str], source: str) -> None:
+    """QEMU's own rules for a throttle (util/throttle.c), checked here so a bad one is exit 2, not a boot failure."""
+
+    def value(name: str) -> int:
+        return int(options.get(f"throttling.{name}", "0"))
+
+    where = f"{source}: [drive.options]"
+    for kind in ("bps", "iops"):
+        for suffix in ("", "-max"):
+            total = value(f"{kind}-total{suffix}")
+            if total and (value(f"{kind}-read{suffix}") or value(f"{kind}-write{suffix}")):
+                raise SpecError(
+                    f"{where} throttling.{kind}-total{suffix} and throttling.{kind}-read{suffix}/"
+                    f"-write{suffix} cannot be used together: set the total or the read and write limits"
+                )
+        for op in ("total", "read", "write"):
+            name = f"{kind}-{op}"
+            avg, peak = value(name), value(f"{name}-max")
+            length = options.get(f"throttling.{name}-max-length")
+            if peak and not avg:
+                raise SpecError(f"{where} throttling.{name}-max needs throttling.{name}: set both")
+            if peak and peak < avg:
+                raise SpecError(f"{where} throttling.{name}-max = {peak} is below throttling.{name} = {avg}")
+            if length is not None and int(length) > 1 and not peak:
+                raise SpecError(
+                    f"{where} throttling.{name}-max-length needs throttling.{name}-max: set the burst rate"
+                )
 
 
 def _option(name: str, value: Any, source: str) -> tuple[str, str]:

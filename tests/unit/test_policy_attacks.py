@@ -108,14 +108,19 @@ def test_image_and_drive_values_cannot_carry_another_option(text: str, key: str)
 
 
 def test_every_allowed_option_passes_at_its_bounds() -> None:
-    lines = []
     for rule in DRIVE_OPTIONS.values():
         value = f'"{rule.choices[-1]}"' if rule.choices else str(rule.maximum)
-        lines.append(f'"{rule.name}" = {value}')
-    policy = parse_policy("[drive.options]\n" + "\n".join(lines) + "\n", source=SOURCE)
-    assert len(policy.drive_options) == len(DRIVE_OPTIONS)
-    assert dict(policy.drive_options)["throttling.bps-write"] == str(THROTTLE_VALUE_MAX)
-    assert dict(policy.drive_options)["copy-on-read"] == "off"
+        lines = [f'"{rule.name}" = {value}']
+        # a burst needs its rate, a burst length its burst (QEMU's rules)
+        base = rule.name.removesuffix("-length").removesuffix("-max")
+        if base != rule.name:
+            lines.append(f'"{base}" = {THROTTLE_VALUE_MAX}')
+        if rule.name.endswith("-max-length"):
+            lines.append(f'"{base}-max" = {THROTTLE_VALUE_MAX}')
+        policy = parse_policy("[drive.options]\n" + "\n".join(lines) + "\n", source=SOURCE)
+        assert dict(policy.drive_options)[rule.name] == value.strip('"')
+    policy = parse_policy('[drive.options]\n"copy-on-read" = false\n', source=SOURCE)
+    assert policy.drive_options == (("copy-on-read", "off"),)
 
 
 def test_a_policy_file_that_is_a_symlink_is_not_read(tmp_path: Path) -> None:
@@ -126,3 +131,38 @@ def test_a_policy_file_that_is_a_symlink_is_not_read(tmp_path: Path) -> None:
     with pytest.raises(SpecError) as caught:
         load_policy(link)
     assert caught.value.message == f"policy {link} is a symlink: pass the policy file itself"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            '"throttling.bps-total" = 10\n"throttling.bps-write" = 5',
+            "throttling.bps-total and throttling.bps-read/-write cannot be used together",
+        ),
+        (
+            '"throttling.iops-total-max" = 10\n"throttling.iops-read-max" = 5\n"throttling.iops-total" = 1',
+            "throttling.iops-total-max and throttling.iops-read-max/-write-max cannot be used together",
+        ),
+        ('"throttling.bps-write-max" = 10', "throttling.bps-write-max needs throttling.bps-write"),
+        (
+            '"throttling.bps-write" = 10\n"throttling.bps-write-max" = 5',
+            "throttling.bps-write-max = 5 is below throttling.bps-write = 10",
+        ),
+        (
+            '"throttling.iops-read" = 10\n"throttling.iops-read-max-length" = 5',
+            "throttling.iops-read-max-length needs throttling.iops-read-max",
+        ),
+    ],
+)
+def test_a_throttle_qemu_would_refuse_is_refused_here(options: str, message: str) -> None:
+    assert message in refused(f"[drive.options]\n{options}\n")
+
+
+def test_a_burst_with_its_rate_and_length_is_accepted() -> None:
+    policy = parse_policy(
+        '[drive.options]\n"throttling.bps-write" = 10\n"throttling.bps-write-max" = 20\n'
+        '"throttling.bps-write-max-length" = 5\n"throttling.iops-read" = 100\n',
+        source=SOURCE,
+    )
+    assert dict(policy.drive_options)["throttling.bps-write-max-length"] == "5"
