@@ -298,23 +298,10 @@ def make_standin_qemu(repo: Path, calls: Path) -> str:
     return commit_all(repo, "stand-in QEMU")
 
 
-@pytest.fixture
-def reachable(tmp_path: Path) -> Iterator[Path]:
-    """A directory the QEMU account can reach: pytest's temp dirs are their owner's only (0700)."""
-    if os.geteuid() != 0:
-        yield tmp_path
-        return
-    path = Path(tempfile.mkdtemp(prefix="diskbench-history-", dir="/var/tmp"))
-    path.chmod(0o755)
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-
-
 def test_qemu_config_builds_each_commit_and_the_suite_runs_its_binaries(
-    history_env: Path, tmp_path: Path, reachable: Path
+    history_env: Path, tmp_path: Path, qemu_reachable_dir: Path
 ) -> None:
+    reachable = qemu_reachable_dir
     # the commit's QEMU is built under the project: where the harness's QEMU account can run it
     project = copy_project(reachable / "project")
     calls_log = reachable / "calls.log"
