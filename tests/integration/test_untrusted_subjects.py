@@ -60,3 +60,62 @@ def test_sweep_refuses_a_policy_that_reaches_a_host_file_before_anything_runs(
     # nothing ran: no image was created, no record or log written
     assert not results.exists()
     assert not disk_dir.exists() or not any(disk_dir.iterdir())
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, timeout=120
+    ).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def hostile_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A clone of this repository with a hostile head per attack: tags ``policy`` and ``symlink``."""
+    path = tmp_path_factory.mktemp("hostile") / "repo"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(path)], check=True, timeout=300)
+    git(path, "config", "user.email", "test@diskbench.invalid")
+    git(path, "config", "user.name", "diskbench test")
+    git(path, "tag", "base")
+    policy = path / "policy.toml"
+    policy.write_text(
+        policy.read_text().replace(
+            "[drive.options]\n", "[drive.options]\n" + SHADOW_POLICY.split("\n", 4)[4], 1
+        )
+    )
+    git(path, "commit", "-q", "-am", "policy: a backing file")
+    git(path, "tag", "policy")
+    git(path, "checkout", "-q", "base")
+    (path / "images" / "workloads" / "evil.sh").symlink_to("/etc/shadow")
+    git(path, "add", "images/workloads/evil.sh")
+    git(path, "commit", "-q", "-m", "images: a workload that is /etc/shadow")
+    git(path, "tag", "symlink")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("head", "message"),
+    [
+        ("policy", "[drive.options] 'backing.driver' is not a -drive option a policy may set"),
+        ("symlink", "images/workloads/evil.sh is a symlink to /etc/shadow, outside images/"),
+    ],
+)
+def test_a_gate_refuses_a_hostile_head_with_exit_2_before_anything_runs(
+    guest: Any, hostile_repo: Path, tmp_path: Path, disk_dir: Path, head: str, message: str
+) -> None:
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "harness", "gate", "--repo", str(hostile_repo), "--base", "base",
+            "--head", head, "--out", str(out), "--accel", "tcg", "--no-canary",
+            "--work-dir", str(disk_dir), "--results-dir", str(tmp_path / "results"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=REPO,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (out / "comparison.json").exists()
+    assert not disk_dir.exists() or not any(disk_dir.glob("*.qcow2")), "no image was created"
