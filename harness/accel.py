@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness import confine
 from harness.errors import AccelError, UsageError, VMError
 from harness.machine import boot_id, tool_version
 from harness.paths import cache_dir
@@ -39,7 +40,7 @@ def kvm_device_problem(dev: str = "/dev/kvm") -> str | None:
     except OSError as exc:
         return f"{dev} cannot be opened: {exc.strerror} (add this user to the kvm group)"
     os.close(fd)
-    return None
+    return confine.device_problem(dev, confine.account())
 
 
 def probe_kvm(kernel: Path, initrd: Path, *, timeout_s: float = KVM_PROBE_TIMEOUT_S) -> str | None:

@@ -6,7 +6,7 @@ import tempfile
 from functools import lru_cache
 from pathlib import Path
 
-from harness import proc
+from harness import confine, proc
 from harness.errors import CommandError
 from harness.spec import Aio, Cache, Cell
 from harness.vm import qemu_binary
@@ -22,14 +22,20 @@ def aio_problem(qemu: str, aio: Aio, cache: Cache, work_dir: Path) -> str | None
     stdin: the drive is opened exactly as a sample would open it, in a
     second, without a guest.
     """
-    with tempfile.TemporaryDirectory(prefix=".diskbench-aio-", dir=work_dir) as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix=".diskbench-aio-", dir=work_dir) as tmp,
+        confine.Handoff(confine.account()) as handoff,  # as the samples' QEMU runs
+    ):
         image = Path(tmp) / "probe.raw"
+        name = handoff.write(image, create=True)
         image.write_bytes(bytes(1024 * 1024))
-        drive = f"if=none,id=d,file={image},format=raw,aio={aio.value},cache={cache.value}"
+        drive = f"if=none,id=d,file={name},format=raw,aio={aio.value},cache={cache.value}"
         argv = [qemu, "-machine", "none", "-nodefaults", "-display", "none", "-S",
                 "-qmp", "stdio", "-drive", drive]  # fmt: skip
         try:
-            result = proc.run(argv, timeout_s=60, check=False, input_text=_QMP_QUIT)
+            result = proc.run(
+                argv, timeout_s=60, check=False, input_text=_QMP_QUIT, confined=handoff.popen_kwargs()
+            )
         except CommandError as exc:
             return exc.message
     if result.ok:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import proc
+from harness import confine, proc
 from harness.errors import CommandError, ImageError, UsageError
 from harness.spec import SECRET_ID, Cache, Format, ImageSpec, secret_object
 
@@ -121,20 +121,21 @@ def create(path: Path, spec: ImageSpec, *, qemu_img: str | None = None) -> Creat
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists():
         path.unlink()
-    argv = [
-        qemu_img or qemu_img_binary(),
-        "create",
-        "-q",
-        *(["--object", secret_object()] if spec.encrypted else []),
-        "-f",
-        spec.format.value,
-        "-o",
-        ",".join(spec.create_options()),
-        str(path),
-        str(spec.size),
-    ]
     start = time.monotonic()
-    proc.run(argv, timeout_s=3600, error_cls=ImageError)
+    with confine.Handoff(confine.account()) as handoff:
+        argv = [
+            qemu_img or qemu_img_binary(),
+            "create",
+            "-q",
+            *(["--object", secret_object()] if spec.encrypted else []),
+            "-f",
+            spec.format.value,
+            "-o",
+            ",".join(spec.create_options()),
+            handoff.write(path, create=True),
+            str(spec.size),
+        ]
+        proc.run(argv, timeout_s=3600, error_cls=ImageError, confined=handoff.popen_kwargs())
     if spec.written:
         try:
             write_zeros(path, spec.size)
@@ -151,11 +152,13 @@ def create(path: Path, spec: ImageSpec, *, qemu_img: str | None = None) -> Creat
 
 
 def info(path: Path, *, qemu_img: str | None = None) -> dict[str, Any]:
-    result = proc.run(
-        [qemu_img or qemu_img_binary(), "info", "-U", "--output=json", str(path)],
-        timeout_s=60,
-        error_cls=ImageError,
-    )
+    with confine.Handoff(confine.account()) as handoff:
+        result = proc.run(
+            [qemu_img or qemu_img_binary(), "info", "-U", "--output=json", handoff.read(path)],
+            timeout_s=60,
+            error_cls=ImageError,
+            confined=handoff.popen_kwargs(),
+        )
     data: dict[str, Any] = json.loads(result.stdout)
     return data
 
@@ -164,17 +167,19 @@ def mapped_bytes(
     path: Path, fmt: Format, *, qemu_img: str | None = None, encrypted: bool = False
 ) -> dict[str, int]:
     """What ``qemu-img map`` says is data vs zero, in guest-visible bytes."""
-    result = proc.run(
-        [
-            qemu_img or qemu_img_binary(),
-            "map",
-            "-U",
-            "--output=json",
-            *image_args(path, fmt, encrypted=encrypted),
-        ],
-        timeout_s=300,
-        error_cls=ImageError,
-    )
+    with confine.Handoff(confine.account()) as handoff:
+        result = proc.run(
+            [
+                qemu_img or qemu_img_binary(),
+                "map",
+                "-U",
+                "--output=json",
+                *image_args(Path(handoff.read(path)), fmt, encrypted=encrypted),
+            ],
+            timeout_s=300,
+            error_cls=ImageError,
+            confined=handoff.popen_kwargs(),
+        )
     data = 0
     zero = 0
     for extent in json.loads(result.stdout):
@@ -187,17 +192,19 @@ def mapped_bytes(
 
 def check(path: Path, fmt: Format, *, qemu_img: str | None = None, encrypted: bool = False) -> CheckResult:
     """``qemu-img check --output=json``; exit codes are figures, not failures."""
-    result = proc.run(
-        [
-            qemu_img or qemu_img_binary(),
-            "check",
-            "--output=json",
-            *image_args(path, fmt, encrypted=encrypted),
-        ],
-        timeout_s=600,
-        check=False,
-        error_cls=ImageError,
-    )
+    with confine.Handoff(confine.account()) as handoff:
+        result = proc.run(
+            [
+                qemu_img or qemu_img_binary(),
+                "check",
+                "--output=json",
+                *image_args(Path(handoff.read(path)), fmt, encrypted=encrypted),
+            ],
+            timeout_s=600,
+            check=False,
+            error_cls=ImageError,
+            confined=handoff.popen_kwargs(),
+        )
     report: dict[str, Any] = {}
     if result.stdout.strip().startswith("{"):
         try:

@@ -55,27 +55,83 @@ KEY_TYPES: Mapping[str, tuple[type, ...]] = {
     "interface": (str,),
 }
 
-# ``-drive`` option names and values: no commas or '=' in values, so an option
-# cannot smuggle in another one.
-_OPTION_NAME = re.compile(r"^[a-z][a-z0-9-]*(\.[a-z0-9][a-z0-9-]*)*$")
-_OPTION_VALUE = re.compile(r"^[A-Za-z0-9._/+-]+$")
-# Options the harness sets from the cell, or that would change which file or format is
-# attached, or where writes go.  Reserved with every sub-option ("cache.direct" would undo
-# cache=none), also under the protocol node "file." ("file.filename", "file.aio").
-_RESERVED = {
-    "format",
-    "if",
-    "id",
-    "cache",
-    "aio",
-    "readonly",
-    "read-only",
-    "node-name",
-    "driver",
-    "serial",
-    "snapshot",
-    "filename",
+#: QEMU's largest throttling value (``THROTTLE_VALUE_MAX``, include/qemu/throttle.h).
+THROTTLE_VALUE_MAX = 1_000_000_000_000_000
+
+ON_OFF = ("on", "off")
+
+
+@dataclass(frozen=True)
+class OptionRule:
+    """One ``-drive`` option a policy may set: its value is a number in a range or one of a set.
+
+    A pull request's policy is untrusted input that reaches QEMU's command
+    line, so every option is on this list with its values checked; anything
+    else (``file.*``, ``backing.*``, ``driver``, ``json:`` filenames, any other
+    node option) is refused by name before anything runs.
+    """
+
+    name: str
+    choices: tuple[str, ...] = ()  # the values allowed, as QEMU spells them
+    minimum: int | None = None  # a number from minimum to maximum when choices is empty
+    maximum: int | None = None
+    why: str = ""
+
+    def value(self, raw: Any, source: str) -> str:
+        """The value as QEMU is given it; a bad one is a SpecError naming the option."""
+        where = f"{source}: [drive.options] {self.name} = {_shown(raw)}"
+        if self.choices:
+            text = ("on" if raw else "off") if isinstance(raw, bool) and "on" in self.choices else raw
+            if not isinstance(text, str) or text not in self.choices:
+                raise SpecError(f"{where}: use one of {', '.join(self.choices)}")
+            return text
+        if not isinstance(raw, int) or isinstance(raw, bool):
+            raise SpecError(f"{where}: use a number from {self.minimum} to {self.maximum}")
+        assert self.minimum is not None and self.maximum is not None
+        if not self.minimum <= raw <= self.maximum:
+            raise SpecError(f"{where}: use a number from {self.minimum} to {self.maximum}")
+        return str(raw)
+
+
+def _throttle_rules() -> list[OptionRule]:
+    rules = []
+    for kind in ("bps", "iops"):
+        for op in ("total", "read", "write"):
+            base = f"throttling.{kind}-{op}"
+            rules.append(OptionRule(base, minimum=0, maximum=THROTTLE_VALUE_MAX, why="a limit; 0 is none"))
+            rules.append(OptionRule(f"{base}-max", minimum=0, maximum=THROTTLE_VALUE_MAX, why="burst"))
+            rules.append(OptionRule(f"{base}-max-length", minimum=1, maximum=THROTTLE_VALUE_MAX, why="s"))
+    rules.append(OptionRule("throttling.iops-size", minimum=0, maximum=THROTTLE_VALUE_MAX))
+    return rules
+
+
+#: Every ``-drive`` option a storage policy may set: what libvirt's and other platforms'
+#: disk settings map to.  The harness sets file, format, cache, aio, if and id from the
+#: cell (``write-cache`` and ``cache.*`` would undo the cell's cache mode); nothing that
+#: names another file, node or driver is here.
+DRIVE_OPTIONS: Mapping[str, OptionRule] = {
+    rule.name: rule
+    for rule in [
+        *_throttle_rules(),
+        OptionRule("detect-zeroes", ("off", "on", "unmap")),
+        OptionRule("discard", ("ignore", "unmap", "off", "on")),
+        OptionRule("copy-on-read", ON_OFF),
+        # what the device does on an IO error (libvirt's error_policy / rerror_policy)
+        OptionRule("werror", ("report", "ignore", "enospc", "stop")),
+        OptionRule("rerror", ("report", "ignore", "stop")),
+        # qcow2's metadata caches, the format's main tuning knob (bytes; 32 MiB covers 256 GiB
+        # of 64K clusters): a qcow2-only option, which QEMU refuses for a raw cell
+        OptionRule("l2-cache-size", minimum=0, maximum=1 << 32),
+        OptionRule("refcount-cache-size", minimum=0, maximum=1 << 32),
+        OptionRule("cache-clean-interval", minimum=0, maximum=(1 << 32) - 1),
+    ]
 }
+
+
+def _shown(value: Any) -> str:
+    """A value for an error message: repr, cut short (it comes from the file under test)."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 @dataclass(frozen=True)
@@ -162,6 +218,7 @@ def parse_policy(text: str, *, source: str = POLICY_FILE) -> Policy:
     if not isinstance(options, dict):
         raise SpecError(f"{source}: [drive.options] must be a table of -drive options")
     drive_options = tuple(_option(k, v, source) for k, v in _flatten(options, source=source).items())
+    _check_throttling(dict(drive_options), source)
     description = data.get("description", "")
     if not isinstance(description, str):
         raise SpecError(f"{source}: description must be a string")
@@ -181,6 +238,9 @@ def parse_policy(text: str, *, source: str = POLICY_FILE) -> Policy:
 
 
 def load_policy(path: Path) -> Policy:
+    # a checkout's policy.toml may be a pull request's symlink to a host file: read only the file
+    if path.is_symlink():
+        raise SpecError(f"policy {path} is a symlink: pass the policy file itself")
     text = read_input_text(path, what="policy", hint="pass a policy.toml such as the repository's own")
     return parse_policy(text, source=str(path))
 
@@ -192,7 +252,14 @@ def _table(data: Mapping[str, Any], key: str, source: str) -> dict[str, Any]:
     return dict(value)
 
 
+#: What an [image] or [drive] string may hold: a value such as "qcow2", "64K", "1.1", "virtio-blk".
+_PLAIN_VALUE = re.compile(r"[A-Za-z0-9._-]{1,32}")
+
+
 def _check_type(table: str, key: str, value: Any, source: str) -> None:
+    if isinstance(value, str) and not _PLAIN_VALUE.fullmatch(value):
+        # a comma would add a qemu-img or -drive option, a newline would forge log lines
+        raise SpecError(f"{source}: [{table}] {key} = {_shown(value)}: use letters, digits and . _ - only")
     allowed = KEY_TYPES[key]
     ok = (
         isinstance(value, bool)
@@ -224,34 +291,45 @@ def _flatten(options: Mapping[str, Any], prefix: str = "", *, source: str) -> di
     return flat
 
 
-def _reserved(name: str) -> bool:
-    parts = name.split(".")
-    if parts[0] == "file":
-        if len(parts) == 1:
-            return True
-        parts = parts[1:]
-    return parts[0] in _RESERVED
+def _check_throttling(options: Mapping[str, str], source: str) -> None:
+    """QEMU's own rules for a throttle (util/throttle.c), checked here so a bad one is exit 2, not a boot failure."""
+
+    def value(name: str) -> int:
+        return int(options.get(f"throttling.{name}", "0"))
+
+    where = f"{source}: [drive.options]"
+    for kind in ("bps", "iops"):
+        for suffix in ("", "-max"):
+            total = value(f"{kind}-total{suffix}")
+            if total and (value(f"{kind}-read{suffix}") or value(f"{kind}-write{suffix}")):
+                raise SpecError(
+                    f"{where} throttling.{kind}-total{suffix} and throttling.{kind}-read{suffix}/"
+                    f"-write{suffix} cannot be used together: set the total or the read and write limits"
+                )
+        for op in ("total", "read", "write"):
+            name = f"{kind}-{op}"
+            avg, peak = value(name), value(f"{name}-max")
+            length = options.get(f"throttling.{name}-max-length")
+            if peak and not avg:
+                raise SpecError(f"{where} throttling.{name}-max needs throttling.{name}: set both")
+            if peak and peak < avg:
+                raise SpecError(f"{where} throttling.{name}-max = {peak} is below throttling.{name} = {avg}")
+            if length is not None and int(length) > 1 and not peak:
+                raise SpecError(
+                    f"{where} throttling.{name}-max-length needs throttling.{name}-max: set the burst rate"
+                )
 
 
 def _option(name: str, value: Any, source: str) -> tuple[str, str]:
-    if not _OPTION_NAME.match(name):
+    rule = DRIVE_OPTIONS.get(name)
+    if rule is None:
         raise SpecError(
-            f"{source}: [drive.options] {name!r} is not an extra -drive option: "
-            "use names such as throttling.bps-write, detect-zeroes, discard"
+            f"{source}: [drive.options] {_shown(name)} is not a -drive option a policy may set: use "
+            "throttling.* (bps-write, iops-total, ...), detect-zeroes, discard, copy-on-read, werror, "
+            "rerror, l2-cache-size, refcount-cache-size or cache-clean-interval"
         )
-    if _reserved(name):
+    if not isinstance(value, bool | int | str):
         raise SpecError(
-            f"{source}: [drive.options] {name!r} is set by the harness or changes which image is "
-            "attached: set format, cache and aio under [image] and [drive], or drop it"
+            f"{source}: [drive.options] {name} = {_shown(value)}: use a number, a string or true/false"
         )
-    if isinstance(value, bool):
-        text = "on" if value else "off"
-    elif isinstance(value, int | str):
-        text = str(value)
-    else:
-        raise SpecError(f"{source}: [drive.options] {name} = {value!r}: use a number, a string or true/false")
-    if not _OPTION_VALUE.match(text):
-        raise SpecError(
-            f"{source}: [drive.options] {name} = {text!r}: use letters, digits and . _ / + - only"
-        )
-    return name, text
+    return name, rule.value(value, source)

@@ -8,6 +8,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harness.errors import CommandError
 
@@ -35,6 +36,7 @@ def run(
     input_text: str | None = None,
     error_cls: type[CommandError] = CommandError,
     log_path: Path | None = None,
+    confined: Mapping[str, Any] | None = None,
 ) -> CommandResult:
     """Run ``argv`` (never through a shell) and return what it did.
 
@@ -43,8 +45,11 @@ def run(
     exit code and the tail of stderr.  With ``log_path``, stdout and stderr
     are appended to that file as they come (a long command can be followed
     there) instead of being captured; the result's ``stderr`` is then the
-    tail of what this command wrote.
+    tail of what this command wrote.  ``confined`` holds the extra
+    ``subprocess`` arguments of :meth:`harness.confine.Handoff.popen_kwargs`
+    (the account to run as, the descriptors it inherits).
     """
+    extra = dict(confined or {})
     args = [os.fspath(a) for a in argv]
     full_env = None
     if env is not None:
@@ -63,12 +68,19 @@ def run(
                 cwd=cwd,
                 input=input_text,
                 check=False,
+                **extra,
             )
         else:
-            proc = _run_logged(args, log_path, timeout_s=timeout_s, env=full_env, cwd=cwd)
+            proc = _run_logged(args, log_path, timeout_s=timeout_s, env=full_env, cwd=cwd, extra=extra)
     except FileNotFoundError as exc:
         raise error_cls(
             f"{args[0]}: command not found; run scripts/setup.sh to install it",
+            argv=args,
+        ) from exc
+    except PermissionError as exc:
+        raise error_cls(
+            f"{args[0]}: cannot be run ({exc.strerror}): make it and its directories readable and "
+            "executable by the user that runs it (see harness/confine.py)",
             argv=args,
         ) from exc
     except subprocess.TimeoutExpired as exc:
@@ -102,6 +114,7 @@ def _run_logged(
     timeout_s: float | None,
     env: Mapping[str, str] | None,
     cwd: str | os.PathLike[str] | None,
+    extra: Mapping[str, Any] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("ab") as fh:
@@ -118,6 +131,7 @@ def _run_logged(
                 env=env,
                 cwd=cwd,
                 check=False,
+                **(extra or {}),
             )
         finally:
             fh.flush()

@@ -47,6 +47,7 @@ from harness.records import load_record
 from harness.spec import Cell
 from harness.stats import Stats
 from harness.sweep import canonical
+from harness.untrusted import clean_line
 from harness.workloads import Metric, metric_info
 
 # what makes records one series (machine identity and guest size)
@@ -741,17 +742,29 @@ def to_text(blocks: Sequence[Block]) -> str:
     return "\n".join(lines).lstrip("\n") + "\n"
 
 
+# markdown and HTML syntax characters, backslash-escaped or as entities so they render as themselves
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~#!])")
+
+
 def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|")
+    """Text from records (guest output, reasons, a pull request's preset) as inert markdown.
+
+    One line, no control or bidi characters, no HTML tag, link, image, code span, emphasis or
+    table break; ``://`` is broken with a zero-width space so no bare URL becomes a link.
+    """
+    text = clean_line(str(text), max_chars=2000)
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MD_SPECIAL.sub(r"\\\1", text).replace("://", ":&#8203;//")
 
 
 def to_markdown(blocks: Sequence[Block], images: Mapping[str, str]) -> str:
     out: list[str] = []
     for block in blocks:
         if isinstance(block, Heading):
-            out.append("#" * block.level + " " + block.text)
+            out.append("#" * block.level + " " + _md_cell(block.text))
         elif isinstance(block, Para):
-            out.append(f"> **{block.text}**" if block.kind == "loud" else block.text)
+            text = _md_cell(block.text)
+            out.append(f"> **{text}**" if block.kind == "loud" else text)
         elif isinstance(block, Bullets):
             out.append("\n".join(f"- {_md_cell(item)}" for item in block.items))
         elif isinstance(block, Table):
@@ -777,7 +790,7 @@ def to_markdown(blocks: Sequence[Block], images: Mapping[str, str]) -> str:
                 lines += ["", f"*{_md_cell(block.caption)}*"]
             out.append("\n".join(lines))
         elif isinstance(block, Chart):
-            out.append(f"![{block.chart.title}]({images[block.name]})")
+            out.append(f"![{_md_cell(block.chart.title)}]({images[block.name]})")
     return "\n\n".join(out) + "\n"
 
 

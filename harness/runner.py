@@ -17,12 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness import images
+from harness import confine, images
 from harness.errors import GuestBuildError, HarnessError, ProtocolError
 from harness.latency import BOUNDARIES_NS, histograms_from_blockstats, latency_metrics
 from harness.protocol import GuestReport, parse_ready, parse_report
 from harness.records import new_record, record_path, write_json_atomic
 from harness.spec import Aio, CacheState, Cell, Interface, Workload
+from harness.untrusted import clean_sample
 from harness.vm import PAYLOAD_SERIAL, Drive, Machine, VMConfig
 from harness.workloads import parse_outputs
 
@@ -315,7 +316,8 @@ def run_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: 
     finally:
         if not opts.keep_images:
             image_path.unlink(missing_ok=True)
-    return sample
+    # the guest's and the logs' text is untrusted: capped and made inert before it is stored
+    return clean_sample(sample)
 
 
 def _tail_of(path: Path, max_chars: int = 3000) -> str:
@@ -361,6 +363,7 @@ def run_cell(
             "smp": opts.smp,
             "boot_timeout_s": opts.boot_timeout_s,
             "workload_timeout_s": opts.workload_timeout_s,
+            "confinement": confine.describe(),
         },
         run_id=opts.run_id,
     )

@@ -32,6 +32,7 @@ from typing import Any
 
 from qemu.qmp.legacy import QEMUMonitorProtocol
 
+from harness import confine
 from harness.errors import GuestPanic, GuestTimeout, VMBootError, VMError
 from harness.spec import SECRET_ID, Aio, Cache, Interface, secret_object
 
@@ -41,6 +42,9 @@ PAYLOAD_SERIAL = "diskbench-payload"
 PANIC_MARKERS = ("Kernel panic - not syncing", "---[ end Kernel panic")
 POLL_S = 0.02
 TMP_PREFIX = "diskbench-vm-"
+# the report channel is the guest's: read it in bounded chunks, keep a bounded number of events
+REPORT_READ_BYTES = 1024 * 1024
+MAX_EVENTS = 1000
 PR_SET_PDEATHSIG = 1
 
 
@@ -163,7 +167,7 @@ class VMConfig:
             "-display",
             "none",
             "-sandbox",
-            "on",
+            confine.SANDBOX,
             "-no-reboot",
             # keep QEMU alive after the guest powers off, to read its counters
             "-no-shutdown",
@@ -226,6 +230,7 @@ class Machine:
         self._events: list[dict[str, Any]] = []
         self._launched_at = 0.0
         self._shut_down = False
+        self._handoff = confine.Handoff(confine.Account("", os.geteuid(), os.getegid()))
 
     # -- lifecycle -------------------------------------------------------
     def __enter__(self) -> Machine:
@@ -258,7 +263,15 @@ class Machine:
         for path in (self.console_log, self.report_log):
             path.write_bytes(b"")
         self._qmp_path = qmp_path
-        self.argv = self.config.argv(qmp_path=qmp_path, console=self.console_log, report=self.report_log)
+        # QEMU runs unprivileged (harness.confine): it gets its files as descriptors
+        self._handoff = confine.Handoff(confine.account())
+        self._handoff.directory(self._tmp)
+        argv = confine.handed_config(self.config, self._handoff).argv(
+            qmp_path=qmp_path,
+            console=Path(self._handoff.output(self.console_log)),
+            report=Path(self._handoff.output(self.report_log)),
+        )
+        self.argv = [argv[0], *self._handoff.qemu_args(), *argv[1:]]
 
     def _launch(self) -> None:
         self._stderr_file = open(self.stderr_log, "wb")  # noqa: SIM115 - closed in shutdown
@@ -271,10 +284,17 @@ class Machine:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group, to reap it whole
                 preexec_fn=_die_with_parent,
+                **self._handoff.popen_kwargs(),
             )
         except FileNotFoundError as exc:
             raise VMBootError(
                 f"{self.argv[0]}: not found; run scripts/setup.sh or set DISKBENCH_QEMU",
+                argv=self.argv,
+            ) from exc
+        except PermissionError as exc:
+            raise VMBootError(
+                f"{self.argv[0]}: {self._handoff.account.name or 'this user'} cannot run it "
+                f"({exc.strerror}): make it and its directories readable and executable by that account",
                 argv=self.argv,
             ) from exc
 
@@ -339,6 +359,7 @@ class Machine:
         if self._stderr_file is not None:
             self._stderr_file.close()
             self._stderr_file = None
+        self._handoff.close()
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
@@ -386,12 +407,16 @@ class Machine:
         try:
             with open(self.report_log, "rb") as fh:
                 fh.seek(self._report_offset)
-                chunk = fh.read()
+                chunk = fh.read(REPORT_READ_BYTES)
         except FileNotFoundError:
             return
         self._report_offset += len(chunk)
         self._report_buf += chunk
         *lines, self._report_buf = self._report_buf.split(b"\n")
+        if len(self._report_buf) > REPORT_READ_BYTES:
+            # a line without end from the guest: garbage, never a growing buffer
+            lines.append(self._report_buf[:500])
+            self._report_buf = b""
         for raw in lines:
             text = raw.decode("utf-8", "replace").strip()
             if not text:
@@ -402,6 +427,8 @@ class Machine:
                 event = {"event": "garbage", "line": text[:500]}
             if not isinstance(event, dict):
                 event = {"event": "garbage", "line": text[:500]}
+            if len(self._events) >= MAX_EVENTS:
+                continue  # a flooding guest: what it sent first is evidence enough
             self._events.append(event)
 
     def _panicked(self) -> bool:

@@ -61,5 +61,22 @@ else
   log "python environment up to date"
 fi
 
+# Run as root, the harness starts QEMU and qemu-img as this unprivileged system account
+# (harness/confine.py), a member of kvm for /dev/kvm. Run as anyone else, they run as that user.
+QEMU_ACCOUNT=diskbench
+if [ "$(id -u)" -eq 0 ]; then
+  getent group kvm >/dev/null || groupadd --system kvm
+  if ! id "$QEMU_ACCOUNT" >/dev/null 2>&1; then
+    log "creating the system account $QEMU_ACCOUNT for QEMU"
+    useradd --system --user-group --groups kvm --no-create-home --home-dir /nonexistent \
+      --shell /usr/sbin/nologin "$QEMU_ACCOUNT"
+  fi
+  id -nG "$QEMU_ACCOUNT" | grep -qw kvm || usermod -a -G kvm "$QEMU_ACCOUNT"
+  # udev gives /dev/kvm to group kvm; a host without udev (a container) leaves it root's only
+  if [ -c /dev/kvm ] && [ "$(stat -c %G /dev/kvm)" = root ]; then
+    chgrp kvm /dev/kvm && chmod g+rw /dev/kvm
+  fi
+fi
+
 log "building the guest (cached by the recipe's hash)"
 .venv/bin/diskbench guest build >/dev/null

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,3 +30,21 @@ def disk_dir(tmp_path: Path) -> Iterator[Path]:
         return
     with tempfile.TemporaryDirectory(prefix="diskbench-test-", dir="/var/tmp") as tmp:
         yield Path(tmp)
+
+
+@pytest.fixture
+def qemu_reachable_dir(tmp_path: Path) -> Iterator[Path]:
+    """A directory for a QEMU binary of a test's own, that QEMU's account can run.
+
+    Run as root the harness starts QEMU as the unprivileged ``diskbench``
+    (harness.confine), which cannot enter pytest's temp dirs (mode 0700).
+    """
+    if os.geteuid() != 0:
+        yield tmp_path
+        return
+    path = Path(tempfile.mkdtemp(prefix="diskbench-test-qemu-", dir="/var/tmp"))
+    path.chmod(0o755)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)

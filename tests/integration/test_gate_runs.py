@@ -117,9 +117,9 @@ def test_same_revision_on_both_sides_is_not_a_regression(
     assert cell["rounds"] == 5
 
 
-def broken_qemu(tmp_path: Path) -> str:
+def broken_qemu(directory: Path) -> str:
     """A qemu-system-x86_64 that reports a version and then fails to start any guest."""
-    script = tmp_path / "broken-qemu"
+    script = directory / "broken-qemu"
     script.write_text(
         '#!/bin/sh\nif [ "$1" = "--version" ]; then echo "QEMU emulator version 7.2.0"; exit 0; fi\n'
         'echo "qemu: could not load kernel (broken on purpose)" >&2\nexit 1\n'
@@ -129,9 +129,9 @@ def broken_qemu(tmp_path: Path) -> str:
 
 
 def test_both_sides_failing_to_boot_is_an_error_and_exit_3(
-    repo: Path, tmp_path: Path, disk_dir: Path
+    repo: Path, tmp_path: Path, disk_dir: Path, qemu_reachable_dir: Path
 ) -> None:
-    qemu = broken_qemu(tmp_path)
+    qemu = broken_qemu(qemu_reachable_dir)
     code, doc = gate(
         repo,
         tmp_path,
@@ -146,9 +146,9 @@ def test_both_sides_failing_to_boot_is_an_error_and_exit_3(
 
 
 def test_head_failing_to_boot_is_a_regression_of_its_own_kind(
-    repo: Path, tmp_path: Path, disk_dir: Path, guest: object
+    repo: Path, tmp_path: Path, disk_dir: Path, guest: object, qemu_reachable_dir: Path
 ) -> None:
-    qemu = broken_qemu(tmp_path)
+    qemu = broken_qemu(qemu_reachable_dir)
     code, doc = gate(
         repo, tmp_path, disk_dir, SubjectSource("base", "base"), SubjectSource("head", "base", qemu=qemu)
     )

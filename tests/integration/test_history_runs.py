@@ -274,7 +274,7 @@ STANDIN_WRAP = """\
 # The 'build' of a binary: a wrapper that logs each call next to itself, then runs the system's.
 cat > "$1" <<EOF
 #!/bin/sh
-echo "\\$*" >> "\\$(dirname "\\$0")/calls.log"
+echo "\\$*" >> "@CALLS@"
 exec /usr/bin/$1 "\\$@"
 EOF
 chmod +x "$1"
@@ -282,24 +282,34 @@ mkdir -p pc-bios && echo firmware > pc-bios/bios-256k.bin
 """
 
 
-def make_standin_qemu(repo: Path) -> str:
+def make_standin_qemu(repo: Path, calls: Path) -> str:
+    """A QEMU repository whose build wraps the system's binaries, logging each call to ``calls``.
+
+    ``calls`` is writable by everyone: run as root, the harness runs QEMU as its own
+    unprivileged account (harness.confine).
+    """
     repo.mkdir(parents=True)
+    calls.touch()
+    calls.chmod(0o666)
     (repo / "configure").write_text(STANDIN_CONFIGURE)
     (repo / "configure").chmod(0o755)
-    (repo / "wrap.sh").write_text(STANDIN_WRAP)
+    (repo / "wrap.sh").write_text(STANDIN_WRAP.replace("@CALLS@", str(calls)))
     subprocess.run(["git", "init", "-q", "-b", "master", str(repo)], check=True)
     return commit_all(repo, "stand-in QEMU")
 
 
 def test_qemu_config_builds_each_commit_and_the_suite_runs_its_binaries(
-    history_env: Path, tmp_path: Path
+    history_env: Path, tmp_path: Path, qemu_reachable_dir: Path
 ) -> None:
-    project = copy_project(tmp_path / "project")
-    commit = make_standin_qemu(tmp_path / "qemu")
+    reachable = qemu_reachable_dir
+    # the commit's QEMU is built under the project: where the harness's QEMU account can run it
+    project = copy_project(reachable / "project")
+    calls_log = reachable / "calls.log"
+    commit = make_standin_qemu(reachable / "qemu", calls_log)
     config = project / "benchmarks" / "qemu" / "asv.conf.json"
     result = run_history(
         config=config,
-        repo=tmp_path / "qemu",
+        repo=reachable / "qemu",
         commits=1,
         work_dir=scratch_dir(tmp_path / "work"),
         html_dir=tmp_path / "html",
@@ -312,9 +322,8 @@ def test_qemu_config_builds_each_commit_and_the_suite_runs_its_binaries(
     assert subject["commit"] == commit
     assert subject["qemu"] == str(envs[0] / "qemu" / "qemu-system-x86_64")
     assert (envs[0] / "qemu" / "pc-bios" / "bios-256k.bin").is_file(), "firmware kept beside the binary"
-    calls = (envs[0] / "qemu" / "calls.log").read_text()
+    calls = calls_log.read_text()
     assert "-sandbox on" in calls, "the suite booted its guest with the commit's qemu-system-x86_64"
-    assert (envs[0] / "qemu" / "calls.log").is_file()
     (path,) = (project / "results" / "history" / str(result.machine) / commit / "sweeps" / "history").glob(
         "*.json"
     )

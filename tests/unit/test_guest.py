@@ -94,7 +94,7 @@ def test_hash_files_is_order_independent_and_covers_names() -> None:
 
 def test_hash_changes_with_build_code_version(monkeypatch: pytest.MonkeyPatch) -> None:
     before = guest.hash_files([("a", b"1")])
-    monkeypatch.setattr(guest, "BUILD_CODE_VERSION", "999")
+    monkeypatch.setattr(guest.recipe, "BUILD_CODE_VERSION", "999")
     assert guest.hash_files([("a", b"1")]) != before
 
 

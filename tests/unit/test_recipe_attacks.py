@@ -1,0 +1,185 @@
+"""A pull request's ``images/`` is untrusted: the build reads only regular files inside it.
+
+Every hostile recipe here reached a host file before the checks (a ``..``
+entry copied it into the guest, a symlink in ``images/workloads/`` was
+followed, a FIFO or ``/dev/zero`` hung the build), or put an option into an
+argv (a package named ``-o...``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness import guest
+from harness.errors import ExitCode, GuestBuildError
+from harness.guest import RecipeError
+from harness.paths import IMAGES_DIR
+
+TOML = """
+[kernel]
+package = "linux-image-x"
+version = "1.0-1"
+modules = ["ext4"]
+
+[initramfs]
+files = ["/bin/busybox"]
+
+[initramfs.packages]
+busybox-static = "1:1.35"
+
+[payload]
+suite = "bookworm"
+variant = "minbase"
+small = ["dash"]
+"""
+LOCK = "dash 0.5 essential\napt 2.6.1 base\n"
+
+
+@pytest.fixture
+def images(tmp_path: Path) -> Path:
+    """A copy of the shipped recipe, to be made hostile."""
+    d = tmp_path / "images"
+    shutil.copytree(IMAGES_DIR, d)
+    return d
+
+
+@pytest.fixture
+def host_secret(tmp_path: Path) -> Path:
+    """A host file outside images/ (stands for /etc/shadow, which a test need not read)."""
+    path = tmp_path / "host" / "shadow"
+    path.parent.mkdir()
+    path.write_text("root:$6$secret:19000:0:99999:7:::\n")
+    return path
+
+
+def refused(call: object, *args: object) -> str:
+    with pytest.raises(RecipeError) as caught:
+        call(*args)  # type: ignore[operator]
+    assert caught.value.exit_code == ExitCode.USAGE
+    assert "\n" not in caught.value.message
+    return caught.value.message
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "../../etc/shadow",
+        "/../../../etc/shadow",
+        "/bin/../../../etc/shadow",
+        "/bin/./busybox",
+        "etc/shadow",
+        "//etc/shadow",
+        "/bin/busybox\n/etc/shadow",
+        "/bin/busy box",
+        "",
+    ],
+)
+def test_initramfs_files_entries_are_plain_guest_paths(entry: str) -> None:
+    text = TOML.replace('files = ["/bin/busybox"]', f"files = [{entry!r}]".replace("'", '"'))
+    text = text.replace("\n/etc", "\\n/etc")
+    message = refused(guest.parse_recipe, text, LOCK)
+    assert "[initramfs] files entry" in message
+    assert "use an absolute path inside the packages without '..'" in message
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "what"),
+    [
+        ('busybox-static = "1:1.35"', '"-oDir::Etc::sourcelist=/etc/shadow" = "1"', "package name"),
+        ('busybox-static = "1:1.35"', 'busybox-static = "1.0/../../x"', "version"),
+        ('busybox-static = "1:1.35"', 'busybox-static = "-1"', "version"),
+        ('package = "linux-image-x"', 'package = "../linux"', "package name"),
+        ('modules = ["ext4"]', 'modules = ["../../../etc/shadow"]', "kernel module"),
+        ('suite = "bookworm"', 'suite = "--keyring=/etc/shadow"', "suite"),
+        ('variant = "minbase"', 'variant = "minbase --foreign"', "variant"),
+        ('small = ["dash"]', 'small = ["-dash"]', "package name"),
+    ],
+)
+def test_names_that_reach_an_argv_or_a_path_are_checked(old: str, new: str, what: str) -> None:
+    assert old in TOML
+    message = refused(guest.parse_recipe, TOML.replace(old, new), LOCK)
+    assert f"{what} " in message and "is not valid" in message
+
+
+def test_payload_lock_names_are_checked() -> None:
+    message = refused(guest.parse_recipe, TOML, "dash 0.5 essential\n-oAPT::X=1 2 base\n")
+    assert message.startswith("images/payload.lock line 2: package name '-oAPT::X=1'")
+
+
+def test_a_dotdot_path_stays_inside_the_package_tree(tmp_path: Path, host_secret: Path) -> None:
+    root = tmp_path / "rootfs"
+    (root / "bin").mkdir(parents=True)
+    tree = guest.Tree(root)
+    escape = "/.." * 8 + str(host_secret)
+    assert tree.host(escape) == root / str(host_secret).lstrip("/")
+    with pytest.raises(GuestBuildError, match="is in no pinned initramfs package"):
+        guest.collect_with_libraries(tree, [escape])
+
+
+@pytest.mark.parametrize("target", ["secret", "/proc/self/environ", "/dev/zero", "/etc/hostname"])
+def test_a_symlink_in_workloads_pointing_outside_is_refused(
+    images: Path, host_secret: Path, target: str
+) -> None:
+    link = images / "workloads" / "evil.sh"
+    link.symlink_to(host_secret if target == "secret" else target)
+    for call in (guest.recipe_hash, guest.recipe_files):
+        message = refused(call, images)
+        assert message.startswith("images/workloads/evil.sh is a symlink to ")
+        assert "outside images/: replace the symlink with the file itself" in message
+
+
+def test_a_symlink_to_etc_shadow_never_reaches_the_build(images: Path, tmp_path: Path) -> None:
+    (images / "workloads" / "shadow.sh").symlink_to("/etc/shadow")
+    cache = tmp_path / "cache"
+    message = refused(lambda: guest.build_guest(recipe_dir=images, cache=cache, log=lambda _m: None))
+    assert "images/workloads/shadow.sh is a symlink to /etc/shadow" in message
+    assert not cache.exists(), "refused before any download or build"
+
+
+def test_a_symlinked_directory_outside_is_refused(images: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "x.sh").write_text("cat /etc/shadow\n")
+    (images / "more").symlink_to(outside)
+    assert "images/more is a symlink to" in refused(guest.recipe_hash, images)
+
+
+def test_the_recipe_itself_cannot_be_a_symlink(images: Path, host_secret: Path) -> None:
+    (images / "recipe.toml").unlink()
+    (images / "recipe.toml").symlink_to(host_secret)
+    assert "images/recipe.toml is a symlink to" in refused(guest.load_recipe, images)
+    images_link = images.parent / "images-link"
+    images_link.symlink_to(images)
+    assert "is a symlink to" in refused(guest.recipe_hash, images_link)
+
+
+def test_a_symlink_inside_images_is_followed(images: Path) -> None:
+    (images / "workloads" / "alias.sh").symlink_to("dd.sh")
+    assert "workloads/alias.sh" in guest.recipe_files(images)
+    assert (
+        guest.read_recipe_file(images, "workloads/alias.sh") == (images / "workloads" / "dd.sh").read_bytes()
+    )
+
+
+def test_a_hard_link_to_a_file_outside_is_refused(images: Path, host_secret: Path) -> None:
+    os.link(host_secret, images / "workloads" / "linked.sh")
+    message = refused(guest.recipe_hash, images)
+    assert message == (
+        "images/workloads/linked.sh has 2 hard links: a file under images/ must be its own copy (cp it)"
+    )
+
+
+def test_a_fifo_is_refused_not_read(images: Path) -> None:
+    os.mkfifo(images / "workloads" / "wait.sh")
+    message = refused(guest.recipe_hash, images)
+    assert message.startswith("images/workloads/wait.sh is not a regular file")
+
+
+def test_the_shipped_recipe_passes_every_check() -> None:
+    names = guest.recipe_files(IMAGES_DIR)
+    assert {"recipe.toml", "payload.lock", "init", "workloads/dd.sh"} <= set(names)
+    assert guest.load_recipe(IMAGES_DIR).initramfs_files[0] == "/bin/busybox"
