@@ -9,6 +9,7 @@ loses at most the sample in flight.
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import os
 import secrets
 import time
@@ -297,6 +298,14 @@ def run_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: 
         sample["reason"] = exc.message
         sample["error_type"] = type(exc).__name__
         sample["log_tail"] = exc.log_tail or _tail_of(log_dir / "console.log")
+        host["wall_s"] = time.monotonic() - t0
+    except OSError as exc:
+        # a file of the sample itself (its image vanished, its log dir is gone):
+        # the sample's failure with its cause, not the sweep's
+        where = f" ({exc.filename})" if exc.filename else ""
+        sample["reason"] = f"file error in the sample{where}: {exc.strerror or exc}"
+        sample["error_type"] = "WorkDirFull" if exc.errno == errno.ENOSPC else type(exc).__name__
+        sample["log_tail"] = _tail_of(log_dir / "console.log")
         host["wall_s"] = time.monotonic() - t0
     finally:
         if not opts.keep_images:

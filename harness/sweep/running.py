@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from harness.errors import InfraError
+from harness.errors import InfraError, WorkDirFull
 from harness.records import load_record, write_json_atomic
 from harness.spec import Cell
 from harness.sweep.planning import estimate_sample_s
@@ -89,6 +89,15 @@ def clean_stale_temp_files(directory: Path) -> None:
 
 
 # -- the loop ---------------------------------------------------------------------
+
+
+def work_dir_full(sample: dict[str, Any]) -> bool:
+    """Whether a failed sample failed because the work dir is full (QEMU's ENOSPC, qemu-img's)."""
+    if sample.get("status") == "ok":
+        return False
+    return sample.get("error_type") == "WorkDirFull" or "No space left on device" in str(
+        sample.get("reason", "")
+    )
 
 
 @dataclass(frozen=True)
@@ -184,8 +193,17 @@ def run_sweep(
                 raise InfraError(f"cannot write the record {path}: {exc.strerror or exc}") from exc
             records[cell.id] = record
             ran += 1
-            ok = record["samples"][-1].get("status") == "ok"
+            last = record["samples"][-1]
+            ok = last.get("status") == "ok"
             progress.end(cell.id, time.monotonic() - t0, ok=ok, kind=cell.workload.slug)
+            if work_dir_full(last):
+                progress.finish()
+                raise WorkDirFull(
+                    f"stopping the sweep: {last.get('reason', 'the work dir is full')}; "
+                    f"every later sample would fail the same way. {len(records)} record(s) "
+                    f"kept in {directory}: free some space or pass --work-dir on a larger disk, "
+                    "then run the same command to resume"
+                )
     progress.finish()
     return SweepResult(
         directory=directory,
