@@ -592,3 +592,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         _err("diskbench: interrupted")
         return 130
+    except Exception as exc:  # noqa: BLE001 - no traceback reaches a user: one line and a log
+        from harness.crash import report_crash
+
+        return report_crash(exc, list(sys.argv[1:] if argv is None else argv))
