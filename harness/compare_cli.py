@@ -206,4 +206,20 @@ def cmd_compare(args: argparse.Namespace) -> int:
     print(result.markdown, end="")
     if args.out is not None:
         print(f"comparison: {args.out / COMPARISON_NAME}")
-    return ExitCode.REGRESSION if result.verdict is compare.Verdict.REGRESSION else ExitCode.OK
+    return verdict_exit_code(result.verdict)
+
+
+def verdict_exit_code(verdict: compare.Verdict) -> int:
+    """The exit code of ``compare`` and ``gate`` for an overall verdict.
+
+    1 on a regression, also when other cells are in error: a regression
+    found is a finding the pull request must see, and the cells in error are
+    listed with it.  3 when no cell regressed but some cell is an error
+    (both sides failed, base failed, a side lacks the cell): a head that
+    loses a cell must not pass.  0 otherwise.
+    """
+    if verdict is compare.Verdict.REGRESSION:
+        return ExitCode.REGRESSION
+    if verdict is compare.Verdict.ERROR:
+        return ExitCode.INFRA
+    return ExitCode.OK
