@@ -17,6 +17,7 @@ from harness.history import add_history_parser, cmd_history
 from harness.paths import default_results_dir, default_work_dir
 from harness.report_html import add_report_parser, cmd_report
 from harness.spec import PAYLOADS, Aio, Cache, Cell, Format, Interface, Workload, expand, split_list
+from harness.workdir import hold
 
 
 def _err(msg: str) -> None:
@@ -328,13 +329,19 @@ def cells_from_args(args: argparse.Namespace) -> tuple[list[Cell], list[str]]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from harness.session import run_cells
 
     if args.repeat < 1:
         raise SpecError(f"--repeat {args.repeat}: use 1 or more")
     cells, skipped = cells_from_args(args)
     for note in skipped:
         _err(f"skipped: {note}")
+    with hold(args.results_dir, args.work_dir):
+        return _run_cells(args, cells)
+
+
+def _run_cells(args: argparse.Namespace, cells: Any) -> int:
+    from harness.session import run_cells
+
     result = run_cells(
         cells,
         repeat=args.repeat,
@@ -398,9 +405,6 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from harness import presets, sweep
     from harness.policy import load_policy
-    from harness.progress import Progress
-    from harness.report import render
-    from harness.session import open_session
 
     if args.preset == "list":
         print(presets.render_list(), end="")
@@ -433,6 +437,18 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         if recorded:
             print(f"records in {directory}: resumed if of this machine and subject, else set aside")
         return ExitCode.OK
+    with hold(args.results_dir, args.work_dir):
+        return _run_sweep(args, spec, policy, cells, directory, repeat)
+
+
+def _run_sweep(
+    args: argparse.Namespace, spec: Any, policy: Any, cells: Any, directory: Path, repeat: int
+) -> int:
+    from harness import presets, sweep
+    from harness.progress import Progress
+    from harness.report import render
+    from harness.session import open_session
+
     _err(sweep.check_free_space(args.work_dir, cells))
     progress = Progress()
     session = open_session(

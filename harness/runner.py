@@ -24,6 +24,7 @@ from harness.protocol import GuestReport, parse_ready, parse_report
 from harness.records import new_record, record_path, write_json_atomic
 from harness.spec import Aio, CacheState, Cell, Interface, Workload
 from harness.vm import PAYLOAD_SERIAL, Drive, Machine, VMConfig
+from harness.workdir import image_path as sample_image_path
 from harness.workloads import parse_outputs
 
 DISK_NODE = "disk0"
@@ -235,7 +236,7 @@ def run_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: 
     """One measured run of ``cell``; never raises for a failure of the sample itself."""
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
-    image_path = opts.work_dir / f"{cell.id}.{cell.image.format.value}"
+    image_path = sample_image_path(opts.work_dir, cell.id, cell.image.format.value)
     host: dict[str, Any] = {"cache_state": cell.cache_state.value}
     sample: dict[str, Any] = {
         "index": index,
