@@ -263,6 +263,11 @@ def add_sweep_parsers(sub: Any) -> None:
         help="run only cells whose id matches one of these comma-separated globs, e.g. 'qcow2-*,*.dd-*'",
     )
     sweep.add_argument(
+        "--keep-failures",
+        action="store_true",
+        help="on a rerun, keep failed samples as they are (default: run them again, keeping the good ones)",
+    )
+    sweep.add_argument(
         "--dry-run", action="store_true", help="list cells, exclusions and the estimate; run nothing"
     )
     sweep.add_argument(
@@ -417,7 +422,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     plan = sweep.expand_spec(spec, policy=policy)
     cells = sweep.select(plan.cells, only=args.only, shard=args.shard)
     directory = sweep.sweep_dir(args.results_dir, spec.name)
-    recorded = {cid: len(rec["samples"]) for cid, (_p, rec) in sweep.scan_records(directory).items()}
+    recorded = {
+        cid: sum(1 for s in rec["samples"] if args.keep_failures or s.get("status") == "ok")
+        for cid, (_p, rec) in sweep.scan_records(directory).items()
+    }
     accel_guess = "kvm" if args.accel == "kvm" else "tcg"
     print(
         sweep.describe_plan(
@@ -469,7 +477,13 @@ def _run_sweep(
     for cell_id, reason in unsupported:
         progress.note(f"excluded on this host: {cell_id}: {reason}")
     result = sweep.run_sweep(
-        spec.name, cells, session, results_dir=args.results_dir, repeat=repeat, progress=progress
+        spec.name,
+        cells,
+        session,
+        results_dir=args.results_dir,
+        repeat=repeat,
+        progress=progress,
+        retry_failures=not args.keep_failures,
     )
     if result.records:
         print(render(result.records), end="")

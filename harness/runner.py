@@ -362,13 +362,20 @@ def run_cell(
     )
     log_root = log_root or opts.results_dir / "logs" / opts.run_id / cell.id
     of = of or opts.repeat
-    for index in range(len(record["samples"]), opts.repeat):
-        progress(f"{label}{cell.id} sample {index + 1}/{of} ...")
+    for count in range(len(record["samples"]), opts.repeat):
+        index = next_sample_index(record)
+        progress(f"{label}{cell.id} sample {count + 1}/{of} ...")
         sample = run_sample(cell, guest, opts, index, log_root / f"sample-{index}")
         record["samples"].append(sample)
         write_json_atomic(path, record)
-        progress(f"{label}{cell.id} sample {index + 1}/{of}: {describe_sample(sample)}")
+        progress(f"{label}{cell.id} sample {count + 1}/{of}: {describe_sample(sample)}")
     return path, record
+
+
+def next_sample_index(record: dict[str, Any]) -> int:
+    """One more than any index of the record, retried samples included: logs never collide."""
+    indices = [s.get("index", -1) for s in (*record["samples"], *record.get("retried", []))]
+    return max((i for i in indices if isinstance(i, int)), default=-1) + 1
 
 
 def describe_sample(sample: dict[str, Any]) -> str:

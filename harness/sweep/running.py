@@ -91,6 +91,23 @@ def clean_stale_temp_files(directory: Path) -> None:
 # -- the loop ---------------------------------------------------------------------
 
 
+def set_failures_aside(record: dict[str, Any]) -> int:
+    """Move a record's failed samples to its ``retried`` list, so a resume runs them again.
+
+    Their reasons and logs stay in the record as evidence; the good samples
+    stay where they are.  Returns how many were moved.
+    """
+    failed = [s for s in record["samples"] if s.get("status") != "ok"]
+    if failed:
+        record.setdefault("retried", []).extend(failed)
+        record["samples"] = [s for s in record["samples"] if s.get("status") == "ok"]
+    return len(failed)
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
 def work_dir_full(sample: dict[str, Any]) -> bool:
     """Whether a failed sample failed because the work dir is full (QEMU's ENOSPC, qemu-img's)."""
     if sample.get("status") == "ok":
@@ -129,12 +146,15 @@ def run_sweep(
     results_dir: Path,
     repeat: int,
     progress: Progress,
+    retry_failures: bool = True,
 ) -> SweepResult:
     """Run every cell to ``repeat`` samples, resuming from the records already there.
 
     Records of this session's fingerprint are resumed (``existing=``);
     others are set aside first (see :func:`set_aside`).  A failed sample is
-    a record entry like any other: the sweep goes on.
+    a record entry like any other: the sweep goes on.  On a rerun, failed
+    samples are run again (``retry_failures``, see :func:`set_failures_aside`)
+    while the good ones are kept.
     """
     from harness.session import record_fingerprint
 
@@ -146,9 +166,12 @@ def run_sweep(
     found = scan_records(directory)
     records: dict[str, dict[str, Any]] = {}
     done = 0
+    retried = 0
     for cell in cells:
         if cell.id in found:
             _path, record = found[cell.id]
+            if retry_failures:
+                retried += set_failures_aside(record)
             records[cell.id] = record
             done += min(len(record["samples"]), repeat)
     total = len(cells) * repeat
@@ -162,6 +185,11 @@ def run_sweep(
     )
     if done:
         progress.note(f"resuming: {done} of {total} samples are recorded already and are skipped")
+    if retried:
+        progress.note(
+            f"retrying {_plural(retried, 'failed sample')}: kept under 'retried' in the records, "
+            "the good samples stay (--keep-failures keeps failures as they are)"
+        )
     progress.start(total=total, done=done)
     ran = 0
     for round_number in range(1, repeat + 1):
