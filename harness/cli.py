@@ -338,6 +338,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.repeat < 1:
         raise SpecError(f"--repeat {args.repeat}: use 1 or more")
     cells, skipped = cells_from_args(args)
+    check_numbers(args, cells)
+    from harness.sweep import check_free_space
+
+    check_free_space(args.work_dir, cells)  # too little is exit 3 before any image exists
     for note in skipped:
         _err(f"skipped: {note}")
     with hold(args.results_dir, args.work_dir):
@@ -369,6 +373,17 @@ def _run_cells(args: argparse.Namespace, cells: Any) -> int:
         )
         return ExitCode.INFRA
     return ExitCode.OK
+
+
+def check_numbers(args: argparse.Namespace, cells: Sequence[Cell]) -> None:
+    """Every numeric flag and image size, before anything is created (see :mod:`harness.limits`)."""
+    from harness import limits
+
+    if hasattr(args, "mem_mib"):
+        limits.check_guest(mem_mib=args.mem_mib, smp=args.smp)
+    limits.check_deadline("--boot-timeout-s", args.boot_timeout_s)
+    limits.check_deadline("--workload-timeout-s", args.workload_timeout_s, none_ok=False)
+    limits.check_images(cells, args.work_dir)
 
 
 def cmd_guest(args: argparse.Namespace) -> int:
@@ -421,6 +436,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     policy = load_policy(args.policy) if args.policy else None
     plan = sweep.expand_spec(spec, policy=policy)
     cells = sweep.select(plan.cells, only=args.only, shard=args.shard)
+    check_numbers(args, cells)
     directory = sweep.sweep_dir(args.results_dir, spec.name)
     recorded = {
         cid: sum(1 for s in rec["samples"] if args.keep_failures or s.get("status") == "ok")
@@ -505,6 +521,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
     from harness.gate import SubjectSource, load_gate_spec, run_gate, settings_for
 
     spec = load_gate_spec(args.spec)
+    check_numbers(args, [])
     for flag, value in (("--rounds", args.rounds), ("--max-rounds", args.max_rounds)):
         if value is not None and value < 1:
             raise UsageError(f"{flag} {value}: use 1 or more")

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -10,6 +13,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import CommandError
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """In the child before exec: SIGKILL it when the harness dies, even by SIGKILL.
+
+    A killed harness must not leave a ``qemu-img create -o preallocation=full``
+    writing gigabytes into the work dir, holding the image's lock.
+    """
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 @dataclass(frozen=True)
@@ -36,7 +51,7 @@ def run(
     error_cls: type[CommandError] = CommandError,
     log_path: Path | None = None,
 ) -> CommandResult:
-    """Run ``argv`` (never through a shell) and return what it did.
+    """Run ``argv`` (never through a shell) and return what it did; the child dies with the harness.
 
     ``timeout_s=None`` waits forever; a timeout raises ``error_cls``.
     With ``check=True`` a non-zero exit raises ``error_cls`` carrying argv,
@@ -63,6 +78,7 @@ def run(
                 cwd=cwd,
                 input=input_text,
                 check=False,
+                preexec_fn=die_with_parent,
             )
         else:
             proc = _run_logged(args, log_path, timeout_s=timeout_s, env=full_env, cwd=cwd)
@@ -118,6 +134,7 @@ def _run_logged(
                 env=env,
                 cwd=cwd,
                 check=False,
+                preexec_fn=die_with_parent,
             )
         finally:
             fh.flush()
