@@ -33,6 +33,14 @@ class CreatedImage:
     create_s: float
     allocated_bytes: int
     file_bytes: int
+    # why earlier tries of ``qemu-img create`` failed (see LUKS_RETRY_MARKER)
+    retries: tuple[str, ...] = ()
+
+
+# qemu-img times its LUKS key derivation against the CPU; under load that
+# measurement fails and the same command succeeds when repeated
+LUKS_RETRY_MARKER = "Unable to get accurate CPU usage"
+LUKS_CREATE_TRIES = 4
 
 
 @dataclass(frozen=True)
@@ -133,8 +141,20 @@ def create(path: Path, spec: ImageSpec, *, qemu_img: str | None = None) -> Creat
         str(path),
         str(spec.size),
     ]
-    start = time.monotonic()
-    proc.run(argv, timeout_s=3600, error_cls=ImageError)
+    retries: list[str] = []
+    while True:
+        start = time.monotonic()
+        try:
+            proc.run(argv, timeout_s=3600, error_cls=ImageError)
+            break
+        except ImageError as exc:
+            if (
+                not (spec.encrypted and LUKS_RETRY_MARKER in exc.stderr)
+                or len(retries) + 1 >= LUKS_CREATE_TRIES
+            ):
+                raise
+            retries.append(f"try {len(retries) + 1}: {exc.message}")
+            path.unlink(missing_ok=True)
     if spec.written:
         try:
             write_zeros(path, spec.size)
@@ -147,6 +167,7 @@ def create(path: Path, spec: ImageSpec, *, qemu_img: str | None = None) -> Creat
         create_s=create_s,
         allocated_bytes=allocated_bytes(path),
         file_bytes=path.stat().st_size,
+        retries=tuple(retries),
     )
 
 

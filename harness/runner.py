@@ -254,6 +254,8 @@ def run_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: 
         created = images.create(image_path, cell.image)
         host["create_s"] = created.create_s
         host["allocated_before"] = created.allocated_bytes
+        if created.retries:
+            host["create_retries"] = list(created.retries)
         if cell.cache_state is not CacheState.FRESH:
             prime(cell, guest, opts, image_path, log_dir, host)
         host["resident_before"] = images.resident_bytes(image_path)
