@@ -14,6 +14,21 @@ from harness.records import load_record
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
 
 
+def guest_on_image(pid: int) -> Path | None:
+    """The sample image a QEMU below ``pid`` runs (not a probe's QEMU), or None."""
+    for child, comm in descendants(pid).items():
+        if not comm.startswith("qemu-system"):
+            continue
+        try:
+            argv = Path(f"/proc/{child}/cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        for arg in argv:
+            if arg.startswith("if=none,id=disk0,file="):
+                return Path(arg.split("file=", 1)[1].split(",", 1)[0])
+    return None
+
+
 def test_a_vanished_image_is_the_samples_failure_not_the_sweeps(
     guest: Any, tmp_path: Path, disk_dir: Path
 ) -> None:
@@ -23,14 +38,10 @@ def test_a_vanished_image_is_the_samples_failure_not_the_sweeps(
     sweep = popen(argv_paths(spec, disk_dir, results), tmp_path / "sweep.log")
     procs: dict[int, str] = {}
     try:
-        wait_for(
-            "QEMU of the first cell",
-            lambda: any(c.startswith("qemu-system") for c in descendants(sweep.pid).values()),
-            300,
-            sweep,
-        )
+        wait_for("QEMU running the first cell's image", lambda: guest_on_image(sweep.pid), 300, sweep)
         procs.update(descendants(sweep.pid))
-        (image,) = disk_dir.glob(f"*.{sweep.pid}.qcow2")
+        image = guest_on_image(sweep.pid)
+        assert image is not None
         image.unlink()
         deadline = time.monotonic() + 600
         while sweep.poll() is None and time.monotonic() < deadline:
