@@ -319,12 +319,15 @@ class Machine:
         self._shut_down = True
         try:
             if self._proc is not None and self._proc.poll() is None:
+                quit_sent = False
                 if self._qmp is not None:
                     try:
                         self._qmp.cmd("quit")
+                        quit_sent = True
                     except Exception:  # noqa: BLE001 - QEMU may be gone or hung; escalate below
                         pass
-                if not self._wait_exit(timeout_s):
+                # a quit that could not be sent (QMP broken by an interrupt) is not waited for
+                if not (quit_sent and self._wait_exit(timeout_s)):
                     self._signal_group(signal.SIGTERM)
                     if not self._wait_exit(timeout_s):
                         self._signal_group(signal.SIGKILL)

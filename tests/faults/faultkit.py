@@ -136,3 +136,18 @@ def argv_paths(spec: Path, work: Path, results: Path, *extra: str) -> list[str]:
 def popen(args: Sequence[str], log: Path) -> subprocess.Popen[bytes]:
     with log.open("wb") as fh:
         return subprocess.Popen(diskbench_argv(*args), cwd=REPO, stdout=fh, stderr=subprocess.STDOUT)
+
+
+def guest_on_image(pid: int) -> Path | None:
+    """The sample image a QEMU below ``pid`` runs (not a probe's QEMU), or None."""
+    for child, comm in descendants(pid).items():
+        if not comm.startswith("qemu-system"):
+            continue
+        try:
+            argv = Path(f"/proc/{child}/cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        for arg in argv:
+            if arg.startswith("if=none,id=disk0,file="):
+                return Path(arg.split("file=", 1)[1].split(",", 1)[0])
+    return None

@@ -9,7 +9,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from faultkit import alive, argv_paths, descendants, kill_all, popen, wait_for
+from faultkit import (
+    alive,
+    argv_paths,
+    descendants,
+    guest_on_image,
+    kill_all,
+    popen,
+    wait_for,
+    wait_gone,
+    write_spec,
+)
 
 from harness.records import load_record
 from harness.workdir import clean_dead_runs
@@ -69,3 +79,31 @@ def test_qemu_img_dies_with_a_killed_harness_and_earlier_records_stay(
     leftovers = [p for p in disk_dir.glob(f"*.{sweep.pid}.qcow2")]
     removed = clean_dead_runs(disk_dir)
     assert all(p in removed for p in leftovers) and not list(disk_dir.glob(f"*.{sweep.pid}.qcow2"))
+
+
+def test_sigterm_shuts_qemu_down_exits_130_and_keeps_the_records(
+    guest: Any, tmp_path: Path, disk_dir: Path
+) -> None:
+    spec = write_spec(tmp_path / "term.toml", "term", {"interface": ["virtio-blk", "ide"]})
+    results = tmp_path / "results"
+    directory = results / "sweeps" / "term"
+    sweep = popen(argv_paths(spec, disk_dir, results), tmp_path / "sweep.log")
+    procs: dict[int, str] = {}
+    try:
+        wait_for("first record", lambda: list(directory.glob("*.json")), 300, sweep)
+        kept = {p.name: p.read_bytes() for p in directory.glob("*.json")}
+        wait_for("QEMU of the second cell", lambda: guest_on_image(sweep.pid), 300, sweep)
+        procs.update(descendants(sweep.pid))
+        sweep.send_signal(signal.SIGTERM)
+        t0 = time.monotonic()
+        sweep.wait(timeout=60)
+        print(f"SIGTERM: exit {sweep.returncode} after {time.monotonic() - t0:.1f} s")
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+        sweep.wait()
+        kill_all(procs)
+    assert sweep.returncode == 130
+    assert "diskbench: interrupted" in (tmp_path / "sweep.log").read_text()
+    assert not wait_gone(procs), "a child outlived the harness"
+    assert {p.name: p.read_bytes() for p in directory.glob("*.json")} == kept

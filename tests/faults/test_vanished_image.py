@@ -7,26 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from faultkit import argv_paths, descendants, kill_all, popen, wait_for, write_spec
+from faultkit import argv_paths, descendants, guest_on_image, kill_all, popen, wait_for, write_spec
 
 from harness.records import load_record
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
-
-
-def guest_on_image(pid: int) -> Path | None:
-    """The sample image a QEMU below ``pid`` runs (not a probe's QEMU), or None."""
-    for child, comm in descendants(pid).items():
-        if not comm.startswith("qemu-system"):
-            continue
-        try:
-            argv = Path(f"/proc/{child}/cmdline").read_bytes().decode(errors="replace").split("\0")
-        except OSError:
-            continue
-        for arg in argv:
-            if arg.startswith("if=none,id=disk0,file="):
-                return Path(arg.split("file=", 1)[1].split(",", 1)[0])
-    return None
 
 
 def test_a_vanished_image_is_the_samples_failure_not_the_sweeps(
