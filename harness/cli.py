@@ -17,6 +17,7 @@ from harness.history import add_history_parser, cmd_history
 from harness.paths import default_results_dir, default_work_dir
 from harness.report_html import add_report_parser, cmd_report
 from harness.spec import PAYLOADS, Aio, Cache, Cell, Format, Interface, Workload, expand, split_list
+from harness.workdir import hold
 
 
 def _err(msg: str) -> None:
@@ -263,6 +264,11 @@ def add_sweep_parsers(sub: Any) -> None:
         help="run only cells whose id matches one of these comma-separated globs, e.g. 'qcow2-*,*.dd-*'",
     )
     sweep.add_argument(
+        "--keep-failures",
+        action="store_true",
+        help="on a rerun, keep failed samples as they are (default: run them again, keeping the good ones)",
+    )
+    sweep.add_argument(
         "--dry-run", action="store_true", help="list cells, exclusions and the estimate; run nothing"
     )
     sweep.add_argument(
@@ -329,13 +335,23 @@ def cells_from_args(args: argparse.Namespace) -> tuple[list[Cell], list[str]]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from harness.session import run_cells
 
     if args.repeat < 1:
         raise SpecError(f"--repeat {args.repeat}: use 1 or more")
     cells, skipped = cells_from_args(args)
+    check_numbers(args, cells)
+    from harness.sweep import check_free_space
+
+    check_free_space(args.work_dir, cells)  # too little is exit 3 before any image exists
     for note in skipped:
         _err(f"skipped: {note}")
+    with hold(args.results_dir, args.work_dir):
+        return _run_cells(args, cells)
+
+
+def _run_cells(args: argparse.Namespace, cells: Any) -> int:
+    from harness.session import run_cells
+
     result = run_cells(
         cells,
         repeat=args.repeat,
@@ -358,6 +374,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
         return ExitCode.INFRA
     return ExitCode.OK
+
+
+def check_numbers(args: argparse.Namespace, cells: Sequence[Cell]) -> None:
+    """Every numeric flag and image size, before anything is created (see :mod:`harness.limits`)."""
+    from harness import limits
+
+    if hasattr(args, "mem_mib"):
+        limits.check_guest(mem_mib=args.mem_mib, smp=args.smp)
+    limits.check_deadline("--boot-timeout-s", args.boot_timeout_s)
+    limits.check_deadline("--workload-timeout-s", args.workload_timeout_s, none_ok=False)
+    limits.check_images(cells, args.work_dir)
 
 
 def cmd_guest(args: argparse.Namespace) -> int:
@@ -399,9 +426,6 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from harness import presets, sweep
     from harness.policy import load_policy
-    from harness.progress import Progress
-    from harness.report import render
-    from harness.session import open_session
 
     if args.preset == "list":
         print(presets.render_list(), end="")
@@ -413,8 +437,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     policy = load_policy(args.policy) if args.policy else None
     plan = sweep.expand_spec(spec, policy=policy)
     cells = sweep.select(plan.cells, only=args.only, shard=args.shard)
+    check_numbers(args, cells)
     directory = sweep.sweep_dir(args.results_dir, spec.name)
-    recorded = {cid: len(rec["samples"]) for cid, (_p, rec) in sweep.scan_records(directory).items()}
+    recorded = {
+        cid: sum(1 for s in rec["samples"] if args.keep_failures or s.get("status") == "ok")
+        for cid, (_p, rec) in sweep.scan_records(directory).items()
+    }
     accel_guess = "kvm" if args.accel == "kvm" else "tcg"
     print(
         sweep.describe_plan(
@@ -434,6 +462,18 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         if recorded:
             print(f"records in {directory}: resumed if of this machine and subject, else set aside")
         return ExitCode.OK
+    with hold(args.results_dir, args.work_dir):
+        return _run_sweep(args, spec, policy, cells, directory, repeat)
+
+
+def _run_sweep(
+    args: argparse.Namespace, spec: Any, policy: Any, cells: Any, directory: Path, repeat: int
+) -> int:
+    from harness import presets, sweep
+    from harness.progress import Progress
+    from harness.report import render
+    from harness.session import open_session
+
     _err(sweep.check_free_space(args.work_dir, cells))
     progress = Progress()
     session = open_session(
@@ -454,7 +494,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     for cell_id, reason in unsupported:
         progress.note(f"excluded on this host: {cell_id}: {reason}")
     result = sweep.run_sweep(
-        spec.name, cells, session, results_dir=args.results_dir, repeat=repeat, progress=progress
+        spec.name,
+        cells,
+        session,
+        results_dir=args.results_dir,
+        repeat=repeat,
+        progress=progress,
+        retry_failures=not args.keep_failures,
     )
     if result.records:
         print(render(result.records), end="")
@@ -476,6 +522,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
     from harness.gate import SubjectSource, load_gate_spec, run_gate, settings_for
 
     spec = load_gate_spec(args.spec)
+    check_numbers(args, [])
     for flag, value in (("--rounds", args.rounds), ("--max-rounds", args.max_rounds)):
         if value is not None and value < 1:
             raise UsageError(f"{flag} {value}: use 1 or more")
@@ -593,3 +640,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         _err("diskbench: interrupted")
         return 130
+    except Exception as exc:  # noqa: BLE001 - no traceback reaches a user: one line and a log
+        from harness.crash import report_crash
+
+        return report_crash(exc, list(sys.argv[1:] if argv is None else argv))

@@ -208,4 +208,21 @@ def cmd_compare(args: argparse.Namespace) -> int:
     print(result.markdown, end="")
     if args.out is not None:
         print(f"comparison: {args.out / COMPARISON_NAME}")
-    return ExitCode.REGRESSION if result.document["summary"]["fails"] else ExitCode.OK
+    return verdict_exit_code(result.document)
+
+
+def verdict_exit_code(document: Mapping[str, Any]) -> int:
+    """The exit code of ``compare`` and ``gate`` for a comparison document.
+
+    1 when the comparison fails (a regression, or a changed IO unless the
+    spec lets changes pass), also when other cells are in error: a finding
+    the pull request must see, and the cells in error are listed with it.
+    3 when it does not fail but some cell is an error (both sides failed,
+    base failed, a side lacks the cell): a head that loses a cell must not
+    pass.  0 otherwise.
+    """
+    if document["summary"]["fails"]:
+        return ExitCode.REGRESSION
+    if any(cell.get("verdict") == compare.Verdict.ERROR for cell in document.get("cells", [])):
+        return ExitCode.INFRA
+    return ExitCode.OK

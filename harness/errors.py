@@ -14,6 +14,8 @@ The tree::
     |       +-- VMBootError      QEMU exited or the guest died before it was ready
     |       +-- GuestTimeout     a deadline passed (boot or workload)
     |       +-- GuestPanic       the kernel panicked
+    |       +-- GuestIOError     QEMU stopped the guest on a host IO error
+    |           +-- WorkDirFull  ... because the work dir is full (ENOSPC)
     +-- ProtocolError            the guest's report is missing or malformed
     +-- RecordError              a stored record cannot be read (old, truncated)
 
@@ -118,6 +120,14 @@ class GuestTimeout(VMError):
 
 class GuestPanic(VMError):
     """The guest kernel panicked."""
+
+
+class GuestIOError(VMError):
+    """QEMU paused the guest on a host IO error (``BLOCK_IO_ERROR``, status ``io-error``)."""
+
+
+class WorkDirFull(GuestIOError):
+    """The work dir ran out of space under a running guest: every later sample would fail too."""
 
 
 class ProtocolError(HarnessError):

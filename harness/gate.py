@@ -56,7 +56,7 @@ from harness.compare import (
     parse_rule,
     render_markdown,
 )
-from harness.errors import CommandError, ExitCode, InfraError, SpecError, UsageError
+from harness.errors import CommandError, InfraError, SpecError, UsageError
 from harness.paths import IMAGES_DIR, REPO_ROOT
 from harness.policy import POLICY_FILE, Policy, load_policy
 from harness.records import read_input_text, write_json_atomic, write_text_atomic
@@ -377,11 +377,9 @@ class GateResult:
 
     @property
     def exit_code(self) -> int:
-        if self.document["summary"]["fails"]:
-            return ExitCode.REGRESSION
-        if all(c.verdict is Verdict.ERROR for c in self.cells):
-            return ExitCode.INFRA
-        return ExitCode.OK
+        from harness.compare_cli import verdict_exit_code
+
+        return verdict_exit_code(self.document)
 
 
 @dataclass

@@ -33,6 +33,14 @@ class CreatedImage:
     create_s: float
     allocated_bytes: int
     file_bytes: int
+    # why earlier tries of ``qemu-img create`` failed (see LUKS_RETRY_MARKER)
+    retries: tuple[str, ...] = ()
+
+
+# qemu-img times its LUKS key derivation against the CPU; under load that
+# measurement fails and the same command succeeds when repeated
+LUKS_RETRY_MARKER = "Unable to get accurate CPU usage"
+LUKS_CREATE_TRIES = 4
 
 
 @dataclass(frozen=True)
@@ -121,21 +129,33 @@ def create(path: Path, spec: ImageSpec, *, qemu_img: str | None = None) -> Creat
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists():
         path.unlink()
-    start = time.monotonic()
-    with confine.Handoff(confine.account()) as handoff:
-        argv = [
-            qemu_img or qemu_img_binary(),
-            "create",
-            "-q",
-            *(["--object", secret_object()] if spec.encrypted else []),
-            "-f",
-            spec.format.value,
-            "-o",
-            ",".join(spec.create_options()),
-            handoff.write(path, create=True),
-            str(spec.size),
-        ]
-        proc.run(argv, timeout_s=3600, error_cls=ImageError, confined=handoff.popen_kwargs())
+    retries: list[str] = []
+    while True:
+        start = time.monotonic()
+        try:
+            with confine.Handoff(confine.account()) as handoff:
+                argv = [
+                    qemu_img or qemu_img_binary(),
+                    "create",
+                    "-q",
+                    *(["--object", secret_object()] if spec.encrypted else []),
+                    "-f",
+                    spec.format.value,
+                    "-o",
+                    ",".join(spec.create_options()),
+                    handoff.write(path, create=True),
+                    str(spec.size),
+                ]
+                proc.run(argv, timeout_s=3600, error_cls=ImageError, confined=handoff.popen_kwargs())
+            break
+        except ImageError as exc:
+            if (
+                not (spec.encrypted and LUKS_RETRY_MARKER in exc.stderr)
+                or len(retries) + 1 >= LUKS_CREATE_TRIES
+            ):
+                raise
+            retries.append(f"try {len(retries) + 1}: {exc.message}")
+            path.unlink(missing_ok=True)
     if spec.written:
         try:
             write_zeros(path, spec.size)
@@ -148,6 +168,7 @@ def create(path: Path, spec: ImageSpec, *, qemu_img: str | None = None) -> Creat
         create_s=create_s,
         allocated_bytes=allocated_bytes(path),
         file_bytes=path.stat().st_size,
+        retries=tuple(retries),
     )
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -11,6 +14,18 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import CommandError
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """In the child before exec: SIGKILL it when the harness dies, even by SIGKILL.
+
+    A killed harness must not leave a ``qemu-img create -o preallocation=full``
+    writing gigabytes into the work dir, holding the image's lock.
+    """
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 @dataclass(frozen=True)
@@ -38,7 +53,7 @@ def run(
     log_path: Path | None = None,
     confined: Mapping[str, Any] | None = None,
 ) -> CommandResult:
-    """Run ``argv`` (never through a shell) and return what it did.
+    """Run ``argv`` (never through a shell) and return what it did; the child dies with the harness.
 
     ``timeout_s=None`` waits forever; a timeout raises ``error_cls``.
     With ``check=True`` a non-zero exit raises ``error_cls`` carrying argv,
@@ -68,6 +83,7 @@ def run(
                 cwd=cwd,
                 input=input_text,
                 check=False,
+                preexec_fn=die_with_parent,
                 **extra,
             )
         else:
@@ -131,6 +147,7 @@ def _run_logged(
                 env=env,
                 cwd=cwd,
                 check=False,
+                preexec_fn=die_with_parent,
                 **(extra or {}),
             )
         finally:

@@ -9,6 +9,7 @@ loses at most the sample in flight.
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import os
 import secrets
 import time
@@ -25,6 +26,7 @@ from harness.records import new_record, record_path, write_json_atomic
 from harness.spec import Aio, CacheState, Cell, Interface, Workload
 from harness.untrusted import clean_sample
 from harness.vm import PAYLOAD_SERIAL, Drive, Machine, VMConfig
+from harness.workdir import image_path as sample_image_path
 from harness.workloads import parse_outputs
 
 DISK_NODE = "disk0"
@@ -247,7 +249,7 @@ def run_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: 
     """One measured run of ``cell``; never raises for a failure of the sample itself."""
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
-    image_path = opts.work_dir / f"{cell.id}.{cell.image.format.value}"
+    image_path = sample_image_path(opts.work_dir, cell.id, cell.image.format.value)
     host: dict[str, Any] = {"cache_state": cell.cache_state.value}
     sample: dict[str, Any] = {
         "index": index,
@@ -265,6 +267,8 @@ def run_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: 
         created = images.create(image_path, cell.image)
         host["create_s"] = created.create_s
         host["allocated_before"] = created.allocated_bytes
+        if created.retries:
+            host["create_retries"] = list(created.retries)
         if cell.cache_state is not CacheState.FRESH:
             prime(cell, guest, opts, image_path, log_dir, host)
         host["resident_before"] = images.resident_bytes(image_path)
@@ -312,6 +316,14 @@ def run_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: 
         sample["reason"] = exc.message
         sample["error_type"] = type(exc).__name__
         sample["log_tail"] = exc.log_tail or _tail_of(log_dir / "console.log")
+        host["wall_s"] = time.monotonic() - t0
+    except OSError as exc:
+        # a file of the sample itself (its image vanished, its log dir is gone):
+        # the sample's failure with its cause, not the sweep's
+        where = f" ({exc.filename})" if exc.filename else ""
+        sample["reason"] = f"file error in the sample{where}: {exc.strerror or exc}"
+        sample["error_type"] = "WorkDirFull" if exc.errno == errno.ENOSPC else type(exc).__name__
+        sample["log_tail"] = _tail_of(log_dir / "console.log")
         host["wall_s"] = time.monotonic() - t0
     finally:
         if not opts.keep_images:
@@ -369,13 +381,20 @@ def run_cell(
     )
     log_root = log_root or opts.results_dir / "logs" / opts.run_id / cell.id
     of = of or opts.repeat
-    for index in range(len(record["samples"]), opts.repeat):
-        progress(f"{label}{cell.id} sample {index + 1}/{of} ...")
+    for count in range(len(record["samples"]), opts.repeat):
+        index = next_sample_index(record)
+        progress(f"{label}{cell.id} sample {count + 1}/{of} ...")
         sample = run_sample(cell, guest, opts, index, log_root / f"sample-{index}")
         record["samples"].append(sample)
         write_json_atomic(path, record)
-        progress(f"{label}{cell.id} sample {index + 1}/{of}: {describe_sample(sample)}")
+        progress(f"{label}{cell.id} sample {count + 1}/{of}: {describe_sample(sample)}")
     return path, record
+
+
+def next_sample_index(record: dict[str, Any]) -> int:
+    """One more than any index of the record, retried samples included: logs never collide."""
+    indices = [s.get("index", -1) for s in (*record["samples"], *record.get("retried", []))]
+    return max((i for i in indices if isinstance(i, int)), default=-1) + 1
 
 
 def describe_sample(sample: dict[str, Any]) -> str:

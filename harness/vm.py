@@ -33,7 +33,7 @@ from typing import Any
 from qemu.qmp.legacy import QEMUMonitorProtocol
 
 from harness import confine
-from harness.errors import GuestPanic, GuestTimeout, VMBootError, VMError
+from harness.errors import GuestIOError, GuestPanic, GuestTimeout, VMBootError, VMError, WorkDirFull
 from harness.spec import SECRET_ID, Aio, Cache, Interface, secret_object
 
 REPORT_PORT = "org.diskbench.report"
@@ -45,6 +45,8 @@ TMP_PREFIX = "diskbench-vm-"
 # the report channel is the guest's: read it in bounded chunks, keep a bounded number of events
 REPORT_READ_BYTES = 1024 * 1024
 MAX_EVENTS = 1000
+# how often a wait asks QEMU whether it paused the guest on an IO error
+IO_STATE_POLL_S = 0.25
 PR_SET_PDEATHSIG = 1
 
 
@@ -231,6 +233,7 @@ class Machine:
         self._launched_at = 0.0
         self._shut_down = False
         self._handoff = confine.Handoff(confine.Account("", os.geteuid(), os.getegid()))
+        self._io_checked_at = 0.0
 
     # -- lifecycle -------------------------------------------------------
     def __enter__(self) -> Machine:
@@ -336,12 +339,15 @@ class Machine:
         self._shut_down = True
         try:
             if self._proc is not None and self._proc.poll() is None:
+                quit_sent = False
                 if self._qmp is not None:
                     try:
                         self._qmp.cmd("quit")
+                        quit_sent = True
                     except Exception:  # noqa: BLE001 - QEMU may be gone or hung; escalate below
                         pass
-                if not self._wait_exit(timeout_s):
+                # a quit that could not be sent (QMP broken by an interrupt) is not waited for
+                if not (quit_sent and self._wait_exit(timeout_s)):
                     self._signal_group(signal.SIGTERM)
                     if not self._wait_exit(timeout_s):
                         self._signal_group(signal.SIGKILL)
@@ -464,6 +470,7 @@ class Machine:
                     log_tail=self.console_tail() + "\n" + self.stderr_tail(),
                     returncode=self.returncode,
                 )
+            self.check_io_state(what=what)
             if deadline is not None and time.monotonic() > deadline:
                 raise GuestTimeout(
                     f"no {what} from the guest within {timeout_s:g} s",
@@ -471,6 +478,50 @@ class Machine:
                     log_tail=self.console_tail(),
                 )
             time.sleep(POLL_S)
+
+    def check_io_state(self, *, what: str, force: bool = False) -> None:
+        """Fail at once when QEMU paused the guest on a host IO error.
+
+        QEMU's default for write errors is ``werror=enospc``: on a full disk
+        it stops the guest and waits, so a wait would otherwise run into its
+        deadline with no word of the cause.  ``query-status`` says
+        ``io-error``; the ``BLOCK_IO_ERROR`` event carries the host's reason
+        ("No space left on device").  Asked at most every
+        ``IO_STATE_POLL_S`` unless ``force``.
+        """
+        now = time.monotonic()
+        if self._qmp is None or (not force and now - self._io_checked_at < IO_STATE_POLL_S):
+            return
+        self._io_checked_at = now
+        try:
+            status = self._qmp.cmd("query-status")
+            events = self._qmp.get_events(wait=False)
+        except Exception:  # noqa: BLE001 - QEMU exiting is noticed by the caller's wait
+            return
+        errors = [e.get("data", {}) for e in events if e.get("event") == "BLOCK_IO_ERROR"]
+        paused_on_error = isinstance(status, dict) and status.get("status") == "io-error"
+        if not errors and not paused_on_error:
+            return
+        data = errors[-1] if errors else {}
+        reason = str(data.get("reason") or "an IO error")
+        nospace = bool(data.get("nospace")) or "No space left" in reason
+        work_dir = self._work_dir()
+        free = _free_bytes(work_dir) if work_dir is not None else None
+        where = f"; work dir {work_dir} has {free / 1024**2:.1f} MiB free" if free is not None else ""
+        op = f" on {data['operation']}" if data.get("operation") else ""
+        node = data.get("device") or data.get("node-name") or "a drive"
+        cls = WorkDirFull if nospace else GuestIOError
+        raise cls(
+            f"QEMU paused the guest on a host IO error{op} of {node} while waiting for {what}: {reason}{where}",
+            argv=self.argv,
+            log_tail=self.console_tail() + "\n" + self.stderr_tail(),
+        )
+
+    def _work_dir(self) -> Path | None:
+        for drive in self.config.drives:
+            if not drive.readonly:
+                return drive.path.parent
+        return None
 
     def garbage(self) -> list[str]:
         """Lines on the report channel that were not JSON objects."""
@@ -542,6 +593,14 @@ class Machine:
         except (OSError, ValueError):
             return {}
         return figures
+
+
+def _free_bytes(path: Path) -> int | None:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
 
 
 def _tail(path: Path, max_chars: int) -> str:

@@ -15,6 +15,7 @@ from harness.records import load_record
 from harness.runner import RunOptions, run_sample
 from harness.session import run_cells
 from harness.spec import make_cell
+from harness.workdir import image_path
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
 
@@ -126,7 +127,7 @@ def test_a_guest_that_never_reports_fails_after_its_deadline(
     assert sample["reason"] == "no workload report from the guest within 5 s"
     assert "DISKBENCH-READY" in sample["log_tail"]
     assert qemu_pids(tmp_path / "logs") == set(), "QEMU is gone"
-    image = disk_dir / f"{cell.id}.qcow2"
+    image = image_path(disk_dir, cell.id, "qcow2")
     # no write lock left behind: a locking open of the image succeeds
     subprocess.run(["qemu-img", "info", str(image)], check=True, capture_output=True)
     assert images.check(image, cell.image.format).returncode in (0, 3)

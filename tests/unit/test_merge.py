@@ -143,3 +143,18 @@ def test_hostname_is_not_part_of_the_merge_identity() -> None:
     other = {"machine": {**MACHINE, "hostname": "runner-9"}, "subject": {}, "vm": {}}
     assert merge_identity(one) == merge_identity(other)
     assert merge_identity(one) != merge_identity({**one, "machine": {**MACHINE, "cpu": "Intel Xeon"}})
+
+
+def test_merge_refuses_a_corrupt_record_and_never_prefers_it_over_a_good_copy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    good = write(a, "256M", ok=2)
+    bad = write(b, "256M", ok=3)
+    bad.write_text(bad.read_text().replace('"samples": [', '"samples": "oops", "x": ['))
+    rc = main(["merge", str(a), str(b), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert err.count("\n") == 1 and str(bad) in err and "field samples" in err
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").rglob("*.json"))
+    assert load_record(good)["samples"][0]["status"] == "ok"

@@ -93,3 +93,54 @@ def test_time_split_says_where_the_wall_time_went() -> None:
     line = render_time_split([record])  # type: ignore[list-item]
     assert line.startswith("time: 3 samples, 0.5 min in samples: boot 0.1 min (28%)")
     assert "failed samples 0.1 min (10%)" in line
+
+
+CORRUPT = {
+    "binary": (b"\x00\xff\xfe\x01", "is not text (binary bytes at offset 1)"),
+    "samples-oops": ({"samples": "oops"}, "field samples: 'oops' is not of type 'array'"),
+    "empty-cell": ({"cell": {}}, "lacks 'cell.id'"),
+    "nan-figure": (b"nan", "field samples[0].metrics.total_s is nan: figures must be finite numbers"),
+    "bad-status": ({"samples": [{"status": "weird"}]}, "field samples[0].status: 'weird' is not one of"),
+    "truncated": (b"truncated", "is not valid JSON (truncated?, line 1)"),
+}
+
+
+def write_corrupt(path: Path, case: str) -> str:
+    """A record damaged as ``case`` says; returns the message that must name it."""
+    damage, message = CORRUPT[case]
+    good = json.dumps(make_record())
+    if isinstance(damage, dict):
+        path.write_text(json.dumps({**make_record(), **damage}))
+    elif damage == b"nan":
+        path.write_text(good.replace('"total_s": 4.0', '"total_s": NaN'))
+    elif damage == b"truncated":
+        path.write_text(good[: len(good) // 2])
+    else:
+        path.write_bytes(damage)
+    return message
+
+
+@pytest.mark.parametrize("case", sorted(CORRUPT))
+def test_a_corrupt_record_is_one_line_naming_the_file_and_the_field(tmp_path: Path, case: str) -> None:
+    path = tmp_path / "r.json"
+    message = write_corrupt(path, case)
+    with pytest.raises(RecordError) as caught:
+        load_record(path)
+    assert str(path) in str(caught.value) and message in str(caught.value)
+    assert "\n" not in str(caught.value)
+    assert caught.value.exit_code == 2
+
+
+def test_a_directory_named_like_a_record_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "x.json").mkdir()
+    with pytest.raises(RecordError, match="is a directory, not a record file"):
+        load_record(tmp_path / "x.json")
+
+
+def test_the_published_schema_accepts_a_real_record_and_names_the_field_of_a_bad_one() -> None:
+    from harness.records import schema_problem
+
+    assert schema_problem(make_record()) is None
+    assert schema_problem({**make_record(), "vm": {"mem_mib": 0}}) == (
+        "field vm.mem_mib: 0 is less than the minimum of 1"
+    )

@@ -467,3 +467,51 @@ def test_a_bad_spec_exits_2_naming_file_and_line(tmp_path: Path, capsys: pytest.
         == f"diskbench: error: {spec}:7: unknown cache mode 'fast': use one of none, writethrough, writeback, directsync, unsafe\n"
     )
     assert not (tmp_path / "r").exists()
+
+
+def test_a_rerun_retries_failed_samples_and_keeps_the_good_ones(tmp_path: Path) -> None:
+    cells = many_cells()[:2]
+    first = fake_session(tmp_path, fail={cells[0].id})
+    run_sweep("s", cells, first, results_dir=tmp_path, repeat=2, progress=Progress(io.StringIO(), bar=False))
+    path = sweep_dir(tmp_path, "s") / f"{cells[0].id}.json"
+    # one good sample and one failure in the same record
+    record = load_record(path)
+    record["samples"][0] = {"index": 0, "status": "ok", "metrics": {"total_s": 1.0}}
+    write_json_atomic(path, record)
+
+    kept = fake_session(tmp_path)
+    out = io.StringIO()
+    result = run_sweep(
+        "s",
+        cells,
+        kept,
+        results_dir=tmp_path,
+        repeat=2,
+        progress=Progress(out, bar=False),
+        retry_failures=False,
+    )
+    assert kept.calls == [] and result.failed_samples == 1
+    assert "retrying" not in out.getvalue()
+
+    again = fake_session(tmp_path)
+    out = io.StringIO()
+    result = run_sweep("s", cells, again, results_dir=tmp_path, repeat=2, progress=Progress(out, bar=False))
+    assert again.calls == [(cells[0].id, 1)]
+    assert "resuming: 3 of 4 samples are recorded already and are skipped" in out.getvalue()
+    assert (
+        "retrying 1 failed sample: kept under 'retried' in the records, the good samples stay"
+        in out.getvalue()
+    )
+    stored = load_record(path)
+    assert [s["status"] for s in stored["samples"]] == ["ok", "ok"]
+    assert stored["samples"][0]["metrics"] == {"total_s": 1.0}, "the good sample is kept as it was"
+    assert [s["reason"] for s in stored["retried"]] == ["guest workload failed: boom"]
+    assert result.failed_samples == 0
+
+
+def test_the_next_sample_index_never_reuses_a_retried_ones() -> None:
+    from harness.runner import next_sample_index
+
+    record = {"samples": [{"index": 0}, {"index": 2}], "retried": [{"index": 1}, {"index": 3}]}
+    assert next_sample_index(record) == 4
+    assert next_sample_index({"samples": []}) == 0

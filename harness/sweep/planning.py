@@ -1,0 +1,324 @@
+"""Planning a sweep: choosing cells (--only, --shard), time and disk estimates, free space, the plan shown.
+
+Selection and estimates are pure; measuring an image and the free space do I/O.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness import proc
+from harness.errors import ImageError, InfraError, SpecError
+from harness.spec import (
+    WRITTEN,
+    CacheState,
+    Cell,
+    Format,
+    Workload,
+    split_list,
+)
+from harness.sweep.specfile import Excluded, Plan
+
+PREALLOCATED = ("falloc", "full", "written")
+MIB = 1024**2
+
+
+# -- choosing cells: --only and --shard ----------------------------------------
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"2/4"`` -> ``(2, 4)``: the second of four shards (1-based, as CI matrices count)."""
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+    if not match:
+        raise SpecError(f"--shard {text!r} is not K/N: use e.g. --shard 1/4")
+    k, n = int(match.group(1)), int(match.group(2))
+    if n < 1 or not 1 <= k <= n:
+        raise SpecError(f"--shard {text!r} is not allowed: K runs from 1 to N, and N is 1 or more")
+    return k, n
+
+
+def shard_cells(cells: Sequence[Cell], k: int, n: int) -> list[Cell]:
+    """Shard ``k`` of ``n``: round-robin over the sorted cell ids.
+
+    Every cell lands in exactly one shard and shard sizes differ by at most
+    one, whatever order the spec lists them in; the kept cells stay in run order.
+    """
+    ids = sorted(c.id for c in cells)
+    mine = set(ids[k - 1 :: n])
+    return [c for c in cells if c.id in mine]
+
+
+def filter_only(cells: Sequence[Cell], patterns: str) -> list[Cell]:
+    """Cells whose id matches any of the comma-separated fnmatch globs.
+
+    A glob that matches no cell is an error: a typo would otherwise run
+    less than was asked without a word.
+    """
+    globs = split_list(patterns)
+    if not globs:
+        raise SpecError("--only is empty: give one or more globs, e.g. --only 'qcow2-*'")
+    for glob in globs:
+        if not any(fnmatch.fnmatchcase(c.id, glob) for c in cells):
+            example = cells[0].id if cells else "-"
+            raise SpecError(f"--only {glob!r} matches no cell of this sweep: ids look like {example}")
+    return [c for c in cells if any(fnmatch.fnmatchcase(c.id, g) for g in globs)]
+
+
+def select(cells: Sequence[Cell], *, only: str | None = None, shard: str | None = None) -> list[Cell]:
+    """``--only`` first, then ``--shard``: N runners given the same ``--only`` cover it once."""
+    chosen = filter_only(cells, only) if only is not None else list(cells)
+    if shard is not None:
+        chosen = shard_cells(chosen, *parse_shard(shard))
+    return chosen
+
+
+# -- estimates: time and disk -------------------------------------------------
+
+# Rough seconds per sample under TCG on two cores (boot included), used only
+# until this sweep has measured its own samples.
+_TCG_SAMPLE_S = {"install-small": 45.0, "install-full": 120.0}
+_KVM_SPEEDUP = 4.0
+# What an install writes, roughly twice the payload image measured today.
+_INSTALL_WRITE_BYTES = {"small": 160 * MIB, "full": 320 * MIB}
+
+
+def estimate_create_s(cell: Cell) -> float:
+    """A prior for creating the image, on the host (the same under KVM and TCG).
+
+    Preallocated qcow2 metadata costs per cluster (measured: about 100 s for
+    1 GiB of 512-byte clusters on two cores), full preallocation and the raw
+    ``written`` image write every byte, LUKS derives its key for about 2 s.
+    """
+    image = cell.image
+    secs = 0.0
+    if image.format is Format.QCOW2 and image.preallocation != "off":
+        secs += image.size / (image.cluster_size or 65536) * 45e-6
+    if image.preallocation in ("full", WRITTEN):
+        secs += image.size / 1024**3
+    if image.encrypted:
+        secs += 2.5
+    return secs
+
+
+def estimate_sample_s(cell: Cell, *, accel: str = "tcg") -> float:
+    """A prior for one sample's wall time, before any sample was measured."""
+    wl = cell.workload
+    if wl.name is Workload.INSTALL:
+        secs = _TCG_SAMPLE_S[f"install-{wl.payload}"]
+    elif wl.name is Workload.DD:
+        secs = 10.0 + wl.dd_mib * 0.1
+    elif wl.name is Workload.BONNIE:
+        # the file tests (-n, in 1024s) run at about 100 files/s under TCG
+        secs = 30.0 + wl.bonnie_size_mib * 0.12 + wl.bonnie_files * 20.0
+    else:
+        # mkfs with every inode table written: about 1 s per GiB under TCG (5 GiB: 4-8 s)
+        secs = 15.0 + cell.image.size / 1024**3 * 1.5
+    if cell.cache_state is not CacheState.FRESH:
+        secs *= 2  # the unmeasured first run on the same image
+    return (secs / _KVM_SPEEDUP if accel == "kvm" else secs) + estimate_create_s(cell)
+
+
+def workload_write_bytes(cell: Cell) -> int:
+    """Bytes the guest writes to the disk at most: its data plus the filesystem's own."""
+    wl = cell.workload
+    fs_overhead = min(cell.image.size // 16, 256 * MIB)
+    if wl.name is Workload.INSTALL:
+        data = _INSTALL_WRITE_BYTES[wl.payload]
+    elif wl.name is Workload.DD:
+        data = wl.dd_mib * MIB
+    elif wl.name is Workload.BONNIE:
+        data = wl.bonnie_size_mib * MIB + wl.bonnie_files * 1024 * 1024
+    else:
+        data = 0
+    return data + fs_overhead
+
+
+@dataclass(frozen=True)
+class Measure:
+    """``qemu-img measure`` of a cell's image."""
+
+    required: int
+    fully_allocated: int
+
+
+def image_need_bytes(cell: Cell, measure: Measure) -> int:
+    """Host bytes an image of ``cell`` can take by the end of a sample.
+
+    Preallocated images take their full size at once.  Sparse ones take what
+    qemu-img measure says (qcow2 metadata) plus what the workload writes, never
+    more than fully allocated.  For raw, measure reports the virtual size as
+    "required"; a sparse raw file only holds what is written.
+    """
+    if cell.image.preallocation in PREALLOCATED:
+        return measure.fully_allocated
+    base = measure.required if cell.image.format is Format.QCOW2 else 0
+    return min(base + workload_write_bytes(cell), measure.fully_allocated)
+
+
+def measure_image(cell: Cell, *, qemu_img: str | None = None) -> Measure:
+    """``qemu-img measure`` for the image ``cell`` would create."""
+    from harness.images import qemu_img_binary
+    from harness.spec import secret_object
+
+    argv = [
+        qemu_img or qemu_img_binary(),
+        "measure",
+        *(["--object", secret_object()] if cell.image.encrypted else []),
+        "--output=json",
+        "-O",
+        cell.image.format.value,
+        "-o",
+        ",".join(cell.image.create_options()),
+        "--size",
+        str(cell.image.size),
+    ]
+    result = proc.run(argv, timeout_s=60, error_cls=ImageError)
+    try:
+        data = json.loads(result.stdout)
+        return Measure(required=int(data["required"]), fully_allocated=int(data["fully-allocated"]))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ImageError(f"qemu-img measure printed no figures: {result.stdout[:200]!r}", argv=argv) from exc
+
+
+def free_bytes(path: Path) -> int:
+    """Free bytes for an unprivileged writer where ``path`` is (or would be created)."""
+    probe = path.resolve()
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    st = os.statvfs(probe)
+    return st.f_bavail * st.f_frsize
+
+
+def largest_image(
+    cells: Iterable[Cell], measure: Callable[[Cell], Measure] = measure_image
+) -> tuple[Cell, int]:
+    """The cell whose image can take the most host space, and that figure."""
+    cache: dict[tuple[str, ...], Measure] = {}
+    best: tuple[Cell, int] | None = None
+    for cell in cells:
+        key = (cell.image.format.value, *cell.image.create_options(), str(cell.image.size))
+        if key not in cache:
+            cache[key] = measure(cell)
+        need = image_need_bytes(cell, cache[key])
+        if best is None or need > best[1]:
+            best = (cell, need)
+    if best is None:
+        raise SpecError("no cell selected: nothing to measure")
+    return best
+
+
+def check_free_space(work_dir: Path, cells: Sequence[Cell]) -> str:
+    """Refuse to start when the work dir cannot hold the largest image; say the figures.
+
+    One sample's image exists at a time (each is removed after its sample),
+    so the largest one is what must fit.
+    """
+    cell, need = largest_image(cells)
+    free = free_bytes(work_dir)
+    what = f"the largest image ({cell.id}) needs up to {_gib(need)}"
+    if free < need:
+        raise InfraError(
+            f"work dir {work_dir} has {_gib(free)} free, {what}: "
+            "free some space or pass --work-dir on a larger disk"
+        )
+    return f"disk: {what}; work dir has {_gib(free)} free"
+
+
+def _gib(n: int) -> str:
+    return f"{n / 1024**3:.2f} GiB"
+
+
+def drop_unsupported(cells: Sequence[Cell], work_dir: Path) -> tuple[list[Cell], list[tuple[str, str]]]:
+    """Leave out cells this QEMU cannot open here (io_uring, native aio), with the reason.
+
+    Probed once per aio/cache pair without a guest, so a host whose QEMU
+    lacks io_uring excludes those cells instead of failing each sample.
+    """
+    from harness.capabilities import unsupported_reason
+
+    kept: list[Cell] = []
+    dropped: list[tuple[str, str]] = []
+    for cell in cells:
+        reason = unsupported_reason(cell, work_dir)
+        if reason:
+            dropped.append((cell.id, reason))
+        else:
+            kept.append(cell)
+    return kept, dropped
+
+
+# -- what is shown before a run ----------------------------------------------------
+
+
+def describe_plan(
+    plan: Plan,
+    cells: Sequence[Cell],
+    *,
+    repeat: int,
+    only: str | None = None,
+    shard: str | None = None,
+    recorded: Mapping[str, int] | None = None,
+    accel: str = "tcg",
+) -> str:
+    """The cells that will run, the exclusions with their reasons, and a time estimate."""
+    spec = plan.spec
+    lines = [
+        f"sweep {spec.name} ({spec.source}): {_plural(len(plan.cells), 'cell')} x {_plural(repeat, 'repeat')}"
+    ]
+    if spec.description:
+        lines.append(f"  {spec.description}")
+    chosen = []
+    if only is not None:
+        chosen.append(f"--only {only}")
+    if shard is not None:
+        chosen.append(f"--shard {shard}")
+    if chosen:
+        lines.append(f"selected {len(cells)} of {len(plan.cells)} cells by {' '.join(chosen)}")
+    recorded = recorded or {}
+    todo = 0
+    seconds = 0.0
+    for cell in cells:
+        have = min(recorded.get(cell.id, 0), repeat)
+        todo += repeat - have
+        seconds += (repeat - have) * estimate_sample_s(cell, accel=accel)
+        state = f"  ({have}/{repeat} recorded)" if have else ""
+        lines.append(f"  run   {cell.id}{state}")
+    by_reason: dict[str, list[Excluded]] = {}
+    for ex in plan.excluded:
+        by_reason.setdefault(ex.reason, []).append(ex)
+    for reason, items in by_reason.items():
+        lines.append(f"  excluded {_common_label(items)}: {reason}")
+    lines.append(
+        f"estimate: {_plural(todo, 'sample')}, about {format_duration(seconds)} under {accel.upper()} "
+        "(a rough prior; the progress line refines it from measured samples)"
+    )
+    return "\n".join(lines) + "\n"
+
+
+def _common_label(items: Sequence[Excluded]) -> str:
+    """What the excluded combinations of one reason share: ``format=raw preallocation=off (8 cells)``."""
+    first = items[0].values
+    common = {k: v for k, v in first.items() if all(ex.values.get(k) == v for ex in items)}
+    label = " ".join(f"{k}={v}" for k, v in common.items()) or "combinations"
+    return label if len(items) == 1 else f"{label} ({len(items)} cells)"
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def format_duration(seconds: float) -> str:
+    seconds = max(0, round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"

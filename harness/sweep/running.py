@@ -1,0 +1,242 @@
+"""Running a sweep: records as the checkpoint, resume, setting aside other machines' records, the loop."""
+
+from __future__ import annotations
+
+import shutil
+import time
+import typing
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from harness.errors import InfraError, WorkDirFull
+from harness.records import load_record, write_json_atomic
+from harness.spec import Cell
+from harness.sweep.planning import estimate_sample_s
+
+if typing.TYPE_CHECKING:
+    from harness.progress import Progress
+    from harness.session import Session
+
+
+# -- records: the checkpoint ------------------------------------------------------
+
+
+def sweep_dir(results_dir: Path, name: str) -> Path:
+    return results_dir / "sweeps" / name
+
+
+def scan_records(directory: Path) -> dict[str, tuple[Path, dict[str, Any]]]:
+    """The records in a sweep dir by cell id.  A record that cannot be read stops the sweep.
+
+    Records are written atomically, so an unreadable one was damaged by
+    something else: the message says which file, and to delete it.
+    """
+    found: dict[str, tuple[Path, dict[str, Any]]] = {}
+    if not directory.is_dir():
+        return found
+    for path in sorted(directory.glob("*.json")):
+        record = load_record(path)
+        found[str(record["cell"].get("id", path.stem))] = (path, record)
+    return found
+
+
+def set_aside(
+    directory: Path, fingerprint: str, fingerprint_of: Callable[[dict[str, Any]], str]
+) -> list[Path]:
+    """Move records of another machine or subject (and their logs) out of the way.
+
+    They go to ``DIR/previous/FINGERPRINT/`` with their log paths rewritten:
+    kept for reading, never resumed from or mixed into this sweep's table.
+    Returns where they went.
+    """
+    moved: list[Path] = []
+    for cell_id, (path, record) in scan_records(directory).items():
+        theirs = fingerprint_of(record)
+        if theirs == fingerprint:
+            continue
+        dest_dir = directory / "previous" / theirs
+        old_logs = directory / "logs" / cell_id
+        new_logs = dest_dir / "logs" / cell_id
+        if old_logs.exists():
+            new_logs.parent.mkdir(parents=True, exist_ok=True)
+            if new_logs.exists():
+                shutil.rmtree(new_logs)
+            shutil.move(old_logs, new_logs)
+            _rewrite_log_paths(record, old_logs, new_logs)
+        dest = dest_dir / path.name
+        write_json_atomic(dest, record)
+        path.unlink()
+        moved.append(dest)
+    return moved
+
+
+def _rewrite_log_paths(record: dict[str, Any], old: Path, new: Path) -> None:
+    prefix = str(old)
+    for sample in record.get("samples", []):
+        logs = sample.get("logs", {})
+        for key, value in logs.items():
+            if isinstance(value, str) and value.startswith(prefix):
+                logs[key] = str(new) + value[len(prefix) :]
+
+
+def clean_stale_temp_files(directory: Path) -> None:
+    """Drop the temp files of a write that a kill interrupted (the record itself is intact)."""
+    if directory.is_dir():
+        for tmp in directory.glob(".*.json.*.tmp"):
+            tmp.unlink(missing_ok=True)
+
+
+# -- the loop ---------------------------------------------------------------------
+
+
+def set_failures_aside(record: dict[str, Any]) -> int:
+    """Move a record's failed samples to its ``retried`` list, so a resume runs them again.
+
+    Their reasons and logs stay in the record as evidence; the good samples
+    stay where they are.  Returns how many were moved.
+    """
+    failed = [s for s in record["samples"] if s.get("status") != "ok"]
+    if failed:
+        record.setdefault("retried", []).extend(failed)
+        record["samples"] = [s for s in record["samples"] if s.get("status") == "ok"]
+    return len(failed)
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def work_dir_full(sample: dict[str, Any]) -> bool:
+    """Whether a failed sample failed because the work dir is full (QEMU's ENOSPC, qemu-img's)."""
+    if sample.get("status") == "ok":
+        return False
+    return sample.get("error_type") == "WorkDirFull" or "No space left on device" in str(
+        sample.get("reason", "")
+    )
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    directory: Path
+    records: list[dict[str, Any]]
+    skipped_samples: int
+    ran_samples: int
+    set_aside: list[Path]
+
+    @property
+    def total_samples(self) -> int:
+        return sum(len(r["samples"]) for r in self.records)
+
+    @property
+    def failed_samples(self) -> int:
+        return sum(1 for r in self.records for s in r["samples"] if s.get("status") != "ok")
+
+    @property
+    def failed_cells(self) -> list[str]:
+        return [r["cell"]["id"] for r in self.records if any(s.get("status") != "ok" for s in r["samples"])]
+
+
+def run_sweep(
+    name: str,
+    cells: Sequence[Cell],
+    session: Session,
+    *,
+    results_dir: Path,
+    repeat: int,
+    progress: Progress,
+    retry_failures: bool = True,
+) -> SweepResult:
+    """Run every cell to ``repeat`` samples, resuming from the records already there.
+
+    Records of this session's fingerprint are resumed (``existing=``);
+    others are set aside first (see :func:`set_aside`).  A failed sample is
+    a record entry like any other: the sweep goes on.  On a rerun, failed
+    samples are run again (``retry_failures``, see :func:`set_failures_aside`)
+    while the good ones are kept.
+    """
+    from harness.session import record_fingerprint
+
+    directory = sweep_dir(results_dir, name)
+    clean_stale_temp_files(directory)
+    moved = set_aside(directory, session.fingerprint, record_fingerprint)
+    for dest in moved:
+        progress.note(f"set aside a record of another machine or subject: {dest}")
+    found = scan_records(directory)
+    records: dict[str, dict[str, Any]] = {}
+    done = 0
+    retried = 0
+    for cell in cells:
+        if cell.id in found:
+            _path, record = found[cell.id]
+            if retry_failures:
+                retried += set_failures_aside(record)
+            records[cell.id] = record
+            done += min(len(record["samples"]), repeat)
+    total = len(cells) * repeat
+    progress.plan(
+        [
+            (cell.workload.slug, estimate_sample_s(cell, accel=session.opts.accel))
+            for round_number in range(1, repeat + 1)
+            for cell in cells
+            if len(records.get(cell.id, {}).get("samples", [])) < round_number
+        ]
+    )
+    if done:
+        progress.note(f"resuming: {done} of {total} samples are recorded already and are skipped")
+    if retried:
+        progress.note(
+            f"retrying {_plural(retried, 'failed sample')}: kept under 'retried' in the records, "
+            "the good samples stay (--keep-failures keeps failures as they are)"
+        )
+    progress.start(total=total, done=done)
+    ran = 0
+    for round_number in range(1, repeat + 1):
+        # one more sample for each cell per round: see the module docstring
+        round_session = replace(session, opts=replace(session.opts, repeat=round_number))
+        for number, cell in enumerate(cells, start=1):
+            existing = records.get(cell.id)
+            if existing is not None and len(existing["samples"]) >= round_number:
+                continue
+            path = directory / f"{cell.id}.json"
+            label = (
+                f"[round {round_number}/{repeat}, cell {number}/{len(cells)}] "
+                if repeat > 1
+                else f"[{number}/{len(cells)}] "
+            )
+            progress.begin(cell.id)
+            t0 = time.monotonic()
+            try:
+                _, record = round_session.run_cell(
+                    cell,
+                    path=path,
+                    existing=existing,
+                    log_root=directory / "logs" / cell.id,
+                    progress=progress.note,
+                    label=label,
+                    of=repeat,
+                )
+            except OSError as exc:
+                raise InfraError(f"cannot write the record {path}: {exc.strerror or exc}") from exc
+            records[cell.id] = record
+            ran += 1
+            last = record["samples"][-1]
+            ok = last.get("status") == "ok"
+            progress.end(cell.id, time.monotonic() - t0, ok=ok, kind=cell.workload.slug)
+            if work_dir_full(last):
+                progress.finish()
+                raise WorkDirFull(
+                    f"stopping the sweep: {last.get('reason', 'the work dir is full')}; "
+                    f"every later sample would fail the same way. {len(records)} record(s) "
+                    f"kept in {directory}: free some space or pass --work-dir on a larger disk, "
+                    "then run the same command to resume"
+                )
+    progress.finish()
+    return SweepResult(
+        directory=directory,
+        records=[records[c.id] for c in cells if c.id in records],
+        skipped_samples=done,
+        ran_samples=ran,
+        set_aside=moved,
+    )

@@ -1,0 +1,56 @@
+"""qemu-img's LUKS create that fails on "Unable to get accurate CPU usage" is tried again, a bounded number of times."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness import images
+from harness.errors import ImageError
+from harness.spec import make_cell
+
+pytestmark = [pytest.mark.integration]
+
+
+def flaky_qemu_img(tmp_path: Path, failures: int) -> str:
+    """Real qemu-img behind a wrapper whose first ``failures`` creates fail as QEMU's does under load."""
+    real = shutil.which("qemu-img")
+    assert real
+    count = tmp_path / "count"
+    script = tmp_path / "qemu-img"
+    script.write_text(
+        "#!/bin/sh\n"
+        f"n=$(cat {count} 2>/dev/null || echo 0); echo $((n + 1)) > {count}\n"
+        f'if [ "$1" = create ] && [ "$n" -lt {failures} ]; then\n'
+        "  echo 'qemu-img: x.qcow2: Unable to get accurate CPU usage' >&2; exit 1\n"
+        "fi\n"
+        f'exec {real} "$@"\n'
+    )
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_a_luks_create_failing_under_load_is_tried_again_and_says_so(tmp_path: Path) -> None:
+    cell = make_cell(format="qcow2", encrypt="luks", size="64M", workload="dd", dd_mib=16)
+    created = images.create(tmp_path / "x.qcow2", cell.image, qemu_img=flaky_qemu_img(tmp_path, 2))
+    assert created.path.exists()
+    assert len(created.retries) == 2
+    assert (
+        created.retries[0].startswith("try 1: ") and "Unable to get accurate CPU usage" in created.retries[0]
+    )
+
+
+def test_the_tries_are_bounded(tmp_path: Path) -> None:
+    cell = make_cell(format="qcow2", encrypt="luks", size="64M", workload="dd", dd_mib=16)
+    with pytest.raises(ImageError, match="Unable to get accurate CPU usage"):
+        images.create(tmp_path / "x.qcow2", cell.image, qemu_img=flaky_qemu_img(tmp_path, 99))
+    assert (tmp_path / "count").read_text().strip() == str(images.LUKS_CREATE_TRIES)
+
+
+def test_other_failures_are_not_retried(tmp_path: Path) -> None:
+    cell = make_cell(format="qcow2", size="64M", workload="dd", dd_mib=16)
+    with pytest.raises(ImageError):
+        images.create(tmp_path / "x.qcow2", cell.image, qemu_img=flaky_qemu_img(tmp_path, 1))
+    assert (tmp_path / "count").read_text().strip() == "1"

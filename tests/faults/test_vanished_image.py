@@ -1,0 +1,49 @@
+"""An image that vanishes under a running sample: that sample fails with its cause, the sweep goes on."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from faultkit import argv_paths, descendants, guest_on_image, kill_all, popen, wait_for, write_spec
+
+from harness.records import load_record
+
+pytestmark = [pytest.mark.integration, pytest.mark.guest]
+
+
+def test_a_vanished_image_is_the_samples_failure_not_the_sweeps(
+    guest: Any, tmp_path: Path, disk_dir: Path
+) -> None:
+    spec = write_spec(tmp_path / "gone.toml", "gone", {"interface": ["virtio-blk", "ide"]})
+    results = tmp_path / "results"
+    directory = results / "sweeps" / "gone"
+    sweep = popen(argv_paths(spec, disk_dir, results), tmp_path / "sweep.log")
+    procs: dict[int, str] = {}
+    try:
+        wait_for("QEMU running the first cell's image", lambda: guest_on_image(sweep.pid), 300, sweep)
+        procs.update(descendants(sweep.pid))
+        image = guest_on_image(sweep.pid)
+        assert image is not None
+        image.unlink()
+        deadline = time.monotonic() + 600
+        while sweep.poll() is None and time.monotonic() < deadline:
+            procs.update(descendants(sweep.pid))
+            time.sleep(0.2)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+        sweep.wait()
+        kill_all(procs)
+    out = (tmp_path / "sweep.log").read_text()
+    assert sweep.returncode == 3, out[-3000:]
+    assert "cannot write the record" not in out and "Traceback" not in out
+    records = {r["cell"]["drive"]["interface"]: r for r in map(load_record, directory.glob("*.json"))}
+    assert set(records) == {"virtio-blk", "ide"}, "the sweep went on to the next cell"
+    (failed,) = records["virtio-blk"]["samples"]
+    assert failed["status"] == "error"
+    assert str(image) in failed["reason"] or "No such file" in failed["reason"], failed["reason"]
+    assert records["ide"]["samples"][0]["status"] == "ok"
+    assert "1 of 2 samples failed" in out

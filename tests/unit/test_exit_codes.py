@@ -1,0 +1,73 @@
+"""Exit codes of compare and gate: 1 a regression, 3 a cell in error, 0 otherwise; a regression wins."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.cli import main
+from harness.compare import Verdict
+from harness.compare_cli import verdict_exit_code
+from harness.records import new_record, write_json_atomic
+from harness.spec import make_cell
+
+MACHINE = {
+    "arch": "x86_64",
+    "cpu": "AMD EPYC",
+    "accel": "kvm",
+    "qemu_version": "7.2.0",
+    "work_dir_fs": "ext4",
+}
+
+
+def write_cell(directory: Path, dd_mib: int, mean: float, *, seed: int, ok: bool = True) -> None:
+    cell = make_cell(workload="dd", dd_mib=dd_mib).as_dict()
+    rng = random.Random(seed)
+    record = new_record(cell=cell, machine=MACHINE, subject={}, vm={"mem_mib": 256, "smp": 1}, run_id="r")
+    for index in range(6):
+        sample: dict[str, Any] = {"index": index, "status": "ok" if ok else "error"}
+        if ok:
+            sample["metrics"] = {"total_s": mean * rng.gauss(1.0, 0.01)}
+        else:
+            sample["reason"] = "QEMU exited with 1"
+        record["samples"].append(sample)
+    write_json_atomic(directory / f"{cell['id']}.json", record)
+
+
+@pytest.mark.parametrize(
+    ("fails", "cell_verdicts", "code"),
+    [
+        (True, [Verdict.REGRESSION], 1),
+        (True, [Verdict.REGRESSION, Verdict.ERROR], 1),
+        (True, [Verdict.CHANGED], 1),
+        (False, [Verdict.CHANGED], 0),
+        (False, [Verdict.UNCHANGED, Verdict.ERROR], 3),
+        (False, [Verdict.INCONCLUSIVE], 0),
+        (False, [Verdict.IMPROVEMENT], 0),
+        (False, [Verdict.UNCHANGED], 0),
+    ],
+)
+def test_each_outcome_has_one_exit_code(fails: bool, cell_verdicts: list[Verdict], code: int) -> None:
+    document = {"summary": {"fails": fails}, "cells": [{"verdict": v.value} for v in cell_verdicts]}
+    assert verdict_exit_code(document) == code
+
+
+def test_a_head_that_loses_a_cell_does_not_pass(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base, head = tmp_path / "base", tmp_path / "head"
+    for dd_mib in (64, 128):
+        write_cell(base, dd_mib, 10.0, seed=dd_mib)
+    write_cell(head, 64, 10.0, seed=99)
+    assert main(["compare", str(base), str(head)]) == 3
+    assert "error" in capsys.readouterr().out.lower()
+
+
+def test_a_regression_wins_over_a_cell_in_error(tmp_path: Path) -> None:
+    base, head = tmp_path / "base", tmp_path / "head"
+    write_cell(base, 64, 10.0, seed=1)
+    write_cell(head, 64, 13.0, seed=2)
+    write_cell(base, 128, 10.0, seed=3, ok=False)
+    write_cell(head, 128, 10.0, seed=4, ok=False)
+    assert main(["compare", str(base), str(head)]) == 1
