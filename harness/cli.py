@@ -56,6 +56,13 @@ def add_machine_options(group: Any) -> None:
     group.add_argument(
         "--workload-timeout-s", type=float, default=1800.0, help="deadline for the workload report"
     )
+    group.add_argument(
+        "--start",
+        choices=("cold", "snapshot", "auto"),
+        default="auto",
+        help="how each sample's guest starts: boot it (cold), restore it from a snapshot taken at "
+        "its ready line (snapshot), or snapshot where it applies (auto, the default)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -346,6 +353,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         mem_mib=args.mem_mib,
         smp=args.smp,
         keep_images=args.keep_images,
+        start=args.start,
         progress=_err,
     )
     print(result.table, end="")
@@ -443,6 +451,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         results_dir=args.results_dir,
         boot_timeout_s=args.boot_timeout_s,
         workload_timeout_s=args.workload_timeout_s,
+        start=args.start,
         progress=progress.note,
         run_id=f"sweep-{spec.name}",
         policy=policy,

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness import images
+from harness import images, snapshot
 from harness.errors import GuestBuildError, HarnessError, ProtocolError
 from harness.protocol import GuestReport, parse_ready, parse_report
 from harness.records import new_record, record_path, write_json_atomic
@@ -53,6 +53,8 @@ class RunOptions:
     keep_images: bool = False
     extra_append: tuple[str, ...] = ()
     drive_options: tuple[tuple[str, str], ...] = ()
+    # cold | snapshot | auto (see harness.snapshot)
+    start: str = "cold"
 
 
 def new_run_id() -> str:
@@ -88,12 +90,23 @@ def vm_config(cell: Cell, guest: Guest, opts: RunOptions, image: Path) -> VMConf
     return VMConfig(
         kernel=guest.kernel,
         initrd=guest.initrd,
-        append=[*cell.workload.kernel_args(), *opts.extra_append],
+        # the workload goes over the control port (workload_line), not the command line
+        append=[word for word in opts.extra_append if not word.startswith(WORKLOAD_PREFIX)],
         drives=drives,
         accel=opts.accel,
         mem_mib=opts.mem_mib,
         smp=opts.smp,
+        control=True,
     )
+
+
+WORKLOAD_PREFIX = "diskbench."
+
+
+def workload_line(cell: Cell, opts: RunOptions) -> str:
+    """What the host sends the guest at ready: the workload's diskbench.* words (later win)."""
+    extra = [word for word in opts.extra_append if word.startswith(WORKLOAD_PREFIX)]
+    return " ".join([*cell.workload.kernel_args(), *extra])
 
 
 # QMP blockstats fields kept per sample (as deltas between ready and power-off)
@@ -171,17 +184,42 @@ class GuestRun:
     boot_s: float
     workload_s: float
     stopped: bool
+    start: str
     blockstats: dict[str, int]
     qemu_io: dict[str, int]
     garbage: list[str]
     console_tail: str
+    start_fallback: str | None = None
+
+
+def _create_scratch(path: Path, cell: Cell) -> None:
+    images.create(path, cell.image)
 
 
 def boot_and_run(cell: Cell, guest: Guest, opts: RunOptions, image: Path, log_dir: Path) -> GuestRun:
     """Boot the guest on ``image``, wait for its report, read the counters, shut down."""
     config = vm_config(cell, guest, opts, image)
-    with Machine(config, log_dir, name=cell.id) as vm:
-        ready = parse_ready(vm.wait_event("ready", timeout_s=opts.boot_timeout_s, what="ready line"))
+
+    def wait_ready(vm: Machine) -> dict[str, Any]:
+        return parse_ready(vm.wait_event("ready", timeout_s=opts.boot_timeout_s, what="ready line"))
+
+    with snapshot.start_guest(
+        config,
+        log_dir,
+        name=cell.id,
+        start=snapshot.parse_start(opts.start),
+        cell=cell,
+        recipe_hash=guest.recipe_hash,
+        disk_bytes=cell.image.size,
+        make_scratch=lambda path: _create_scratch(path, cell),
+        scratch_path=opts.work_dir / f"{cell.id}.snapshot-scratch.{cell.image.format.value}",
+        boot_timeout_s=opts.boot_timeout_s,
+        wait_ready=wait_ready,
+    ) as started:
+        vm = started.vm
+        ready = started.ready
+        vm.send_control(workload_line(cell, opts))
+        vm.wait_event("start", timeout_s=opts.boot_timeout_s, what="workload start")
         boot_s = vm.elapsed_s
         stats_before = vm.blockstats(DISK_NODE)
         io_before = vm.proc_io()
@@ -198,6 +236,8 @@ def boot_and_run(cell: Cell, guest: Guest, opts: RunOptions, image: Path, log_di
             boot_s=boot_s,
             workload_s=workload_s,
             stopped=stopped,
+            start=started.start,
+            start_fallback=started.fallback,
             blockstats=delta(stats_before, stats_after, BLOCKSTATS_FIELDS),
             qemu_io=delta(io_before, io_after, PROC_IO_FIELDS),
             garbage=vm.garbage(),
@@ -263,9 +303,12 @@ def run_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: 
             boot_s=run.boot_s,
             workload_s=run.workload_s,
             guest_stopped=run.stopped,
+            start=run.start,
             blockstats=run.blockstats,
             qemu_io=run.qemu_io,
         )
+        if run.start_fallback:
+            host["start_fallback"] = run.start_fallback
         if run.garbage:
             raise ProtocolError(
                 f"guest sent {len(run.garbage)} line(s) that are not JSON: {run.garbage[0][:80]!r}"
@@ -347,6 +390,7 @@ def run_cell(
             "smp": opts.smp,
             "boot_timeout_s": opts.boot_timeout_s,
             "workload_timeout_s": opts.workload_timeout_s,
+            "start": opts.start,
         },
         run_id=opts.run_id,
     )

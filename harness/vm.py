@@ -36,6 +36,7 @@ from harness.errors import GuestPanic, GuestTimeout, VMBootError, VMError
 from harness.spec import SECRET_ID, Aio, Cache, Interface, secret_object
 
 REPORT_PORT = "org.diskbench.report"
+CONTROL_PORT = "org.diskbench.control"
 DISK_SERIAL = "diskbench-disk"
 PAYLOAD_SERIAL = "diskbench-payload"
 PANIC_MARKERS = ("Kernel panic - not syncing", "---[ end Kernel panic")
@@ -99,6 +100,8 @@ class Drive:
     options: tuple[tuple[str, str], ...] = ()
     # a LUKS-encrypted qcow2: open it with the secret object (see harness.spec.secret_object)
     key_secret: bool = False
+    # False: only the -drive backend; the device is added later (hotplug after a restore)
+    attach: bool = True
 
     def argv(self) -> list[str]:
         opts = [
@@ -116,6 +119,8 @@ class Drive:
         opts += [f"{name}={value}" for name, value in self.options]
         dev = f"{self.node}-dev"
         args = ["-drive", ",".join(opts)]
+        if not self.attach:
+            return args
         serial = f"serial={self.serial}"
         if self.interface is Interface.VIRTIO_BLK:
             args += ["-device", f"virtio-blk-pci,id={dev},drive={self.node},{serial}"]
@@ -152,8 +157,20 @@ class VMConfig:
     mem_mib: int = 256
     smp: int = 1
     qemu: str = field(default_factory=qemu_binary)
+    # a virtio-serial port the host writes the workload to (see Machine.send_control)
+    control: bool = False
+    # wait for a migration stream on a UNIX socket (see harness.snapshot)
+    incoming: bool = False
 
-    def argv(self, *, qmp_path: Path, console: Path, report: Path) -> list[str]:
+    def argv(
+        self,
+        *,
+        qmp_path: Path,
+        console: Path,
+        report: Path,
+        control: Path | None = None,
+        incoming: Path | None = None,
+    ) -> list[str]:
         cpu = ["-cpu", "host"] if self.accel == "kvm" else []
         args = [
             self.qemu,
@@ -195,6 +212,17 @@ class VMConfig:
             "-device",
             f"virtserialport,bus=vser0.0,chardev=report,name={REPORT_PORT}",
         ]
+        if control is not None:
+            # a pipe chardev (CONTROL.in, opened read-write by QEMU) is always
+            # connected, so the guest's read blocks until the host writes
+            args += [
+                "-chardev",
+                f"pipe,id=control,path={control}",
+                "-device",
+                f"virtserialport,bus=vser0.0,chardev=control,name={CONTROL_PORT}",
+            ]
+        if incoming is not None:
+            args += ["-incoming", f"unix:{incoming}"]
         if any(drive.key_secret for drive in self.drives):
             args += ["-object", secret_object()]
         for drive in self.drives:
@@ -226,6 +254,8 @@ class Machine:
         self._events: list[dict[str, Any]] = []
         self._launched_at = 0.0
         self._shut_down = False
+        self.control_path: Path | None = None
+        self.incoming_path: Path | None = None
 
     # -- lifecycle -------------------------------------------------------
     def __enter__(self) -> Machine:
@@ -258,7 +288,20 @@ class Machine:
         for path in (self.console_log, self.report_log):
             path.write_bytes(b"")
         self._qmp_path = qmp_path
-        self.argv = self.config.argv(qmp_path=qmp_path, console=self.console_log, report=self.report_log)
+        control = None
+        if self.config.control:
+            control = self._tmp / "control"
+            for suffix in (".in", ".out"):
+                os.mkfifo(f"{control}{suffix}", 0o600)
+        self.control_path = control
+        self.incoming_path = self._tmp / "incoming.sock" if self.config.incoming else None
+        self.argv = self.config.argv(
+            qmp_path=qmp_path,
+            console=self.console_log,
+            report=self.report_log,
+            control=control,
+            incoming=self.incoming_path,
+        )
 
     def _launch(self) -> None:
         self._stderr_file = open(self.stderr_log, "wb")  # noqa: SIM115 - closed in shutdown
@@ -464,6 +507,17 @@ class Machine:
                 return True
             time.sleep(POLL_S * 5)
         return False
+
+    def send_control(self, line: str) -> None:
+        """Write one line to the guest's control port (its workload's parameters)."""
+        if self.control_path is None:
+            raise VMError("this guest has no control port", argv=self.argv)
+        # QEMU holds CONTROL.in open for reading, so this open does not block
+        fd = os.open(f"{self.control_path}.in", os.O_WRONLY | os.O_NONBLOCK)
+        try:
+            os.write(fd, line.encode() + b"\n")
+        finally:
+            os.close(fd)
 
     def qmp(self, command: str, **args: object) -> Any:
         if self._qmp is None:
