@@ -528,6 +528,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
         canary=not args.no_canary,
         boot_timeout_s=args.boot_timeout_s,
         workload_timeout_s=args.workload_timeout_s,
+        start=args.start,
         progress=_err,
     )
     print(result.markdown, end="")

@@ -128,12 +128,23 @@ def key_material(config: VMConfig, *, recipe_hash: str, qemu_version: str, disk_
         canonical.append(_guest_visible_drive(arg) if previous == "-drive" else arg)
     return {
         "format": FORMAT_VERSION,
+        "qemu_binary": binary_identity(canonical[0]),
         "recipe_hash": recipe_hash,
         "qemu": canonical[0],
         "qemu_version": qemu_version,
         "argv": canonical[1:],
         "disk_bytes": disk_bytes,
     }
+
+
+def binary_identity(binary: str) -> str:
+    """Path, size and mtime of the QEMU binary: a rebuild at the same path is a new QEMU."""
+    path = shutil.which(binary) or binary
+    try:
+        st = Path(path).resolve().stat()
+    except OSError:
+        return path
+    return f"{Path(path).resolve()}:{st.st_size}:{st.st_mtime_ns}"
 
 
 def snapshot_key(material: dict[str, Any]) -> str:
