@@ -58,3 +58,17 @@ def test_primed_cells_boot_and_bad_start_is_named() -> None:
     assert parse_start("auto") is Start.AUTO
     with pytest.raises(ValueError, match="--start fast: expected one of cold, snapshot, auto"):
         parse_start("fast")
+
+
+def test_samples_of_different_start_kinds_are_kept_apart() -> None:
+    from harness.snapshot import mixed_starts
+
+    cold = {"host": {"start": "cold"}}
+    snap = {"host": {"start": "snapshot"}}
+    old = {"host": {}}
+    assert mixed_starts([cold, old], [cold]) is None
+    assert mixed_starts([snap], [snap]) is None
+    assert mixed_starts([cold], [snap]) == (
+        "start kinds differ: base cold, head snapshot; run both with the same --start"
+    )
+    assert mixed_starts([cold, snap], [cold, snap]) is not None
