@@ -39,6 +39,9 @@ REPORT_PORT = "org.diskbench.report"
 CONTROL_PORT = "org.diskbench.control"
 DISK_SERIAL = "diskbench-disk"
 PAYLOAD_SERIAL = "diskbench-payload"
+# Kernel options that cut a second of a TCG boot without touching the IO path:
+# no crypto self-tests (0.5 s), no IO-APIC timer check.
+LEAN_BOOT = ("cryptomgr.notests", "no_timer_check")
 PANIC_MARKERS = ("Kernel panic - not syncing", "---[ end Kernel panic")
 POLL_S = 0.02
 TMP_PREFIX = "diskbench-vm-"
@@ -198,7 +201,7 @@ class VMConfig:
             "-initrd",
             str(self.initrd),
             "-append",
-            " ".join(["console=ttyS0", "panic=-1", "loglevel=4", *self.append]),
+            " ".join(["console=ttyS0", "panic=-1", "loglevel=4", *LEAN_BOOT, *self.append]),
             "-qmp",
             f"unix:{qmp_path},server=on,wait=off",
             "-chardev",
