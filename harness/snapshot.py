@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import shutil
 import socket
 import sys
@@ -56,6 +57,7 @@ NO_WRITE_CACHE = (Cache.WRITETHROUGH, Cache.DIRECTSYNC)
 HOTPLUG = (Interface.NVME,)
 DEVICE_MODEL = {Interface.NVME: "nvme"}
 POLL_S = 0.01
+PRUNE_IDLE_S = 14 * 86400.0
 
 
 class Start(Enum):
@@ -168,6 +170,8 @@ def load(key: str, root: Path | None = None) -> Snapshot | None:
     state = directory / STATE_FILE
     if not state.is_file() or meta.get("key") != key:
         return None
+    with contextlib.suppress(OSError):
+        os.utime(directory)  # in use: pruning spares it
     return Snapshot(
         key=key, state=state, ready=dict(meta.get("ready", {})), console=directory / "console.log"
     )
@@ -282,6 +286,7 @@ def build(
     """Boot ``config`` (a scratch image of the sample's size) to ready and save it."""
     root = root or snapshot_root()
     root.mkdir(parents=True, exist_ok=True)
+    prune(root)
     tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
     try:
         with Machine(for_snapshot(config), log_dir, name="snapshot") as vm:
@@ -302,6 +307,18 @@ def build(
     if snap is None:
         raise VMError(f"snapshot {key} vanished after it was written")
     return snap
+
+
+def prune(root: Path, *, idle_s: float = PRUNE_IDLE_S) -> list[Path]:
+    """Remove snapshots (about 100 MB each) unused for ``idle_s`` seconds."""
+    removed = []
+    now = time.time()
+    for entry in root.iterdir():
+        with contextlib.suppress(OSError):
+            if entry.is_dir() and now - entry.stat().st_mtime > idle_s:
+                shutil.rmtree(entry)
+                removed.append(entry)
+    return removed
 
 
 def warn(message: str) -> None:

@@ -72,3 +72,19 @@ def test_samples_of_different_start_kinds_are_kept_apart() -> None:
         "start kinds differ: base cold, head snapshot; run both with the same --start"
     )
     assert mixed_starts([cold, snap], [cold, snap]) is not None
+
+
+def test_unused_snapshots_are_pruned_and_loading_one_marks_it_used(tmp_path: Path) -> None:
+    import json
+    import os
+
+    from harness.snapshot import load, prune
+
+    for name in ("old", "used"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "state").write_bytes(b"x")
+        (tmp_path / name / "meta.json").write_text(json.dumps({"key": name, "ready": {}}))
+        os.utime(tmp_path / name, (0, 0))
+    assert load("used", tmp_path) is not None
+    assert prune(tmp_path, idle_s=86400) == [tmp_path / "old"]
+    assert [p.name for p in tmp_path.iterdir()] == ["used"]
