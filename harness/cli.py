@@ -57,6 +57,13 @@ def add_machine_options(group: Any) -> None:
     group.add_argument(
         "--workload-timeout-s", type=float, default=1800.0, help="deadline for the workload report"
     )
+    group.add_argument(
+        "--start",
+        choices=("cold", "snapshot", "auto"),
+        default="auto",
+        help="how each sample's guest starts: boot it (cold), restore it from a snapshot taken at "
+        "its ready line (snapshot), or snapshot where it applies (auto, the default)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -363,6 +370,7 @@ def _run_cells(args: argparse.Namespace, cells: Any) -> int:
         mem_mib=args.mem_mib,
         smp=args.smp,
         keep_images=args.keep_images,
+        start=args.start,
         progress=_err,
     )
     print(result.table, end="")
@@ -484,6 +492,7 @@ def _run_sweep(
         results_dir=args.results_dir,
         boot_timeout_s=args.boot_timeout_s,
         workload_timeout_s=args.workload_timeout_s,
+        start=args.start,
         progress=progress.note,
         run_id=f"sweep-{spec.name}",
         policy=policy,
@@ -567,6 +576,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
         canary=not args.no_canary,
         boot_timeout_s=args.boot_timeout_s,
         workload_timeout_s=args.workload_timeout_s,
+        start=args.start,
         progress=_err,
     )
     print(result.markdown, end="")

@@ -47,7 +47,6 @@ from harness.compare import (
     STRUCTURAL_COUNTERS,
     CellResult,
     Settings,
-    Verdict,
     apply_canary,
     build_comparison,
     compare_family,
@@ -410,6 +409,7 @@ def run_gate(
     boot_timeout_s: float | None = None,
     workload_timeout_s: float = 1800.0,
     progress: Callable[[str], None] = lambda _m: None,
+    start: str = "auto",
 ) -> GateResult:
     """Prepare both sides, run the cells interleaved, compare, write the outputs."""
     from harness.session import open_session
@@ -466,6 +466,7 @@ def run_gate(
                     results_dir=out_dir,
                     boot_timeout_s=boot_timeout_s,
                     workload_timeout_s=workload_timeout_s,
+                    start=start,
                     progress=progress,
                     policy=subject.policy,
                     recipe_dir=subject.recipe_dir,

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness import confine, images
+from harness import confine, images, snapshot
 from harness.errors import GuestBuildError, HarnessError, ProtocolError
 from harness.latency import BOUNDARIES_NS, histograms_from_blockstats, latency_metrics
 from harness.protocol import GuestReport, parse_ready, parse_report
@@ -59,6 +59,8 @@ class RunOptions:
     drive_options: tuple[tuple[str, str], ...] = ()
     # QEMU's latency histograms of the disk under test (off only to measure their cost)
     latency_histograms: bool = True
+    # cold | snapshot | auto (see harness.snapshot)
+    start: str = "cold"
 
 
 def new_run_id() -> str:
@@ -94,12 +96,23 @@ def vm_config(cell: Cell, guest: Guest, opts: RunOptions, image: Path) -> VMConf
     return VMConfig(
         kernel=guest.kernel,
         initrd=guest.initrd,
-        append=[*cell.workload.kernel_args(), *opts.extra_append],
+        # the workload goes over the control port (workload_line), not the command line
+        append=[word for word in opts.extra_append if not word.startswith(WORKLOAD_PREFIX)],
         drives=drives,
         accel=opts.accel,
         mem_mib=opts.mem_mib,
         smp=opts.smp,
+        control=True,
     )
+
+
+WORKLOAD_PREFIX = "diskbench."
+
+
+def workload_line(cell: Cell, opts: RunOptions) -> str:
+    """What the host sends the guest at ready: the workload's diskbench.* words (later win)."""
+    extra = [word for word in opts.extra_append if word.startswith(WORKLOAD_PREFIX)]
+    return " ".join([*cell.workload.kernel_args(), *extra])
 
 
 # QMP blockstats fields kept per sample (as deltas between ready and power-off)
@@ -178,19 +191,44 @@ class GuestRun:
     boot_s: float
     workload_s: float
     stopped: bool
+    start: str
     blockstats: dict[str, int]
     qemu_io: dict[str, int]
     garbage: list[str]
     console_tail: str
     # read, write, flush -> {"boundaries", "bins"} (ns) of the workload; empty when off
     latency_histograms: dict[str, Any] = field(default_factory=dict)
+    start_fallback: str | None = None
+
+
+def _create_scratch(path: Path, cell: Cell) -> None:
+    images.create(path, cell.image)
 
 
 def boot_and_run(cell: Cell, guest: Guest, opts: RunOptions, image: Path, log_dir: Path) -> GuestRun:
     """Boot the guest on ``image``, wait for its report, read the counters, shut down."""
     config = vm_config(cell, guest, opts, image)
-    with Machine(config, log_dir, name=cell.id) as vm:
-        ready = parse_ready(vm.wait_event("ready", timeout_s=opts.boot_timeout_s, what="ready line"))
+
+    def wait_ready(vm: Machine) -> dict[str, Any]:
+        return parse_ready(vm.wait_event("ready", timeout_s=opts.boot_timeout_s, what="ready line"))
+
+    with snapshot.start_guest(
+        config,
+        log_dir,
+        name=cell.id,
+        start=snapshot.parse_start(opts.start),
+        cell=cell,
+        recipe_hash=guest.recipe_hash,
+        disk_bytes=cell.image.size,
+        make_scratch=lambda path: _create_scratch(path, cell),
+        scratch_path=opts.work_dir / f"{cell.id}.snapshot-scratch.{cell.image.format.value}",
+        boot_timeout_s=opts.boot_timeout_s,
+        wait_ready=wait_ready,
+    ) as started:
+        vm = started.vm
+        ready = started.ready
+        vm.send_control(workload_line(cell, opts))
+        vm.wait_event("start", timeout_s=opts.boot_timeout_s, what="workload start")
         boot_s = vm.elapsed_s
         if opts.latency_histograms:
             # setting the boundaries resets the counts: the histograms hold the workload's IO only
@@ -212,6 +250,8 @@ def boot_and_run(cell: Cell, guest: Guest, opts: RunOptions, image: Path, log_di
             boot_s=boot_s,
             workload_s=workload_s,
             stopped=stopped,
+            start=started.start,
+            start_fallback=started.fallback,
             blockstats=delta(stats_before, stats_after, BLOCKSTATS_FIELDS),
             qemu_io=delta(io_before, io_after, PROC_IO_FIELDS),
             garbage=vm.garbage(),
@@ -280,11 +320,14 @@ def run_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: 
             boot_s=run.boot_s,
             workload_s=run.workload_s,
             guest_stopped=run.stopped,
+            start=run.start,
             blockstats=run.blockstats,
             qemu_io=run.qemu_io,
         )
         if run.latency_histograms:
             host["latency_histograms"] = run.latency_histograms
+        if run.start_fallback:
+            host["start_fallback"] = run.start_fallback
         if run.garbage:
             raise ProtocolError(
                 f"guest sent {len(run.garbage)} line(s) that are not JSON: {run.garbage[0][:80]!r}"
@@ -376,6 +419,7 @@ def run_cell(
             "boot_timeout_s": opts.boot_timeout_s,
             "workload_timeout_s": opts.workload_timeout_s,
             "confinement": confine.describe(),
+            "start": opts.start,
         },
         run_id=opts.run_id,
     )

@@ -112,6 +112,7 @@ def open_session(
     smp: int = 1,
     keep_images: bool = False,
     extra_append: Sequence[str] = (),
+    start: str = "cold",
     progress: Callable[[str], None] = lambda _msg: None,
     guest: Any = None,
     run_id: str | None = None,
@@ -146,6 +147,7 @@ def open_session(
         smp=smp,
         keep_images=keep_images,
         extra_append=tuple(extra_append),
+        start=start,
         drive_options=policy.drive_options if policy else (),
     )
     machine = machine_info(work_dir, accel=choice.accel, accel_reason=choice.reason)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set everything up, then run the default sweep and print its report.
 #   Every sample installs a real Debian package set (or writes 256 MiB with dd)
-#   from a freshly booted guest onto a freshly created image.
+#   from a guest restored at its ready line (--start auto: booted once per
+#   configuration and saved) onto a freshly created image.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
