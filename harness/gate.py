@@ -429,6 +429,8 @@ def run_gate(
     rng = random.Random(seed)
     started = time.monotonic()
     checkouts = Path(tempfile.mkdtemp(prefix="diskbench-gate-"))
+    # a QEMU built in a checkout must be reachable by the QEMU account (harness.confine)
+    checkouts.chmod(0o755)
     subjects: list[Subject] = []
     try:
         for source in (base, head):
