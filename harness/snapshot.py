@@ -36,7 +36,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
@@ -410,25 +410,3 @@ def start_guest(
 def _on_scratch(config: VMConfig, scratch: Path) -> list[Drive]:
     """The sample's drives with the disk under test on a scratch image (payloads stay)."""
     return [d if d.readonly else replace(d, path=scratch) for d in config.drives]
-
-
-def start_kind(sample: Mapping[str, Any]) -> str:
-    """How a sample's guest started; records from before snapshot start were cold boots."""
-    host = sample.get("host", {})
-    return str(host.get("start", Start.COLD.value)) if isinstance(host, Mapping) else Start.COLD.value
-
-
-def mixed_starts(base: Iterable[Mapping[str, Any]], head: Iterable[Mapping[str, Any]]) -> str | None:
-    """Why base and head samples must not be compared (their start kinds differ), or None.
-
-    Boot time and the guest's state at the workload's start differ between
-    a cold boot and a restore, so a comparison keeps them apart unless asked.
-    """
-    base_kinds = {start_kind(s) for s in base}
-    head_kinds = {start_kind(s) for s in head}
-    if base_kinds == head_kinds and len(base_kinds) <= 1:
-        return None
-    return (
-        f"start kinds differ: base {'/'.join(sorted(base_kinds)) or 'none'}, "
-        f"head {'/'.join(sorted(head_kinds)) or 'none'}; run both with the same --start"
-    )

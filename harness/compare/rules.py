@@ -397,6 +397,16 @@ def compare_cell(
             reason = f"{base_text}: nothing to compare head with; {head_text}"
         return CellResult(**common, verdict=verdict, kind=kind, reason=reason, counter_verdict=Verdict.ERROR)
 
+    mixed = None if settings.mix_starts else mixed_starts(base_ok, head_ok)
+    if mixed:
+        return CellResult(
+            **common,
+            verdict=Verdict.ERROR,
+            kind=Kind.MIXED_START,
+            reason=mixed,
+            counter_verdict=Verdict.ERROR,
+        )
+
     def run(names: Sequence[str]) -> tuple[MetricResult, ...]:
         results = []
         for name in names:
@@ -618,3 +628,25 @@ def compare_family(
         compare_cell(cell, base, head, settings=settings, p_adjusted=adjusted[index])
         for index, (cell, base, head) in enumerate(groups)
     ]
+
+
+def start_kind(sample: Mapping[str, Any]) -> str:
+    """How a sample's guest started; records from before snapshot start were cold boots."""
+    host = sample.get("host", {})
+    return str(host.get("start", "cold")) if isinstance(host, Mapping) else "cold"
+
+
+def mixed_starts(base: Iterable[Mapping[str, Any]], head: Iterable[Mapping[str, Any]]) -> str | None:
+    """Why base and head samples must not be compared (their start kinds differ), or None.
+
+    Boot time and the guest's state at the workload's start differ between
+    a cold boot and a restore, so a comparison keeps them apart unless asked.
+    """
+    base_kinds = {start_kind(s) for s in base}
+    head_kinds = {start_kind(s) for s in head}
+    if base_kinds == head_kinds and len(base_kinds) <= 1:
+        return None
+    return (
+        f"start kinds differ: base {'/'.join(sorted(base_kinds)) or 'none'}, "
+        f"head {'/'.join(sorted(head_kinds)) or 'none'}; run both with the same --start"
+    )

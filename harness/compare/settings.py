@@ -48,6 +48,8 @@ class Settings:
     # whether the verdict ``changed`` fails the comparison (exit 1); counters that cannot fail it
     # are a family of their own
     changed_fails: bool = True
+    # compare samples of different start kinds (cold boot, snapshot restore): off, they are an error
+    mix_starts: bool = False
 
     @property
     def alpha_per_test(self) -> float:
@@ -200,6 +202,15 @@ def add_compare_options(parser: Any) -> None:
             },
         ),
         (
+            "--mix-starts",
+            {
+                "action": "store_true",
+                "default": None,
+                "help": "compare samples whose guests started differently (cold boot and snapshot restore); "
+                "without it such a cell is an error (kind mixed-start)",
+            },
+        ),
+        (
             "--seed",
             {
                 "type": int,
@@ -237,4 +248,5 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         alpha=Settings.alpha if getattr(args, "alpha", None) is None else args.alpha,
         seed=Settings.seed if getattr(args, "seed", None) is None else args.seed,
         changed_fails=not getattr(args, "changed_passes", None),
+        mix_starts=bool(getattr(args, "mix_starts", None)),
     )

@@ -28,6 +28,7 @@ class Kind(StrEnum):
     NO_METRIC = "no-metric"  # none of the gated metrics is in the samples: inconclusive
     CANARY = "canary"  # a regression or improvement voided by the host canary: inconclusive
     COUNTER = "counter"  # changed: a structural counter moved, the time did not regress
+    MIXED_START = "mixed-start"  # an error: base and head guests started differently (cold, snapshot)
 
 
 _RANK = {

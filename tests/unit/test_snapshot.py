@@ -61,7 +61,7 @@ def test_primed_cells_boot_and_bad_start_is_named() -> None:
 
 
 def test_samples_of_different_start_kinds_are_kept_apart() -> None:
-    from harness.snapshot import mixed_starts
+    from harness.compare.rules import mixed_starts
 
     cold = {"host": {"start": "cold"}}
     snap = {"host": {"start": "snapshot"}}
@@ -88,3 +88,23 @@ def test_unused_snapshots_are_pruned_and_loading_one_marks_it_used(tmp_path: Pat
     assert load("used", tmp_path) is not None
     assert prune(tmp_path, idle_s=86400) == [tmp_path / "old"]
     assert [p.name for p in tmp_path.iterdir()] == ["used"]
+
+
+def test_a_comparison_keeps_start_kinds_apart_unless_asked() -> None:
+    from harness.compare import Kind, Settings, Verdict, compare_cell
+
+    def samples(start: str, mean: float) -> list[dict[str, object]]:
+        return [
+            {"status": "ok", "host": {"start": start}, "metrics": {"total_s": mean + i / 100}}
+            for i in range(6)
+        ]
+
+    cell = {"id": "c1", "workload": {"name": "dd"}}
+    mixed = compare_cell(cell, samples("cold", 2.0), samples("snapshot", 2.0), settings=Settings())
+    assert mixed.verdict is Verdict.ERROR
+    assert mixed.kind is Kind.MIXED_START
+    assert "base cold, head snapshot" in mixed.reason
+    asked = compare_cell(
+        cell, samples("cold", 2.0), samples("snapshot", 2.0), settings=Settings(mix_starts=True)
+    )
+    assert asked.kind is not Kind.MIXED_START
