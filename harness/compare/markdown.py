@@ -2,17 +2,31 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from harness.compare.subject import diff_line
 from harness.compare.text import format_p, format_value, pct
 from harness.compare.verdict import Kind, Verdict
+from harness.untrusted import clean_line
+
+# markdown that could make text active: escapes, links and images, table breaks, code spans
+_MD_ACTIVE = re.compile(r"([\\`\[\]|!])")
 
 
 def _esc(text: Any) -> str:
-    """Text for a markdown table cell: no pipe or newline breaks the row."""
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+    """Text for a markdown table cell, inert: one line, no HTML, link, image or table break.
+
+    Much of it comes from a pull request or a guest (cell names, reasons, policy values, the
+    QEMU version a PR-built QEMU reports): control and bidi characters go, ``<`` ``>`` ``&``
+    become entities, brackets, ``!`` and pipes are escaped, and ``://`` and ``@`` are broken
+    with a zero-width space so no bare URL or mention comes alive.
+    """
+    line = clean_line(str(text), max_chars=2000)
+    line = line.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    line = _MD_ACTIVE.sub(r"\\\1", line)
+    return line.replace("://", ":&#8203;//").replace("@", "@&#8203;")
 
 
 def _code(text: Any) -> str:
@@ -116,7 +130,7 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
 
     sentence = summary.get("axis_sentence")
     if sentence:
-        lines += [str(sentence), ""]
+        lines += [_esc(sentence), ""]
     explained = [c for c in changed if c.get("verdict") != Verdict.ERROR.value and c.get("reason")]
     if explained:
         lines.append("### Why")
