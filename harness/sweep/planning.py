@@ -24,6 +24,7 @@ from harness.spec import (
     split_list,
 )
 from harness.sweep.specfile import Excluded, Plan
+from harness.untrusted import clean_line
 
 PREALLOCATED = ("falloc", "full", "written")
 MIB = 1024**2
@@ -272,7 +273,7 @@ def describe_plan(
         f"sweep {spec.name} ({spec.source}): {_plural(len(plan.cells), 'cell')} x {_plural(repeat, 'repeat')}"
     ]
     if spec.description:
-        lines.append(f"  {spec.description}")
+        lines.append(f"  {clean_line(spec.description)}")  # a pull request's text: one line, no escapes
     chosen = []
     if only is not None:
         chosen.append(f"--only {only}")
