@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from harness import images
 from harness.latency import BOUNDARIES_NS, Histogram
 from harness.records import load_record
 from harness.session import run_cells
@@ -49,7 +50,8 @@ def test_histograms_can_be_set_on_the_disk_of_every_interface(
 ) -> None:
     # QMP names the guest device that holds the drive: virtio-blk-pci's is a child of the proxy
     image = tmp_path / "disk.raw"
-    image.write_bytes(b"\0" * 2**20)
+    # made by qemu-img as the QEMU account (harness.confine), as every disk under test is
+    images.create(image, make_cell(format="raw", size="64M").image)
     disk = Drive(node="disk0", path=image, format="raw", interface=interface)
     config = VMConfig(kernel=guest.kernel, initrd=guest.initrd, append=[], drives=[disk])
     with Machine(config, tmp_path / "logs") as vm:
