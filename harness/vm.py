@@ -14,8 +14,6 @@ or QEMU exiting, ends a wait at once.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import json
 import os
 import re
@@ -32,7 +30,7 @@ from typing import Any
 
 from qemu.qmp.legacy import QEMUMonitorProtocol
 
-from harness import confine
+from harness import confine, proc
 from harness.errors import GuestIOError, GuestPanic, GuestTimeout, VMBootError, VMError, WorkDirFull
 from harness.spec import SECRET_ID, Aio, Cache, Interface, secret_object
 
@@ -51,18 +49,6 @@ REPORT_READ_BYTES = 1024 * 1024
 MAX_EVENTS = 1000
 # how often a wait asks QEMU whether it paused the guest on an IO error
 IO_STATE_POLL_S = 0.25
-PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: SIGKILL QEMU when the harness dies, even by SIGKILL.
-
-    QEMU runs in its own session (so a Ctrl-C reaches the harness, which
-    shuts it down politely); without this a killed harness would leave QEMU
-    running, holding the image's write lock.
-    """
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -330,7 +316,9 @@ class Machine:
                 stdout=self._stderr_file,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group, to reap it whole
-                preexec_fn=_die_with_parent,
+                # QEMU runs in its own session (a Ctrl-C reaches the harness, which shuts it down
+                # politely) and dies with the harness, which would otherwise leave it holding the image's lock
+                preexec_fn=proc.die_with_parent,
                 **self._handoff.popen_kwargs(),
             )
         except FileNotFoundError as exc:
