@@ -14,12 +14,17 @@ from harness.spec import make_cell
 pytestmark = [pytest.mark.integration]
 
 
-def flaky_qemu_img(tmp_path: Path, failures: int) -> str:
-    """Real qemu-img behind a wrapper whose first ``failures`` creates fail as QEMU's does under load."""
+def flaky_qemu_img(wrapper_dir: Path, failures: int) -> str:
+    """Real qemu-img behind a wrapper whose first ``failures`` creates fail as QEMU's does under load.
+
+    ``wrapper_dir`` is reachable by QEMU's account (harness.confine), which runs the wrapper and
+    keeps its count there, so the directory is writable for it too: it is the test's own.
+    """
     real = shutil.which("qemu-img")
     assert real
-    count = tmp_path / "count"
-    script = tmp_path / "qemu-img"
+    wrapper_dir.chmod(0o777)
+    count = wrapper_dir / "count"
+    script = wrapper_dir / "qemu-img"
     script.write_text(
         "#!/bin/sh\n"
         f"n=$(cat {count} 2>/dev/null || echo 0); echo $((n + 1)) > {count}\n"
@@ -32,9 +37,11 @@ def flaky_qemu_img(tmp_path: Path, failures: int) -> str:
     return str(script)
 
 
-def test_a_luks_create_failing_under_load_is_tried_again_and_says_so(tmp_path: Path) -> None:
+def test_a_luks_create_failing_under_load_is_tried_again_and_says_so(
+    tmp_path: Path, qemu_reachable_dir: Path
+) -> None:
     cell = make_cell(format="qcow2", encrypt="luks", size="64M", workload="dd", dd_mib=16)
-    created = images.create(tmp_path / "x.qcow2", cell.image, qemu_img=flaky_qemu_img(tmp_path, 2))
+    created = images.create(tmp_path / "x.qcow2", cell.image, qemu_img=flaky_qemu_img(qemu_reachable_dir, 2))
     assert created.path.exists()
     assert len(created.retries) == 2
     assert (
@@ -42,15 +49,15 @@ def test_a_luks_create_failing_under_load_is_tried_again_and_says_so(tmp_path: P
     )
 
 
-def test_the_tries_are_bounded(tmp_path: Path) -> None:
+def test_the_tries_are_bounded(tmp_path: Path, qemu_reachable_dir: Path) -> None:
     cell = make_cell(format="qcow2", encrypt="luks", size="64M", workload="dd", dd_mib=16)
     with pytest.raises(ImageError, match="Unable to get accurate CPU usage"):
-        images.create(tmp_path / "x.qcow2", cell.image, qemu_img=flaky_qemu_img(tmp_path, 99))
-    assert (tmp_path / "count").read_text().strip() == str(images.LUKS_CREATE_TRIES)
+        images.create(tmp_path / "x.qcow2", cell.image, qemu_img=flaky_qemu_img(qemu_reachable_dir, 99))
+    assert (qemu_reachable_dir / "count").read_text().strip() == str(images.LUKS_CREATE_TRIES)
 
 
-def test_other_failures_are_not_retried(tmp_path: Path) -> None:
+def test_other_failures_are_not_retried(tmp_path: Path, qemu_reachable_dir: Path) -> None:
     cell = make_cell(format="qcow2", size="64M", workload="dd", dd_mib=16)
     with pytest.raises(ImageError):
-        images.create(tmp_path / "x.qcow2", cell.image, qemu_img=flaky_qemu_img(tmp_path, 1))
-    assert (tmp_path / "count").read_text().strip() == "1"
+        images.create(tmp_path / "x.qcow2", cell.image, qemu_img=flaky_qemu_img(qemu_reachable_dir, 1))
+    assert (qemu_reachable_dir / "count").read_text().strip() == "1"
