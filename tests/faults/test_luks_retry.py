@@ -41,12 +41,14 @@ def test_a_luks_create_failing_under_load_is_tried_again_and_says_so(
     tmp_path: Path, qemu_reachable_dir: Path
 ) -> None:
     cell = make_cell(format="qcow2", encrypt="luks", size="64M", workload="dd", dd_mib=16)
-    created = images.create(tmp_path / "x.qcow2", cell.image, qemu_img=flaky_qemu_img(qemu_reachable_dir, 2))
+    # one failure of the wrapper's own; on a busy host the real qemu-img may add one of its own
+    # (the very fault being retried), so the wrapper's is counted by its file name
+    created = images.create(tmp_path / "x.qcow2", cell.image, qemu_img=flaky_qemu_img(qemu_reachable_dir, 1))
     assert created.path.exists()
-    assert len(created.retries) == 2
-    assert (
-        created.retries[0].startswith("try 1: ") and "Unable to get accurate CPU usage" in created.retries[0]
-    )
+    assert created.retries[0].startswith("try 1: ")
+    assert "x.qcow2: Unable to get accurate CPU usage" in created.retries[0]
+    assert all("Unable to get accurate CPU usage" in r for r in created.retries)
+    assert len(created.retries) < images.LUKS_CREATE_TRIES
 
 
 def test_the_tries_are_bounded(tmp_path: Path, qemu_reachable_dir: Path) -> None:
