@@ -51,7 +51,8 @@ MAX_EVENTS = 1000
 IO_STATE_POLL_S = 0.25
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (one of another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -68,7 +69,7 @@ def clean_stale_tmp_dirs(root: Path | None = None) -> list[Path]:
     pattern = re.compile(rf"^{TMP_PREFIX}(\d+)-")
     for path in root.glob(f"{TMP_PREFIX}*"):
         match = pattern.match(path.name)
-        if match and path.is_dir() and not _pid_alive(int(match.group(1))):
+        if match and path.is_dir() and not pid_alive(int(match.group(1))):
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
     return removed

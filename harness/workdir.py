@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from harness.errors import InfraError
+from harness.vm import pid_alive
 
 LOCK_NAME = ".diskbench.lock"
 _IMAGE_RE = re.compile(r"^.+\.(?P<pid>\d+)\.(raw|qcow2)$")
@@ -39,16 +40,6 @@ class DirBusy(InfraError):
 def image_path(work_dir: Path, cell_id: str, fmt: str) -> Path:
     """Where a sample's image lives: ``CELL_ID.PID.FORMAT`` (see the module docstring)."""
     return work_dir / f"{cell_id}.{os.getpid()}.{fmt}"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _holder(fd: int) -> str:
@@ -125,7 +116,7 @@ def clean_dead_runs(work_dir: Path) -> list[Path]:
         return removed
     for path in work_dir.iterdir():
         match = _IMAGE_RE.match(path.name)
-        if match and int(match.group("pid")) != os.getpid() and not _alive(int(match.group("pid"))):
+        if match and int(match.group("pid")) != os.getpid() and not pid_alive(int(match.group("pid"))):
             with contextlib.suppress(OSError):
                 path.unlink()
                 removed.append(path)
