@@ -135,6 +135,16 @@ def build_parser() -> argparse.ArgumentParser:
     wl.add_argument("--bonnie-size-mib", type=int, default=512, help="bonnie: test size (-s), >= 2x ram")
     wl.add_argument("--bonnie-ram-mib", type=int, default=256, help="bonnie: RAM it assumes (-r)")
     wl.add_argument("--bonnie-files", type=int, default=0, help="bonnie: files in 1024s (-n); 0 skips")
+    wl.add_argument(
+        "--fio-target",
+        default="both",
+        help="fio: the raw disk, a file on ext4 made on it, or both (raw, file, both)",
+    )
+    wl.add_argument(
+        "--fio-size-mib", type=int, default=64, help="fio: MiB of the sequential jobs (and the file)"
+    )
+    wl.add_argument("--fio-ios", type=int, default=2000, help="fio: 4 KiB IOs of each random job")
+    wl.add_argument("--fio-fsync-ios", type=int, default=200, help="fio: writes of the fsync-per-write job")
     rn = run.add_argument_group("how to run")
     rn.add_argument("--repeat", type=int, default=3, help="samples per cell")
     add_machine_options(rn)
@@ -337,6 +347,10 @@ def cells_from_args(args: argparse.Namespace) -> tuple[list[Cell], list[str]]:
         "bonnie_size_mib": args.bonnie_size_mib,
         "bonnie_ram_mib": args.bonnie_ram_mib,
         "bonnie_files": args.bonnie_files,
+        "fio_target": args.fio_target,
+        "fio_size_mib": args.fio_size_mib,
+        "fio_ios": args.fio_ios,
+        "fio_fsync_ios": args.fio_fsync_ios,
     }
     return expand(axes, skip_format_mismatch=len(axes["format"]) > 1, **fixed)
 

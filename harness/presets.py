@@ -89,6 +89,10 @@ def cell_values(cell: Cell) -> dict[str, Any]:
         "bonnie_size_mib": wl.bonnie_size_mib,
         "bonnie_ram_mib": wl.bonnie_ram_mib,
         "bonnie_files": wl.bonnie_files,
+        "fio_target": wl.fio_target,
+        "fio_size_mib": wl.fio_size_mib,
+        "fio_ios": wl.fio_ios,
+        "fio_fsync_ios": wl.fio_fsync_ios,
         "cache_state": cell.cache_state.value,
     }
 

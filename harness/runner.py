@@ -25,7 +25,7 @@ from harness.protocol import GuestReport, parse_ready, parse_report
 from harness.records import new_record, record_path, write_json_atomic
 from harness.spec import Aio, CacheState, Cell, Interface, Workload
 from harness.untrusted import clean_sample
-from harness.vm import PAYLOAD_SERIAL, Drive, Machine, VMConfig
+from harness.vm import PAYLOAD_SERIAL, TOOLS_SERIAL, Drive, Machine, VMConfig
 from harness.workdir import image_path as sample_image_path
 from harness.workloads import parse_outputs
 
@@ -38,6 +38,7 @@ class Guest(Protocol):
     kernel: Path
     initrd: Path
     payloads: dict[str, Path]
+    tools: Path | None
     recipe_hash: str
     kernel_version: str
 
@@ -79,6 +80,22 @@ def vm_config(cell: Cell, guest: Guest, opts: RunOptions, image: Path) -> VMConf
                 interface=Interface.VIRTIO_BLK,
                 readonly=True,
                 serial=PAYLOAD_SERIAL,
+            )
+        )
+    if cell.workload.name is Workload.FIO:
+        if guest.tools is None:
+            raise GuestBuildError(
+                "the fio workload needs the guest's tools drive, and this guest has none: "
+                "add fio to [tools] in images/recipe.toml and rebuild (`diskbench guest build`)"
+            )
+        drives.append(
+            Drive(
+                node="tools",
+                path=guest.tools,
+                format="raw",
+                interface=Interface.VIRTIO_BLK,
+                readonly=True,
+                serial=TOOLS_SERIAL,
             )
         )
     drives.append(

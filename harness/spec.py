@@ -54,6 +54,7 @@ class Workload(StrEnum):
     DD = "dd"
     BONNIE = "bonnie"
     MKFS = "mkfs"
+    FIO = "fio"
 
 
 class CacheState(StrEnum):
@@ -97,6 +98,7 @@ def secret_object() -> str:
 
 
 FILESYSTEMS = ("ext4", "ext2")
+FIO_TARGETS = ("both", "raw", "file")
 
 _SIZE_RE = re.compile(r"^\s*(\d+)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
@@ -203,6 +205,12 @@ class WorkloadSpec:
     bonnie_size_mib: int = 512
     bonnie_ram_mib: int = 256
     bonnie_files: int = 0
+    # fio (images/workloads/fio.fio): targets, MiB of the sequential jobs, IOs of each random
+    # 4 KiB job, writes of the fsync-per-write job
+    fio_target: str = "both"
+    fio_size_mib: int = 64
+    fio_ios: int = 2000
+    fio_fsync_ios: int = 200
 
     def kernel_args(self) -> list[str]:
         args = [f"diskbench.workload={self.name.value}"]
@@ -221,6 +229,13 @@ class WorkloadSpec:
             ]
         elif self.name is Workload.MKFS:
             args.append(f"diskbench.fs={self.fs}")
+        elif self.name is Workload.FIO:
+            args += [
+                f"diskbench.fio_target={self.fio_target}",
+                f"diskbench.fio_size_mib={self.fio_size_mib}",
+                f"diskbench.fio_ios={self.fio_ios}",
+                f"diskbench.fio_fsync_ios={self.fio_fsync_ios}",
+            ]
         return args
 
     @property
@@ -231,6 +246,8 @@ class WorkloadSpec:
             return f"bonnie-{self.bonnie_size_mib}m-r{self.bonnie_ram_mib}m-n{self.bonnie_files}-{self.fs}"
         if self.name is Workload.MKFS:
             return f"mkfs-{self.fs}"
+        if self.name is Workload.FIO:
+            return f"fio-{self.fio_target}-{self.fio_size_mib}m-{self.fio_ios}x-{self.fio_fsync_ios}f"
         return f"dd-{self.dd_mib}m-{self.dd_chunk_mib}m-{self.fs}"
 
 
@@ -284,6 +301,10 @@ class Cell:
             bonnie_size_mib=workload.get("bonnie_size_mib", 512),
             bonnie_ram_mib=workload.get("bonnie_ram_mib", 256),
             bonnie_files=workload.get("bonnie_files", 0),
+            fio_target=workload.get("fio_target", "both"),
+            fio_size_mib=workload.get("fio_size_mib", 64),
+            fio_ios=workload.get("fio_ios", 2000),
+            fio_fsync_ios=workload.get("fio_fsync_ios", 200),
             cache_state=data.get("cache_state", "fresh"),
         )
 
@@ -332,6 +353,10 @@ def make_cell(
     bonnie_size_mib: int = 512,
     bonnie_ram_mib: int = 256,
     bonnie_files: int = 0,
+    fio_target: str = "both",
+    fio_size_mib: int = 64,
+    fio_ios: int = 2000,
+    fio_fsync_ios: int = 200,
     cache_state: str | CacheState = CacheState.FRESH,
 ) -> Cell:
     """Build one validated cell from user-facing spellings."""
@@ -398,6 +423,21 @@ def make_cell(
             f"bonnie++ test size {bonnie_size_mib} MiB does not fit a {format_size(disk_size)} disk: "
             "use a disk at least twice as large"
         )
+    fio_target = str(fio_target).strip().lower()
+    if fio_target not in FIO_TARGETS:
+        raise SpecError(f"unknown fio target {fio_target!r}: use one of {', '.join(FIO_TARGETS)}")
+    for what, value in (
+        ("fio_size_mib", fio_size_mib),
+        ("fio_ios", fio_ios),
+        ("fio_fsync_ios", fio_fsync_ios),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10**7:
+            raise SpecError(f"{what} {value!r}: use a whole number from 1 to 10000000")
+    if wl is Workload.FIO and fio_size_mib * 1024**2 > filesystem_room(disk_size, "ext4"):
+        raise SpecError(
+            f"fio size {fio_size_mib} MiB does not fit a {format_size(disk_size)} disk: ext4 leaves "
+            f"about {filesystem_room(disk_size, 'ext4') // 1024**2} MiB there; use a larger disk"
+        )
     state: CacheState = _choice(CacheState, cache_state, "cache state")
     if wl is Workload.DD and dd_mib * 1024**2 > filesystem_room(disk_size, fs):
         raise SpecError(
@@ -424,6 +464,10 @@ def make_cell(
             bonnie_size_mib=bonnie_size_mib,
             bonnie_ram_mib=bonnie_ram_mib,
             bonnie_files=bonnie_files,
+            fio_target=fio_target,
+            fio_size_mib=fio_size_mib,
+            fio_ios=fio_ios,
+            fio_fsync_ios=fio_fsync_ios,
         ),
         cache_state=state,
     )

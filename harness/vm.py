@@ -38,6 +38,7 @@ REPORT_PORT = "org.diskbench.report"
 CONTROL_PORT = "org.diskbench.control"
 DISK_SERIAL = "diskbench-disk"
 PAYLOAD_SERIAL = "diskbench-payload"
+TOOLS_SERIAL = "diskbench-tools"
 # Kernel options that cut a second of a TCG boot without touching the IO path:
 # no crypto self-tests (0.5 s), no IO-APIC timer check.
 LEAN_BOOT = ("cryptomgr.notests", "no_timer_check")

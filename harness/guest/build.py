@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -37,6 +38,7 @@ from harness.guest.cpio import CpioWriter
 from harness.guest.elf import (
     elf_interpreter,
     elf_needed,
+    elf_runpath,
     elf_section_data,
     module_depends,
     module_load_order,
@@ -103,8 +105,10 @@ class Tree:
             current = candidate
         return str(current)
 
-    def find_library(self, soname: str) -> str | None:
-        for d in LIBRARY_DIRS:
+    def find_library(self, soname: str, runpath: Sequence[str] = ()) -> str | None:
+        """Where the dynamic loader finds ``soname``: the needing file's RUNPATH, then the
+        standard directories."""
+        for d in (*runpath, *LIBRARY_DIRS):
             if self.resolve(f"{d}/{soname}") is not None:
                 return f"{d}/{soname}"
         return None
@@ -155,8 +159,10 @@ def collect_with_libraries(tree: Tree, paths: Sequence[str]) -> _Collected:
         interp = elf_interpreter(data)
         if interp:
             queue.append((interp, real))
+        origin = str(PurePosixPath(real).parent)
+        runpath = [d.replace("${ORIGIN}", origin).replace("$ORIGIN", origin) for d in elf_runpath(data)]
         for soname in elf_needed(data):
-            lib = tree.find_library(soname)
+            lib = tree.find_library(soname, runpath)
             if lib is None:
                 raise GuestBuildError(
                     f"shared library {soname} (needed by {real}) is in no pinned initramfs "
@@ -182,6 +188,7 @@ class GuestArtifacts:
     packages: Mapping[str, str]  # every pinned package, name -> version
     payload_packages: Mapping[str, int] = field(default_factory=dict)  # payload -> count
     modules: tuple[str, ...] = ()  # insmod order
+    tools: Path | None = None  # ext2 image of the [tools] files, mounted at /tools (fio)
 
     def as_dict(self) -> dict[str, Any]:
         """The manifest: paths relative to the build directory."""
@@ -195,6 +202,7 @@ class GuestArtifacts:
             "payload_packages": dict(self.payload_packages),
             "modules": list(self.modules),
             "packages": dict(sorted(self.packages.items())),
+            "tools": self.tools.name if self.tools is not None else None,
         }
 
     @classmethod
@@ -215,13 +223,14 @@ class GuestArtifacts:
                 packages={str(k): str(v) for k, v in data["packages"].items()},
                 payload_packages={str(k): int(v) for k, v in data["payload_packages"].items()},
                 modules=tuple(str(m) for m in data["modules"]),
+                tools=build_dir / str(data["tools"]) if data.get("tools") else None,
             )
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise GuestBuildError(
                 f"guest build {build_dir} is unreadable ({exc}); rebuild it with "
                 f"`diskbench guest build --force`"
             ) from exc
-        for p in (art.kernel, art.initrd, *art.payloads.values()):
+        for p in (art.kernel, art.initrd, *art.payloads.values(), *([art.tools] if art.tools else [])):
             if not p.is_file():
                 raise GuestBuildError(
                     f"guest build {build_dir} lacks {p.name}; rebuild it with `diskbench guest build --force`"
@@ -270,7 +279,7 @@ def build_guest(
     try:
         art = _build_into(recipe, recipe_dir, cache, tmp, rhash, log)
         (tmp / MANIFEST_NAME).write_text(json.dumps(art.as_dict(), indent=2) + "\n")
-        for scratch in ("rootfs", "kernel-tree", "payload-trees"):
+        for scratch in ("rootfs", "kernel-tree", "payload-trees", "tools-root", "tools-tree"):
             shutil.rmtree(tmp / scratch, ignore_errors=True)
         if out.exists():
             old = guest_root / f".{rhash}-old-{os.getpid()}"
@@ -360,6 +369,19 @@ def _build_into(
         counts[set_name] = len(pkgs)
         log(f"guest: payload-{set_name}.img: {len(pkgs)} packages, {img.stat().st_size / 2**20:.1f} MiB")
 
+    tools = None
+    if recipe.tools_files:
+        troot = tmp / "tools-root"
+        for name in recipe.tools_packages:
+            extract_deb(paths[name], troot)
+        got = collect_with_libraries(Tree(troot), recipe.tools_files)
+        tools = tmp / "tools.img"
+        _write_tools_image(tools, tmp / "tools-tree", got, recipe.tools_files)
+        log(
+            f"guest: tools.img: {len(recipe.tools_files)} tools, {len(got.files)} files with "
+            f"libraries, {tools.stat().st_size / 2**20:.1f} MiB"
+        )
+
     return GuestArtifacts(
         build_dir=tmp,
         kernel=tmp / "vmlinux",
@@ -370,6 +392,7 @@ def _build_into(
         packages=pins,
         payload_packages=counts,
         modules=tuple(m for m, _ in modules),
+        tools=tools,
     )
 
 
@@ -441,7 +464,7 @@ def _write_initramfs(
         w.add_file("init", read_recipe_file(recipe_dir, "init"), 0o755)
         for name in recipe_files(recipe_dir):
             script = PurePosixPath(name)
-            if script.parent.as_posix() == "workloads" and script.suffix == ".sh":
+            if script.parent.as_posix() == "workloads" and script.suffix in (".sh", ".fio"):
                 w.add_file(f"usr/share/diskbench/{script.name}", read_recipe_file(recipe_dir, name), 0o644)
         mod_root = f"lib/modules/{kversion}"
         for name, ko in modules:
@@ -479,6 +502,65 @@ def _write_payload_image(
         [
             "mke2fs", "-q", "-F", "-t", "ext2", "-m", "0", "-b", "4096",
             "-L", "diskbench-payload", "-E", "root_owner=0:0", "-d", tree, img, f"{size_kib}k",
+        ],
+        timeout_s=600,
+        error_cls=GuestBuildError,
+    )  # fmt: skip
+
+
+#: where the guest mounts the tools drive (read-only); its launchers are TOOLS_MOUNT/bin/NAME
+TOOLS_MOUNT = "/tools"
+
+
+def _write_tools_image(img: Path, tree: Path, collected: _Collected, tools: Sequence[str]) -> None:
+    """An ext2 image of the tools with their libraries, and a launcher per tool.
+
+    The guest mounts it at :data:`TOOLS_MOUNT`, away from its own root, so every tool is
+    started through its own dynamic loader with ``--library-path`` naming the drive's
+    library directories: ``/tools/bin/fio`` runs ``/tools/usr/bin/fio`` on the drive's
+    libraries only (RUNPATHs such as Ceph's ``.../ceph`` included).  Absolute symlinks
+    become relative, so that none of them leads out of the drive.
+    """
+    tree.mkdir(parents=True)
+    total = 0
+    for guest, host in sorted(collected.files.items()):
+        dest = tree / guest.lstrip("/")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(host, dest)
+        dest.chmod(stat.S_IMODE(host.stat().st_mode) & 0o755 | 0o444)
+        total += dest.stat().st_size
+    for guest, target in sorted(collected.symlinks.items()):
+        dest = tree / guest.lstrip("/")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if target.startswith("/"):
+            target = os.path.relpath(target, str(PurePosixPath(guest).parent))
+        dest.unlink(missing_ok=True)
+        dest.symlink_to(target)
+    lib_dirs = sorted(
+        {
+            str(PurePosixPath(p).parent)
+            for p in (*collected.files, *collected.symlinks)
+            if re.search(r"\.so(\.|$)", PurePosixPath(p).name)
+        }
+    )
+    library_path = ":".join(TOOLS_MOUNT + d for d in lib_dirs)
+    (tree / "bin").mkdir(exist_ok=True)
+    for tool in tools:
+        real = Tree(tree).resolve(tool) or tool
+        data = collected.files[real].read_bytes() if real in collected.files else b""
+        interp = elf_interpreter(data) if data.startswith(b"\x7fELF") else None
+        if interp is None:
+            raise GuestBuildError(f"[tools] file {tool} is not a dynamic executable; list executables only")
+        launcher = tree / "bin" / PurePosixPath(tool).name
+        launcher.write_text(
+            f'#!/bin/sh\nexec {TOOLS_MOUNT}{interp} --library-path {library_path} {TOOLS_MOUNT}{real} "$@"\n'
+        )
+        launcher.chmod(0o755)
+    size_kib = int(total * 1.1 / 1024) + 8192
+    run(
+        [
+            "mke2fs", "-q", "-F", "-t", "ext2", "-m", "0", "-b", "4096",
+            "-L", "diskbench-tools", "-E", "root_owner=0:0", "-d", tree, img, f"{size_kib}k",
         ],
         timeout_s=600,
         error_cls=GuestBuildError,

@@ -34,6 +34,8 @@ _PT_INTERP = 3
 _PT_LOAD = 1
 _DT_NEEDED = 1
 _DT_STRTAB = 5
+_DT_RPATH = 15
+_DT_RUNPATH = 29
 _DT_NULL = 0
 
 
@@ -95,8 +97,8 @@ def elf_interpreter(data: bytes) -> str | None:
     return None
 
 
-def elf_needed(data: bytes) -> list[str]:
-    """The DT_NEEDED entries (sonames) of a dynamic ELF file, in order; [] if static.
+def _dynamic_strings(data: bytes, wanted: int) -> list[str]:
+    """The strings of the dynamic table's entries tagged ``wanted``, in order; [] if static.
 
     The dynamic table gives the string table as a virtual address, so it is
     mapped back to a file offset through the PT_LOAD segments.
@@ -122,12 +124,26 @@ def elf_needed(data: bytes) -> list[str]:
             break
     if strtab_off is None:
         raise ElfError("DT_STRTAB is outside every PT_LOAD segment")
-    needed = []
+    found = []
     for tag, val in entries:
-        if tag == _DT_NEEDED:
+        if tag == wanted:
             start = strtab_off + val
-            needed.append(data[start : data.index(b"\0", start)].decode())
-    return needed
+            found.append(data[start : data.index(b"\0", start)].decode())
+    return found
+
+
+def elf_needed(data: bytes) -> list[str]:
+    """The DT_NEEDED entries (sonames) of a dynamic ELF file, in order; [] if static."""
+    return _dynamic_strings(data, _DT_NEEDED)
+
+
+def elf_runpath(data: bytes) -> list[str]:
+    """The directories of DT_RUNPATH (else DT_RPATH), in order; [] if neither.
+
+    ``$ORIGIN`` is left as it is: it is the directory of the file, which the caller knows.
+    """
+    paths = _dynamic_strings(data, _DT_RUNPATH) or _dynamic_strings(data, _DT_RPATH)
+    return [d for entry in paths for d in entry.split(":") if d]
 
 
 def vmlinux_from_bzimage(bzimage: bytes) -> bytes:

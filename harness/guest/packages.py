@@ -123,7 +123,7 @@ def rewrite_recipe_pins(text: str, kernel_version: str, packages: Mapping[str, s
         kv = re.match(r'^(\s*)("?)([A-Za-z0-9.+_-]+)\2(\s*=\s*)"([^"]*)"(.*)$', line, re.S)
         if kv and section == "kernel" and kv.group(3) == "version":
             line = f'{kv.group(1)}version{kv.group(4)}"{kernel_version}"{kv.group(6)}'
-        elif kv and section == "initramfs.packages" and kv.group(3) in packages:
+        elif kv and section in ("initramfs.packages", "tools.packages") and kv.group(3) in packages:
             name = kv.group(3)
             q = kv.group(2)
             line = f'{kv.group(1)}{q}{name}{q}{kv.group(4)}"{packages[name]}"{kv.group(6)}'
@@ -202,17 +202,22 @@ def pin_recipe(recipe_dir: Path = IMAGES_DIR, log: Log = print) -> Recipe:
     before letting the target's dpkg unpack everything.
     """
     recipe = load_recipe(recipe_dir, require_lock=False)
-    names = [recipe.kernel_package, *recipe.initramfs_packages]
+    names = list(dict.fromkeys([recipe.kernel_package, *recipe.initramfs_packages, *recipe.tools_packages]))
     cands = _candidates(names)
+    pinned = {
+        **recipe.tools_packages,
+        **recipe.initramfs_packages,
+        recipe.kernel_package: recipe.kernel_version,
+    }
     for name in names:
-        old = recipe.kernel_version if name == recipe.kernel_package else recipe.initramfs_packages[name]
+        old = pinned[name]
         if old != cands[name]:
             log(f"guest pin: {name} {old} -> {cands[name]}")
     toml_path = recipe_dir / "recipe.toml"
     new_toml = rewrite_recipe_pins(
         toml_path.read_text(),
         cands[recipe.kernel_package],
-        {n: cands[n] for n in recipe.initramfs_packages},
+        {n: cands[n] for n in (*recipe.initramfs_packages, *recipe.tools_packages)},
     )
 
     log(f"guest pin: debootstrap --variant={recipe.variant} --download-only {recipe.suite}")

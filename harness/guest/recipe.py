@@ -16,7 +16,7 @@ import re
 import stat
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from harness.errors import ExitCode, GuestBuildError
 from harness.paths import IMAGES_DIR
 
 #: Bump when the build code changes what it produces; part of the recipe hash.
-BUILD_CODE_VERSION = "1"
+BUILD_CODE_VERSION = "2"
 
 PIN_COMMAND = "diskbench guest pin"
 
@@ -93,6 +93,9 @@ class Recipe:
     payload_small: tuple[str, ...]
     suite: str
     variant: str
+    # the tools drive: guest paths and the packages they come from (empty: no tools drive)
+    tools_files: tuple[str, ...] = ()
+    tools_packages: Mapping[str, str] = field(default_factory=dict)
 
     def payload_sets(self) -> dict[str, tuple[PayloadPackage, ...]]:
         """The named payloads: ``full`` is every locked package, ``small`` the listed subset."""
@@ -106,6 +109,7 @@ class Recipe:
         """Every pinned package of guest and payload, name -> version."""
         pins = {self.kernel_package: self.kernel_version}
         pins.update(self.initramfs_packages)
+        pins.update(self.tools_packages)
         for p in self.payload:
             pins.setdefault(p.name, p.version)
         return pins
@@ -190,6 +194,7 @@ def parse_recipe(recipe_toml: str, payload_lock: str, *, require_lock: bool = Tr
     for name, version in pkgs.items():
         _package(name, f"{where} [initramfs.packages]")
         _version(version, f"{where} [initramfs.packages] {name}")
+    tools_files, tools_pkgs = _tools(data, pkgs, where)
     modules = _str_list(kernel, "modules", where)
     for module in modules:
         _check(
@@ -213,7 +218,38 @@ def parse_recipe(recipe_toml: str, payload_lock: str, *, require_lock: bool = Tr
         variant=_check(
             _SUITE, _str(payload_cfg, "variant", where), "variant", where, "use a variant such as minbase"
         ),
+        tools_files=tools_files,
+        tools_packages=tools_pkgs,
     )
+
+
+def _tools(
+    data: Mapping[str, Any], initramfs_pkgs: Mapping[str, Any], where: str
+) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The optional ``[tools]`` table: ``files`` and ``[tools.packages]``, checked."""
+    if "tools" not in data:
+        return (), {}
+    tools = _table(data, "tools", where)
+    files = tuple(check_guest_path(f, f"{where} [tools] files") for f in _str_list(tools, "files", where))
+    pkgs = _table(tools, "packages", f"{where} [tools]")
+    out: dict[str, str] = {}
+    for name, version in pkgs.items():
+        _package(name, f"{where} [tools.packages]")
+        if not isinstance(version, str):
+            raise RecipeError(f"{where}: [tools.packages] {name} must be a version string")
+        _version(version, f"{where} [tools.packages] {name}")
+        other = initramfs_pkgs.get(name)
+        if other is not None and other != version:
+            raise RecipeError(
+                f"{where}: {name} is pinned to {other} in [initramfs.packages] and {version} in "
+                f"[tools.packages]; pin one version (`{PIN_COMMAND}` does)"
+            )
+        out[name] = version
+    if files and not out:
+        raise RecipeError(
+            f"{where}: [tools] files without [tools.packages]: list the packages they come from"
+        )
+    return files, out
 
 
 def load_recipe(recipe_dir: Path = IMAGES_DIR, *, require_lock: bool = True) -> Recipe:

@@ -117,6 +117,10 @@ def estimate_sample_s(cell: Cell, *, accel: str = "tcg") -> float:
     elif wl.name is Workload.BONNIE:
         # the file tests (-n, in 1024s) run at about 100 files/s under TCG
         secs = 30.0 + wl.bonnie_size_mib * 0.12 + wl.bonnie_files * 20.0
+    elif wl.name is Workload.FIO:
+        # per target: two sequential passes and four random jobs at about 1 ms an IO under TCG
+        targets = 2 if wl.fio_target == "both" else 1
+        secs = 10.0 + targets * (wl.fio_size_mib * 0.05 + (4 * wl.fio_ios + wl.fio_fsync_ios * 5) * 1e-3)
     else:
         # mkfs with every inode table written: about 1 s per GiB under TCG (5 GiB: 4-8 s)
         secs = 15.0 + cell.image.size / 1024**3 * 1.5
@@ -135,6 +139,8 @@ def workload_write_bytes(cell: Cell) -> int:
         data = wl.dd_mib * MIB
     elif wl.name is Workload.BONNIE:
         data = wl.bonnie_size_mib * MIB + wl.bonnie_files * 1024 * 1024
+    elif wl.name is Workload.FIO:
+        data = wl.fio_size_mib * MIB
     else:
         data = 0
     return data + fs_overhead

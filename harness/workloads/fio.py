@@ -1,8 +1,9 @@
 """The fio workload: fixed-size jobs with direct IO, fio's JSON parsed into figures.  Pure.
 
-The guest runs :data:`JOBS` (``fio --output-format=json``) once on the raw disk under test
-(``RAW``) and once on a file of the ext4 filesystem made on it (``FILE``), and sends fio's
-JSON as ``outputs.fio_json``, as bonnie's CSV line is sent.  Every job does a fixed amount of
+The guest runs the job file ``images/workloads/fio.fio`` (``fio --output-format=json``) on
+the raw disk under test and on a file of the ext4 filesystem made on it (``diskbench.fio_target``
+``raw``, ``file`` or ``both``), and sends fio's JSON per target as ``outputs.fio_raw_json`` and
+``outputs.fio_file_json``, as bonnie's CSV line is sent.  Every job does a fixed amount of
 IO (``size`` or ``number_ios``), never a fixed time, so that a slower disk takes longer and
 its latencies, not the amount of work, change: sequential write and read in 1 MiB blocks at
 queue depth 4, 4 KiB random write and read at queue depth 1 and 32, and 4 KiB writes with an
@@ -12,7 +13,7 @@ fsync after each.
 ``fio.JOB.mib_per_s`` (higher is better), and the completion latency's mean, p50 and p99 in
 milliseconds (``fio.JOB.clat_mean_ms``, ``clat_p50_ms``, ``clat_p99_ms``; lower is better),
 from fio's ``clat_ns``.  A job that did both reads and writes is named ``JOB.read`` and
-``JOB.write``.  The raw JSON is kept in the record (``fio_json``); output that is not fio's
+``JOB.write``.  The raw JSON is kept in the record (``fio_json.raw``, ``fio_json.file``); output that is not fio's
 JSON, or a job that reports an error, is a :class:`~harness.errors.ProtocolError`.
 """
 
@@ -26,61 +27,8 @@ from typing import Any
 from harness.errors import ProtocolError
 from harness.workloads import Metric, Parsed, expect_keys
 
-# The job file the guest runs.  ${TARGET} is the raw device or a file; ${PREFIX} names the jobs
-# of each target apart (raw-..., file-...).  stonewall: one job at a time, in this order.
-JOBS = """\
-[global]
-ioengine=libaio
-direct=1
-filename=${TARGET}
-size=${SIZE}
-group_reporting=0
-stonewall
-randrepeat=1
-
-[${PREFIX}seq-write]
-rw=write
-bs=1M
-iodepth=4
-
-[${PREFIX}seq-read]
-rw=read
-bs=1M
-iodepth=4
-
-[${PREFIX}rand-write-qd1]
-rw=randwrite
-bs=4k
-iodepth=1
-number_ios=${IOS}
-
-[${PREFIX}rand-write-qd32]
-rw=randwrite
-bs=4k
-iodepth=32
-number_ios=${IOS}
-
-[${PREFIX}rand-read-qd1]
-rw=randread
-bs=4k
-iodepth=1
-number_ios=${IOS}
-
-[${PREFIX}rand-read-qd32]
-rw=randread
-bs=4k
-iodepth=32
-number_ios=${IOS}
-
-[${PREFIX}fsync-write]
-rw=write
-bs=4k
-iodepth=1
-fsync=1
-number_ios=${FSYNC_IOS}
-"""
-
-OUTPUT_KEYS = ("fio_json",)
+#: the guest's outputs, per target it ran (diskbench.fio_target: raw, file or both)
+OUTPUT_KEYS = ("fio_raw_json", "fio_file_json")
 _NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
 
 # the figures' names are patterns (harness.workloads.FIO_PATTERNS)
@@ -132,6 +80,13 @@ def parse_fio_json(text: str) -> tuple[dict[str, float], dict[str, Any]]:
 
 
 def parse_outputs(outputs: Mapping[str, str]) -> Parsed:
-    expect_keys("fio", outputs, OUTPUT_KEYS)
-    figures, doc = parse_fio_json(outputs["fio_json"])
-    return figures, {"fio_json": doc}
+    """Figures of every target the guest ran; the raw JSON per target as ``fio_json``."""
+    if not outputs or set(outputs) - set(OUTPUT_KEYS):
+        expect_keys("fio", outputs, OUTPUT_KEYS)  # raises, naming what is missing or extra
+    figures: dict[str, float] = {}
+    docs: dict[str, Any] = {}
+    for key in OUTPUT_KEYS:
+        if key in outputs:
+            target_figures, docs[key.split("_")[1]] = parse_fio_json(outputs[key])
+            figures.update(target_figures)
+    return figures, {"fio_json": docs}

@@ -69,6 +69,33 @@ def test_initramfs_holds_init_tools_libraries_and_modules(
     assert len(artifacts.modules) < 40
 
 
+def test_tools_drive_holds_fio_its_libraries_and_a_launcher(artifacts: guest.GuestArtifacts) -> None:
+    assert artifacts.tools is not None
+
+    def debugfs(request: str) -> str:
+        out = subprocess.run(
+            ["debugfs", "-R", request, str(artifacts.tools)], capture_output=True, text=True, timeout=60
+        )
+        return out.stdout
+
+    # librados needs libceph-common through its RUNPATH (.../ceph), not a standard directory
+    assert "libceph-common.so.2" in debugfs("ls -l /usr/lib/x86_64-linux-gnu/ceph")
+    for lib in ("libaio.so.1", "librados.so.2", "librbd.so.1", "libnbd.so.0"):
+        assert lib in debugfs("ls -l /usr/lib/x86_64-linux-gnu"), lib
+    # absolute symlinks became relative: none leads out of the drive
+    stat = debugfs("stat /lib64/ld-linux-x86-64.so.2")
+    assert 'link dest: "../lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"' in stat
+    launcher = debugfs("cat /bin/fio")
+    assert launcher.startswith("#!/bin/sh\nexec /tools/lib64/ld-linux-x86-64.so.2 --library-path ")
+    assert "/tools/usr/lib/x86_64-linux-gnu/ceph" in launcher and launcher.rstrip().endswith(
+        '/tools/usr/bin/fio "$@"'
+    )
+    # the initramfs stays lean: fio and Ceph are not in it, the job file is
+    names = {e.name for e in guest.read_cpio(artifacts.initrd.read_bytes())}
+    assert "usr/bin/fio" not in names and not any("librados" in n for n in names)
+    assert "usr/share/diskbench/fio.fio" in names and "usr/share/diskbench/fio.sh" in names
+
+
 def test_second_build_is_instant_and_loads_the_manifest(
     artifacts: guest.GuestArtifacts,
 ) -> None:

@@ -94,3 +94,49 @@ def test_mkfs_writes_every_inode_table(guest: Any, tmp_path: Path, disk_dir: Pat
     tables = figures["mkfs.inodes"] * 256
     assert metrics["host.written_bytes"] >= tables + figures["mkfs.journal_bytes"]
     assert sample["host"]["check"]["verdict"] == "not-applicable"
+
+
+@pytest.mark.parametrize("target", ["both", "raw"])
+def test_fio_from_the_tools_drive(guest: Any, tmp_path: Path, disk_dir: Path, target: str) -> None:
+    # fio comes from the read-only tools drive (fio's libraries are not in the initramfs)
+    assert guest.tools is not None and guest.tools.is_file()
+    cell = make_cell(
+        format="qcow2",
+        workload="fio",
+        fio_target=target,
+        fio_size_mib=8,
+        fio_ios=300,
+        fio_fsync_ios=30,
+        size="256M",
+    )
+    sample = run_one(cell, guest, tmp_path, disk_dir)
+    metrics = sample["metrics"]
+    # fio's JSON is larger than the report text a record keeps: the parsed documents are kept
+    fields = {"fio_json": sample["fio_json"]}
+    figures = {k: v for k, v in metrics.items() if k.startswith("fio.")}
+    targets = ["raw", "file"] if target == "both" else ["raw"]
+    assert sorted(fields["fio_json"]) == sorted(targets)
+    assert fields["fio_json"]["raw"]["fio version"] == "fio-3.33"
+    for prefix in targets:
+        jobs = [j["jobname"] for j in fields["fio_json"][prefix]["jobs"]]
+        assert jobs == [
+            f"{prefix}-{name}"
+            for name in (
+                "seq-write", "seq-read", "rand-write-qd1", "rand-write-qd32",
+                "rand-read-qd1", "rand-read-qd32", "fsync-write",
+            )
+        ]  # fmt: skip
+        for job in fields["fio_json"][prefix]["jobs"]:
+            direction = "read" if "read" in job["jobname"] else "write"
+            wanted = {"seq": 8 * 1024**2 // 2**20, "fsync": 30}.get(job["jobname"].split("-")[1], 300)
+            assert job[direction]["total_ios"] == wanted, job["jobname"]
+        # every job's figures, as the runner merged them into the sample
+        for name in ("seq-write.mib_per_s", "rand-write-qd1.clat_p50_ms", "fsync-write.iops"):
+            key = f"fio.{prefix}-{name}"
+            assert figures[key] > 0 and metric_info(key).name == key, key
+    assert ("fio.file-seq-write.iops" in metrics) is (target == "both")
+    assert ("phase.mkfs_s" in metrics) is (target == "both")
+    # QEMU's own accounting saw the jobs' requests: at least the random writes and the fsyncs
+    assert metrics["dev.write_ops"] >= len(targets) * (2 * 300 + 30)
+    assert metrics["dev.flush_p50_ms"] > 0
+    assert sample["host"]["check"]["verdict"] == "clean"

@@ -8,8 +8,11 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ProtocolError
+from harness.paths import IMAGES_DIR
 from harness.workloads import metric_info, parse_outputs
-from harness.workloads.fio import JOBS, parse_fio_json
+from harness.workloads.fio import parse_fio_json
+
+JOBS = (IMAGES_DIR / "workloads" / "fio.fio").read_text()
 
 # Debian bookworm's fio 3.33-3 binary with its libraries, run on a file with the job file below
 # (TARGET a file, PREFIX "file-", SIZE 8M, IOS 200, FSYNC_IOS 50)
@@ -47,11 +50,18 @@ def test_the_figures_are_registered_with_their_direction() -> None:
 
 
 def test_parse_outputs_keeps_the_raw_json_in_the_record() -> None:
-    figures, fields = parse_outputs("fio", {"fio_json": REAL.read_text()})
-    assert fields["fio_json"]["jobs"][0]["jobname"] == "file-seq-write"
+    figures, fields = parse_outputs("fio", {"fio_file_json": REAL.read_text()})
+    assert fields["fio_json"]["file"]["jobs"][0]["jobname"] == "file-seq-write"
     assert "fio.file-seq-read.iops" in figures
-    with pytest.raises(ProtocolError, match="missing fio_json"):
+    # both targets: the figures of each, the JSON of each under its target
+    raw = REAL.read_text().replace('"file-', '"raw-')
+    figures, fields = parse_outputs("fio", {"fio_raw_json": raw, "fio_file_json": REAL.read_text()})
+    assert "fio.raw-seq-read.iops" in figures and "fio.file-seq-read.iops" in figures
+    assert set(fields["fio_json"]) == {"raw", "file"}
+    with pytest.raises(ProtocolError, match="missing fio_raw_json, fio_file_json"):
         parse_outputs("fio", {})
+    with pytest.raises(ProtocolError, match="unexpected fio_json"):
+        parse_outputs("fio", {"fio_json": REAL.read_text()})
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,9 @@ import lzma
 import shutil
 import stat
 import struct
+import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -331,3 +333,78 @@ def test_tree_resolves_symlinks_inside_the_tree(tmp_path: Path) -> None:
     got = guest.collect_with_libraries(tree, ["/lib/libx.so.1"])
     assert set(got.files) == {"/usr/lib/libx.so.1.2"}
     assert got.symlinks["/lib/libx.so.1"] == "libx.so.1.2"
+
+
+# --------------------------------------------------------------------------- tools drive
+
+TOOLS = """
+[tools]
+files = ["/usr/bin/fio"]
+
+[tools.packages]
+fio = "3.33-3"
+"libstdc++6" = "12.2"  # the same pin as the initramfs's
+"""
+
+
+def test_tools_table_is_optional_and_joins_the_pins() -> None:
+    assert guest.parse_recipe(TOML, LOCK).tools_files == ()
+    r = guest.parse_recipe(TOML + TOOLS, LOCK)
+    assert r.tools_files == ("/usr/bin/fio",)
+    assert r.tools_packages == {"fio": "3.33-3", "libstdc++6": "12.2"}
+    assert r.all_pins()["fio"] == "3.33-3"
+    out = guest.rewrite_recipe_pins(TOML + TOOLS, "1.0-1", {"fio": "3.34-1", "libstdc++6": "12.2"})
+    assert guest.parse_recipe(out, LOCK).tools_packages["fio"] == "3.34-1"
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda t: t.replace('"12.2"  # the same', '"13"  # another'), "pin one version"),
+        (lambda t: t.replace('"/usr/bin/fio"', '"/usr/../etc/shadow"'), r"\[tools\] files"),
+        (lambda t: t.replace('fio = "3.33-3"', 'fio = 3'), "must be a version string"),
+        (lambda t: t.replace('fio = "3.33-3"', '"-o=x" = "1"'), "tools.packages"),
+        (lambda t: t.split("[tools.packages]")[0], r"missing table \[packages\]"),
+    ],
+)
+def test_bad_tools_table_names_the_key(edit: Any, message: str) -> None:
+    with pytest.raises(guest.RecipeError, match=message):
+        guest.parse_recipe(edit(TOML + TOOLS), LOCK)
+
+
+def test_elf_runpath_of_a_real_library(tmp_path: Path) -> None:
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler")
+    src = tmp_path / "x.c"
+    src.write_text("int x(void) { return 1; }\n")
+    lib = tmp_path / "libx.so"
+    subprocess.run(
+        ["cc", "-shared", "-fPIC", "-o", lib, src, "-Wl,-rpath,/opt/a:$ORIGIN/b", "-Wl,--enable-new-dtags"],
+        check=True,
+        timeout=60,
+    )
+    assert guest.elf_runpath(lib.read_bytes()) == ["/opt/a", "$ORIGIN/b"]
+    assert guest.elf_runpath(Path("/bin/ls").read_bytes()) == []
+
+
+def test_collect_follows_runpath_and_origin(tmp_path: Path) -> None:
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler")
+    root = tmp_path / "root"
+    (root / "opt/app/priv").mkdir(parents=True)
+    (root / "opt/app/bin").mkdir(parents=True)
+    src = tmp_path / "x.c"
+    src.write_text("int x(void) { return 1; }\n")
+    priv = root / "opt/app/priv/libpriv.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", priv, src, "-Wl,-soname,libpriv.so"], check=True, timeout=60)
+    main = root / "opt/app/bin/tool.so"
+    subprocess.run(
+        [
+            "cc", "-shared", "-fPIC", "-o", main, src, "-Wl,--no-as-needed", f"-L{priv.parent}", "-lpriv",
+            "-Wl,-rpath,$ORIGIN/../priv", "-Wl,--enable-new-dtags", "-nostdlib",
+        ],
+        check=True,
+        timeout=60,
+    )  # fmt: skip
+    got = guest.collect_with_libraries(guest.Tree(root), ["/opt/app/bin/tool.so"])
+    assert set(got.files) == {"/opt/app/bin/tool.so", "/opt/app/priv/libpriv.so"}

@@ -241,6 +241,7 @@ class FakeGuest:
     kernel: Path = Path("/guest/vmlinux")
     initrd: Path = Path("/guest/initrd")
     payloads: dict[str, Path] = field(default_factory=dict)
+    tools: Path | None = None
     recipe_hash: str = "0" * 12
     kernel_version: str = "6.1"
 

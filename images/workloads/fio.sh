@@ -1,0 +1,47 @@
+# fio workload, sourced by /init: fio's job file (fio.fio) on the raw disk under test, then on a
+# file of the ext4 made on it (FIO_TARGET: raw, file or both).  fio comes from the tools drive
+# (serial diskbench-tools, mounted read-only at /tools), started through its own loader.
+# Its JSON goes to the host as outputs.fio_raw_json / outputs.fio_file_json.
+
+FIO=/tools/bin/fio
+
+fio_tools() {
+    [ -n "$TOOLS_DEV" ] || { echo "no tools drive (serial diskbench-tools)"; return 1; }
+    mkdir -p /tools && mount -t ext2 -o ro "$TOOLS_DEV" /tools && [ -x "$FIO" ]
+}
+
+# fio_jobs TARGET PREFIX OUT: the job file for TARGET, run, JSON in OUT
+fio_jobs() {
+    sed -e "s|\${TARGET}|$1|g" -e "s|\${PREFIX}|$2|g" -e "s|\${SIZE}|${FIO_SIZE_MIB}M|g" \
+        -e "s|\${IOS}|$FIO_IOS|g" -e "s|\${FSYNC_IOS}|$FIO_FSYNC_IOS|g" \
+        /usr/share/diskbench/fio.fio >"/tmp/$2jobs.fio" &&
+        "$FIO" --output-format=json --eta=never --output="$3" "/tmp/$2jobs.fio"
+}
+fio_raw() { fio_jobs "$DISK" raw- /tmp/fio-raw.json; }
+fio_mkfs() { /sbin/mke2fs -q -F -t ext4 "$DISK"; }
+fio_mount() { mount -t ext4 "$DISK" /target; }
+fio_file() { fio_jobs /target/fio.bin file- /tmp/fio-file.json; }
+
+run_workload() {
+    case "$FIO_TARGET" in
+        raw|file|both) ;;
+        *) ERROR="setup failed: unsupported diskbench.fio_target=$FIO_TARGET"; return 1 ;;
+    esac
+    fio_tools >/tmp/tools.log 2>&1 || {
+        ERROR="setup failed: tools drive: $(tail -n 1 /tmp/tools.log)"; return 1; }
+    out=
+    if [ "$FIO_TARGET" != file ]; then
+        phase fio_raw fio_raw || return
+        out="\"fio_raw_json\":$(json_file /tmp/fio-raw.json)"
+    fi
+    if [ "$FIO_TARGET" != raw ]; then
+        phase mkfs fio_mkfs || return
+        phase mount fio_mount || return
+        phase fio_file fio_file || return
+        out="$out${out:+,}\"fio_file_json\":$(json_file /tmp/fio-file.json)"
+        phase umount umount /target || return
+        phase fsck /sbin/e2fsck -fn "$DISK"
+        FSCK_RC=$PH_rc
+    fi
+    OUTPUTS="{$out}"
+}
