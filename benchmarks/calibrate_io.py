@@ -11,7 +11,8 @@ any other key is a ``-drive`` option of the disk under test (``throttling.bps-wr
 ``throttling.iops-write=N``), as a policy's ``[drive.options]`` would pass it.  The first arm
 is the base; an arm with no option other than the base's is an A/A arm.
 
-``run`` measures the gate's policy cell (qcow2, virtio-blk, cache=none, dd of 64 MiB) once per
+``run`` measures the gate's policy cell (qcow2, virtio-blk, cache=none, fio on the raw disk;
+``--cell`` changes it) from a restored snapshot (``--start``) once per
 arm per round, arms shuffled in each round, and appends every sample to ``OUT/samples.jsonl``
 (it can be stopped and resumed).  ``analyse`` checks that the rounds are exchangeable (no trend:
 the Spearman rank correlation of each arm's values with the round index, and a permutation p
@@ -45,8 +46,38 @@ from harness.guest import build_guest
 from harness.runner import RunOptions, new_run_id, run_sample
 from harness.spec import make_cell
 
-CELL = {"format": "qcow2", "workload": "dd", "dd_mib": 64, "interface": "virtio-blk", "aio": "threads"}
-FIGURES = ("total_s", "dev.write_p90_ms", "dev.write_mean_ms", "host.flushes")
+# the default gate spec's policy cell (qcow2, virtio-blk, cache=none), fio on the raw disk
+CELL: dict[str, Any] = {
+    "format": "qcow2",
+    "interface": "virtio-blk",
+    "aio": "threads",
+    "workload": "fio",
+    "fio_target": "raw",
+    "fio_size_mib": 16,
+    "fio_ios": 1000,
+    "fio_fsync_ios": 100,
+}
+FIGURES = (
+    "total_s",
+    "dev.write_p90_ms",
+    "dev.write_mean_ms",
+    "fio.raw-rand-write-qd1.clat_mean_ms",
+    "fio.raw-rand-write-qd1.clat_p50_ms",
+    "fio.raw-fsync-write.clat_mean_ms",
+    "fio.raw-rand-read-qd1.clat_mean_ms",
+    "host.flushes",
+)
+
+
+def parse_cell(text: str) -> dict[str, Any]:
+    """``KEY=VALUE,...`` over :data:`CELL` (numbers become integers): ``workload=dd,dd_mib=64``."""
+    cell = dict(CELL)
+    for item in filter(None, text.split(",")):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--cell {text!r}: write KEY=VALUE,..., e.g. workload=dd,dd_mib=64")
+        cell[key] = int(value) if value.isdigit() else value
+    return cell
 
 
 def parse_arm(text: str) -> tuple[str, str, tuple[tuple[str, str], ...]]:
@@ -72,6 +103,8 @@ def run(args: argparse.Namespace) -> None:
     log = out / "samples.jsonl"
     done = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
     (out / "arms.json").write_text(json.dumps(args.arms))
+    base_cell = parse_cell(args.cell)
+    (out / "cell.json").write_text(json.dumps(base_cell))
     guest = build_guest(log=lambda _m: None)
     rng = random.Random(args.seed)
     first = max((d["round"] for d in done), default=-1) + 1
@@ -81,7 +114,7 @@ def run(args: argparse.Namespace) -> None:
             rng.shuffle(order)
             t0 = time.monotonic()
             for name, cache, options in order:
-                cell = make_cell(**CELL, cache=cache)
+                cell = make_cell(**{**base_cell, "cache": cache})
                 opts = RunOptions(
                     accel="tcg",
                     accel_reason="calibration",
@@ -89,6 +122,7 @@ def run(args: argparse.Namespace) -> None:
                     results_dir=Path(tmp) / "results",
                     run_id=new_run_id(),
                     drive_options=options,
+                    start=args.start,
                 )
                 opts.work_dir.mkdir(parents=True, exist_ok=True)
                 sample = run_sample(cell, guest, opts, number, Path(tmp) / "logs" / f"{number}-{name}")
@@ -176,6 +210,8 @@ def analyse(args: argparse.Namespace) -> None:
         bootstrap=args.bootstrap,
     )
     base = arm_names[0]
+    cell_file = out / "cell.json"
+    cell_values = json.loads(cell_file.read_text()) if cell_file.exists() else dict(CELL)
     rng = random.Random(args.seed)
     k = min(args.gate_rounds, len(rounds))
     print(
@@ -195,7 +231,7 @@ def analyse(args: argparse.Namespace) -> None:
                     for i, r in enumerate(picks)
                 ]
 
-            cell = make_cell(**CELL).as_dict()
+            cell = make_cell(**cell_values).as_dict()
             (result,) = compare_family([(cell, side(base), side(name))], settings=settings)
             verdicts[result.verdict.value] = verdicts.get(result.verdict.value, 0) + 1
             if result.verdict is Verdict.REGRESSION or (
@@ -225,6 +261,10 @@ def main() -> None:
     r.add_argument("--rounds", type=int, default=10)
     r.add_argument("--out", type=Path, required=True)
     r.add_argument("--seed", type=int, default=1)
+    r.add_argument("--start", default="auto", choices=("cold", "snapshot", "auto"))
+    r.add_argument(
+        "--cell", default="", help="KEY=VALUE,... over the default cell (fio on qcow2, virtio-blk)"
+    )
     a = sub.add_parser("analyse", help="derive gate verdicts from the rounds")
     a.add_argument("out", type=Path)
     a.add_argument("--gate-rounds", type=int, default=8)

@@ -204,7 +204,7 @@ def _cell_name(cell: Mapping[str, Any]) -> str:
 def _headline_changes(doc: Mapping[str, Any]) -> str:
     """What the first line says beside the verdict: the counters that changed, and where.
 
-    ``CHANGED: host.flushes -100.0% in policy-install``; beside another verdict
+    ``CHANGED: host.flushes -100.0% in policy-fio``; beside another verdict
     ``REGRESSION (and changed: ...)``.
     """
     summary = doc.get("summary") or {}
