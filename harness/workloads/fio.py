@@ -13,52 +13,100 @@ fsync after each.
 ``fio.JOB.mib_per_s`` (higher is better), and the completion latency's mean, p50 and p99 in
 milliseconds (``fio.JOB.clat_mean_ms``, ``clat_p50_ms``, ``clat_p99_ms``; lower is better),
 from fio's ``clat_ns``.  A job that did both reads and writes is named ``JOB.read`` and
-``JOB.write``.  The raw JSON is kept in the record (``fio_json.raw``, ``fio_json.file``); output that is not fio's
-JSON, or a job that reports an error, is a :class:`~harness.errors.ProtocolError`.
+``JOB.write``.  The raw JSON is kept in the record (``fio_json.raw``, ``fio_json.file``).
+
+The guest's output is untrusted: output that is not fio's JSON, a job that reports an error,
+a figure that is not a finite number >= 0 (NaN and Infinity included: a record may not hold
+them), a job whose name lacks its target's prefix or comes twice, or more jobs than
+:data:`MAX_JOBS` is a :class:`~harness.errors.ProtocolError`: a failed sample, never a crash.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
 
 from harness.errors import ProtocolError
-from harness.workloads import Metric, Parsed, expect_keys
+from harness.workloads import Metric, Parsed
 
-#: the guest's outputs, per target it ran (diskbench.fio_target: raw, file or both)
+#: the guest's outputs, per target it ran (diskbench.fio_target: raw, file or both); each
+#: target's jobs are named with its prefix (raw-..., file-...), so their figures never collide
 OUTPUT_KEYS = ("fio_raw_json", "fio_file_json")
-_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
+_PREFIX = {"fio_raw_json": "raw-", "fio_file_json": "file-"}
+_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+#: the job file runs 7 jobs per target; a guest that reports many more is not running it
+MAX_JOBS = 32
 
 # the figures' names are patterns (harness.workloads.FIO_PATTERNS)
 METRICS: tuple[Metric, ...] = ()
 
 
 def _number(value: Any, what: str) -> float:
+    """A figure of fio's JSON: a finite number >= 0 (fio writes no other kind)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ProtocolError(f"fio JSON: {what} is not a number: {value!r:.40}")
-    return float(value)
-
-
-def parse_fio_json(text: str) -> tuple[dict[str, float], dict[str, Any]]:
-    """(figures, the parsed document) of fio's ``--output-format=json``; see the module's doc."""
     try:
-        doc = json.loads(text)
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number) or number < 0:
+        raise ProtocolError(f"fio JSON: {what} is {value!r:.40}, not a finite number >= 0")
+    return number
+
+
+def _no_constant(name: str) -> float:
+    # Python's json reads NaN and Infinity; fio never writes them, and a record may not hold them
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _loads(text: str) -> Any:
+    try:
+        return json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         raise ProtocolError(f"fio output is not JSON ({exc.msg} at line {exc.lineno})") from None
+    except ValueError as exc:  # NaN, Infinity, or an integer of more than 4300 digits
+        raise ProtocolError(f"fio output is not fio's JSON ({exc})") from None
+    except RecursionError:
+        raise ProtocolError("fio output is not fio's JSON (it nests too deeply)") from None
+
+
+def parse_fio_json(text: str, prefix: str = "") -> tuple[dict[str, float], dict[str, Any]]:
+    """(figures, the parsed document) of fio's ``--output-format=json``; see the module's doc.
+
+    Every job's name must start with ``prefix`` (the target's: ``raw-``, ``file-``) and be
+    unique, so that no figure is silently replaced by another's.
+    """
+    doc = _loads(text)
     if not isinstance(doc, dict) or not isinstance(doc.get("jobs"), list) or not doc["jobs"]:
         raise ProtocolError("fio JSON has no jobs: was it run with --output-format=json?")
+    if len(doc["jobs"]) > MAX_JOBS:
+        raise ProtocolError(
+            f"fio JSON has {len(doc['jobs'])} jobs, more than the job file's (at most {MAX_JOBS})"
+        )
     figures: dict[str, float] = {}
+    seen: set[str] = set()
     for job in doc["jobs"]:
         if not isinstance(job, dict):
             raise ProtocolError("fio JSON: a job is not an object")
         name = str(job.get("jobname", ""))
-        if not _NAME.fullmatch(name):
-            raise ProtocolError(f"fio JSON: job name {name!r:.40} is not a plain name")
+        if not _NAME.fullmatch(name) or not name.startswith(prefix):
+            raise ProtocolError(
+                f"fio JSON: job name {name!r:.40} is not a plain name"
+                + (f" starting with {prefix!r}" if prefix else "")
+            )
+        if name in seen:
+            raise ProtocolError(f"fio JSON: job {name} is reported twice")
+        seen.add(name)
         if job.get("error"):
-            raise ProtocolError(f"fio job {name} failed: error {job['error']}")
-        active = [d for d in ("read", "write") if isinstance(job.get(d), dict) and job[d].get("total_ios")]
+            raise ProtocolError(f"fio job {name} failed: error {job['error']!r:.40}")
+        active = [
+            d
+            for d in ("read", "write")
+            if isinstance(job.get(d), dict) and _number(job[d].get("total_ios", 0), f"{name} {d} total_ios")
+        ]
         if not active:
             raise ProtocolError(f"fio job {name} did no IO")
         for direction in active:
@@ -70,23 +118,30 @@ def parse_fio_json(text: str) -> tuple[dict[str, float], dict[str, Any]]:
             if not isinstance(clat, dict):
                 raise ProtocolError(f"fio JSON: {name} {direction} has no clat_ns")
             figures[f"fio.{key}.clat_mean_ms"] = _number(clat.get("mean"), f"{name} clat mean") / 1e6
-            percentiles = clat.get("percentile") or {}
+            # fio always reports these percentiles of a job that did IO: a sample without them
+            # would silently lack a figure its cell's other samples have
+            percentiles = clat.get("percentile")
+            if not isinstance(percentiles, dict):
+                raise ProtocolError(f"fio JSON: {name} {direction} has no clat_ns percentiles")
             for label, pct in (("p50", "50.000000"), ("p99", "99.000000")):
-                if pct in percentiles:
-                    figures[f"fio.{key}.clat_{label}_ms"] = (
-                        _number(percentiles[pct], f"{name} clat {pct}") / 1e6
-                    )
+                figures[f"fio.{key}.clat_{label}_ms"] = (
+                    _number(percentiles.get(pct), f"{name} clat {pct}") / 1e6
+                )
     return figures, doc
 
 
 def parse_outputs(outputs: Mapping[str, str]) -> Parsed:
     """Figures of every target the guest ran; the raw JSON per target as ``fio_json``."""
-    if not outputs or set(outputs) - set(OUTPUT_KEYS):
-        expect_keys("fio", outputs, OUTPUT_KEYS)  # raises, naming what is missing or extra
+    extra = sorted(set(outputs) - set(OUTPUT_KEYS))
+    if extra or not outputs:
+        raise ProtocolError(
+            f"fio report outputs: {'unexpected ' + ', '.join(extra) if extra else 'none'}; "
+            f"expected {' and/or '.join(OUTPUT_KEYS)}"
+        )
     figures: dict[str, float] = {}
     docs: dict[str, Any] = {}
     for key in OUTPUT_KEYS:
         if key in outputs:
-            target_figures, docs[key.split("_")[1]] = parse_fio_json(outputs[key])
+            target_figures, docs[key.split("_")[1]] = parse_fio_json(outputs[key], _PREFIX[key])
             figures.update(target_figures)
     return figures, {"fio_json": docs}

@@ -58,10 +58,12 @@ def test_parse_outputs_keeps_the_raw_json_in_the_record() -> None:
     figures, fields = parse_outputs("fio", {"fio_raw_json": raw, "fio_file_json": REAL.read_text()})
     assert "fio.raw-seq-read.iops" in figures and "fio.file-seq-read.iops" in figures
     assert set(fields["fio_json"]) == {"raw", "file"}
-    with pytest.raises(ProtocolError, match="missing fio_raw_json, fio_file_json"):
+    with pytest.raises(ProtocolError, match="outputs: none; expected fio_raw_json and/or fio_file_json"):
         parse_outputs("fio", {})
-    with pytest.raises(ProtocolError, match="unexpected fio_json"):
+    with pytest.raises(ProtocolError, match="unexpected fio_json; expected"):
         parse_outputs("fio", {"fio_json": REAL.read_text()})
+    with pytest.raises(ProtocolError, match="unexpected zzz; expected"):
+        parse_outputs("fio", {"fio_file_json": REAL.read_text(), "zzz": "1"})
 
 
 @pytest.mark.parametrize(
@@ -72,6 +74,22 @@ def test_parse_outputs_keeps_the_raw_json_in_the_record() -> None:
         (lambda d: d["jobs"][0].update(jobname="a b"), "is not a plain name"),
         (lambda d: d["jobs"][0]["write"].update(total_ios=0), "did no IO"),
         (lambda d: d["jobs"][0]["write"].update(iops="fast"), "is not a number"),
+        # numbers no figure may be: a record holding them could not be read back
+        (lambda d: d["jobs"][0]["write"].update(iops=float("nan")), "NaN is not a number JSON allows"),
+        (lambda d: d.update(note=float("-inf")), "-Infinity is not a number JSON allows"),
+        (lambda d: d["jobs"][0]["write"]["clat_ns"].update(mean=-5), "clat mean is -5, not a finite"),
+        (lambda d: d["jobs"][0]["write"].update(iops=10**400), "iops is 1000.*not a finite number"),
+        (lambda d: d["jobs"][0]["write"].update(total_ios="5"), "total_ios is not a number"),
+        # what fio always reports of a job that did IO
+        (lambda d: d["jobs"][0]["write"].pop("clat_ns"), "seq-write write has no clat_ns"),
+        (lambda d: d["jobs"][0]["write"]["clat_ns"].update(percentile="x"), "has no clat_ns percentiles"),
+        (lambda d: d["jobs"][0]["write"]["clat_ns"]["percentile"].pop("99.000000"), "99.000000 is not"),
+        # names that would make figures collide, or figure names no metric pattern reads
+        (lambda d: d["jobs"].append(d["jobs"][0]), "job file-seq-write is reported twice"),
+        (lambda d: d["jobs"][0].update(jobname="file-a.b"), "is not a plain name"),
+        (lambda d: d["jobs"][0].update(jobname="file-../x"), "is not a plain name"),
+        (lambda d: d["jobs"][0].update(jobname="file-" + "a" * 100), "is not a plain name"),
+        (lambda d: d.update(jobs=d["jobs"] * 5), "35 jobs, more than the job file's"),
     ],
 )
 def test_output_that_is_not_fios_json_is_a_protocol_error(edit: object, message: str) -> None:
@@ -81,3 +99,25 @@ def test_output_that_is_not_fios_json_is_a_protocol_error(edit: object, message:
         parse_fio_json(json.dumps(doc))
     with pytest.raises(ProtocolError, match="not JSON"):
         parse_fio_json("fio: engine libaio not loadable")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[" * 100_000 + "]" * 100_000, "nests too deeply"),
+        ('{"jobs": [' + '{"a": ' * 50_000 + "1" + "}" * 50_000 + "]}", "nests too deeply"),
+        ('{"jobs": [' + "9" * 5000 + "]}", "not fio's JSON"),
+    ],
+)
+def test_hostile_json_is_a_protocol_error_not_a_crash(text: str, message: str) -> None:
+    with pytest.raises(ProtocolError, match=message):
+        parse_fio_json(text)
+
+
+def test_each_targets_jobs_carry_its_prefix() -> None:
+    """The raw target's JSON under fio_file_json (or the same JSON twice) would give figures of
+    one target under the other's name, or replace them."""
+    with pytest.raises(ProtocolError, match="not a plain name starting with 'raw-'"):
+        parse_outputs("fio", {"fio_raw_json": REAL.read_text()})
+    with pytest.raises(ProtocolError, match="starting with 'raw-'"):
+        parse_outputs("fio", {"fio_raw_json": REAL.read_text(), "fio_file_json": REAL.read_text()})
