@@ -362,7 +362,7 @@ def test_tools_table_is_optional_and_joins_the_pins() -> None:
     [
         (lambda t: t.replace('"12.2"  # the same', '"13"  # another'), "pin one version"),
         (lambda t: t.replace('"/usr/bin/fio"', '"/usr/../etc/shadow"'), r"\[tools\] files"),
-        (lambda t: t.replace('fio = "3.33-3"', 'fio = 3'), "must be a version string"),
+        (lambda t: t.replace('fio = "3.33-3"', "fio = 3"), "must be a version string"),
         (lambda t: t.replace('fio = "3.33-3"', '"-o=x" = "1"'), "tools.packages"),
         (lambda t: t.split("[tools.packages]")[0], r"missing table \[packages\]"),
     ],
@@ -396,7 +396,9 @@ def test_collect_follows_runpath_and_origin(tmp_path: Path) -> None:
     src = tmp_path / "x.c"
     src.write_text("int x(void) { return 1; }\n")
     priv = root / "opt/app/priv/libpriv.so"
-    subprocess.run(["cc", "-shared", "-fPIC", "-o", priv, src, "-Wl,-soname,libpriv.so"], check=True, timeout=60)
+    subprocess.run(
+        ["cc", "-shared", "-fPIC", "-o", priv, src, "-Wl,-soname,libpriv.so"], check=True, timeout=60
+    )
     main = root / "opt/app/bin/tool.so"
     subprocess.run(
         [
