@@ -120,38 +120,63 @@ class _Collected:
     symlinks: dict[str, str] = field(default_factory=dict)  # guest path -> target
 
 
-def collect_with_libraries(tree: Tree, paths: Sequence[str]) -> _Collected:
+def _guest_path(path: str) -> str:
+    """``path`` normalised from the guest's root: no ``.``, ``..`` or ``//`` left in it."""
+    return "/" + os.path.normpath("/" + path).lstrip("/")
+
+
+def collect_with_libraries(
+    tree: Tree, paths: Sequence[str], *, packages_table: str = "initramfs.packages"
+) -> _Collected:
     """The files at ``paths``, their symlink chains, and every shared library they need.
 
-    DT_NEEDED is followed recursively, and each executable's PT_INTERP (the
-    dynamic loader) is included; a library that no pinned package provides
-    fails the build with its soname.
+    DT_NEEDED is followed recursively (in the needing file's RUNPATH, then the
+    standard directories), and each executable's PT_INTERP (the dynamic loader)
+    is included; a library that no pinned package provides fails the build with
+    its soname, naming ``packages_table``.
+
+    Every path is normalised and every symlink followed inside the tree: a
+    RUNPATH with ``..`` or a symlink in a parent directory never reaches a
+    host file, and no recorded path names anything outside the tree.
     """
     got = _Collected()
     queue: list[tuple[str, str]] = [(p, "recipe") for p in paths]
     while queue:
-        path, wanted_by = queue.pop(0)
+        wanted, wanted_by = queue.pop(0)
+        path = _guest_path(wanted)
         if path in got.files or path in got.symlinks:
             continue
-        # Record every symlink on the way so the guest sees the same names.
-        current = path
+        # Record every symlink on the way, by the names asked for, so the guest sees the same
+        # names.  Each step's directory is resolved in the tree first, and a relative target
+        # is taken from there (as the kernel does): the host never follows a link of the tree.
+        current: str | None = path
+        real = None
         for _ in range(40):
-            host = tree.host(current)
+            assert current is not None
+            parent = tree.resolve(str(PurePosixPath(current).parent))
+            if parent is None:
+                break
+            host = tree.host(str(PurePosixPath(parent) / PurePosixPath(current).name))
             if not host.is_symlink():
+                real = tree.resolve(current)
                 break
             target = os.readlink(host)
             got.symlinks[current] = target
-            base = PurePosixPath("/") if target.startswith("/") else PurePosixPath(current).parent
-            current = os.path.normpath(str(base / target))
-        real = tree.resolve(current)
+            current = _guest_path(str(PurePosixPath(parent) / target))
         if real is None:
             raise GuestBuildError(
-                f"{path} (needed by {wanted_by}) is in no pinned initramfs package; "
-                f"add its package to [initramfs.packages] in images/recipe.toml"
+                f"{wanted} (needed by {wanted_by}) is in no pinned {packages_table.split('.')[0]} "
+                f"package; add its package to [{packages_table}] in images/recipe.toml"
             )
+        assert current is not None
         if real != current:
             got.symlinks.setdefault(current, real)
         host = tree.host(real)
+        if not host.is_file():
+            raise GuestBuildError(
+                f"{wanted} (needed by {wanted_by}) is not a regular file in its package "
+                f"(it is {real}): list files only in images/recipe.toml"
+            )
         got.files[real] = host
         data = host.read_bytes()
         if not data.startswith(b"\x7fELF"):
@@ -161,12 +186,20 @@ def collect_with_libraries(tree: Tree, paths: Sequence[str]) -> _Collected:
             queue.append((interp, real))
         origin = str(PurePosixPath(real).parent)
         runpath = [d.replace("${ORIGIN}", origin).replace("$ORIGIN", origin) for d in elf_runpath(data)]
+        # $LIB, $PLATFORM and other tokens are not expanded: such a directory is skipped
+        runpath = [_guest_path(d) for d in runpath if d.startswith("/") and "$" not in d]
         for soname in elf_needed(data):
+            if "/" in soname:
+                raise GuestBuildError(
+                    f"{real} needs {soname!r}, a path, not a library name: list such files "
+                    "in images/recipe.toml instead"
+                )
             lib = tree.find_library(soname, runpath)
             if lib is None:
                 raise GuestBuildError(
-                    f"shared library {soname} (needed by {real}) is in no pinned initramfs "
-                    f"package; add the library's package to [initramfs.packages]"
+                    f"shared library {soname} (needed by {real}) is in no pinned "
+                    f"{packages_table.split('.')[0]} package; add the library's package to "
+                    f"[{packages_table}]"
                 )
             queue.append((lib, real))
     return got
@@ -374,9 +407,9 @@ def _build_into(
         troot = tmp / "tools-root"
         for name in recipe.tools_packages:
             extract_deb(paths[name], troot)
-        got = collect_with_libraries(Tree(troot), recipe.tools_files)
+        got = collect_with_libraries(Tree(troot), recipe.tools_files, packages_table="tools.packages")
         tools = tmp / "tools.img"
-        _write_tools_image(tools, tmp / "tools-tree", got, recipe.tools_files)
+        _write_tools_image(tools, tmp / "tools-tree", got, recipe.tools_files, Tree(troot))
         log(
             f"guest: tools.img: {len(recipe.tools_files)} tools, {len(got.files)} files with "
             f"libraries, {tools.stat().st_size / 2**20:.1f} MiB"
@@ -512,33 +545,52 @@ def _write_payload_image(
 TOOLS_MOUNT = "/tools"
 
 
-def _write_tools_image(img: Path, tree: Path, collected: _Collected, tools: Sequence[str]) -> None:
+#: what a path in a launcher may hold: nothing the shell would read as more than a word
+_LAUNCHER_PATH = re.compile(r"/[A-Za-z0-9._+@/-]*")
+
+
+def _inside(tree: Path, dest: Path) -> Path:
+    """``dest`` if its directory is inside ``tree`` on the host (no link of the drive leads out)."""
+    top = os.path.realpath(tree)
+    where = os.path.realpath(dest.parent)
+    if where != top and not where.startswith(top + os.sep):
+        raise GuestBuildError(f"tools drive: {dest} would be written outside the drive's tree")
+    return dest
+
+
+def _write_tools_image(
+    img: Path, tree: Path, collected: _Collected, tools: Sequence[str], source: Tree | None = None
+) -> None:
     """An ext2 image of the tools with their libraries, and a launcher per tool.
 
     The guest mounts it at :data:`TOOLS_MOUNT`, away from its own root, so every tool is
     started through its own dynamic loader with ``--library-path`` naming the drive's
     library directories: ``/tools/bin/fio`` runs ``/tools/usr/bin/fio`` on the drive's
-    libraries only (RUNPATHs such as Ceph's ``.../ceph`` included).  Absolute symlinks
-    become relative, so that none of them leads out of the drive.
+    libraries only (RUNPATHs such as Ceph's ``.../ceph`` included).  Every symlink is made
+    relative to its target as resolved in ``source`` (the extracted packages), so that none
+    of them leads out of the drive, and a launcher holds only plain paths (no word the shell
+    would expand).
     """
     tree.mkdir(parents=True)
     total = 0
     for guest, host in sorted(collected.files.items()):
-        dest = tree / guest.lstrip("/")
+        dest = _inside(tree, tree / _guest_path(guest).lstrip("/"))
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(host, dest)
         dest.chmod(stat.S_IMODE(host.stat().st_mode) & 0o755 | 0o444)
         total += dest.stat().st_size
     for guest, target in sorted(collected.symlinks.items()):
-        dest = tree / guest.lstrip("/")
+        name = PurePosixPath(_guest_path(guest))
+        # the target as the kernel reads it: from the link's real directory in the packages
+        base = source.resolve(str(name.parent)) if source is not None else None
+        absolute = _guest_path(str(PurePosixPath(base or name.parent) / target))
+        dest = _inside(tree, tree / str(name).lstrip("/"))
         dest.parent.mkdir(parents=True, exist_ok=True)
-        if target.startswith("/"):
-            target = os.path.relpath(target, str(PurePosixPath(guest).parent))
         dest.unlink(missing_ok=True)
-        dest.symlink_to(target)
+        dest.symlink_to(os.path.relpath(absolute, str(name.parent)))
     lib_dirs = sorted(
         {
-            str(PurePosixPath(p).parent)
+            str(PurePosixPath(_guest_path(p)).parent)
             for p in (*collected.files, *collected.symlinks)
             if re.search(r"\.so(\.|$)", PurePosixPath(p).name)
         }
@@ -551,7 +603,23 @@ def _write_tools_image(img: Path, tree: Path, collected: _Collected, tools: Sequ
         interp = elf_interpreter(data) if data.startswith(b"\x7fELF") else None
         if interp is None:
             raise GuestBuildError(f"[tools] file {tool} is not a dynamic executable; list executables only")
+        interp = _guest_path(interp)
+        for what, path in (
+            ("its dynamic loader", interp),
+            ("it", real),
+            *(("a library directory", d) for d in lib_dirs),
+        ):
+            if not _LAUNCHER_PATH.fullmatch(path):
+                raise GuestBuildError(
+                    f"[tools] file {tool}: {what} {path[:100]!r} has characters a launcher cannot "
+                    "hold (only letters, digits and ._+@/-): list another file"
+                )
         launcher = tree / "bin" / PurePosixPath(tool).name
+        if launcher.exists() or launcher.is_symlink():
+            raise GuestBuildError(
+                f"[tools] file {tool}: its launcher /bin/{launcher.name} of the tools drive would "
+                "replace another tool's launcher or a file of the drive; list files of another name"
+            )
         launcher.write_text(
             f'#!/bin/sh\nexec {TOOLS_MOUNT}{interp} --library-path {library_path} {TOOLS_MOUNT}{real} "$@"\n'
         )

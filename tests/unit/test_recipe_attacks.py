@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -183,3 +184,124 @@ def test_the_shipped_recipe_passes_every_check() -> None:
     names = guest.recipe_files(IMAGES_DIR)
     assert {"recipe.toml", "payload.lock", "init", "workloads/dd.sh"} <= set(names)
     assert guest.load_recipe(IMAGES_DIR).initramfs_files[0] == "/bin/busybox"
+
+
+# --------------------------------------------------------------------------- tools drive
+# The [tools] files come with whatever their ELF headers and their packages' symlinks say:
+# RUNPATHs, PT_INTERP and link targets are untrusted text too.
+
+
+def _cc(out: Path, source: str, *args: str | Path) -> Path:
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    src = out.parent / f"{out.name}.c"
+    src.write_text(source)
+    subprocess.run(["cc", "-fPIC", "-nostdlib", "-o", out, src, *args], check=True, timeout=60)
+    return out
+
+
+def _tool(
+    root: Path, path: str, *, interp: str = "/lib/ld.so", needs: Path | None = None, rpath: str = ""
+) -> None:
+    """An executable at ``path`` in ``root`` whose PT_INTERP is ``interp`` (a stand-in file)."""
+    args: list[str | Path] = [f"-Wl,--dynamic-linker={interp}", "-Wl,-e,_start"]
+    if needs is not None:
+        args += ["-Wl,--no-as-needed", f"-L{needs.parent}", f"-l:{needs.name}"]
+    if rpath:
+        args += [f"-Wl,-rpath,{rpath}", "-Wl,--enable-new-dtags"]
+    _cc(root / path.lstrip("/"), "void _start(void) {}\n", *args)
+    loader = root / interp.lstrip("/")
+    loader.parent.mkdir(parents=True, exist_ok=True)
+    loader.write_bytes(b"the loader")
+
+
+def _lib(path: Path, soname: str = "") -> Path:
+    return _cc(path, "int x(void) { return 1; }\n", "-shared", f"-Wl,-soname,{soname or path.name}")
+
+
+def _tools_image(tmp_path: Path, root: Path, tools: list[str]) -> Path:
+    from harness.guest.build import _write_tools_image
+
+    got = guest.collect_with_libraries(guest.Tree(root), tools, packages_table="tools.packages")
+    tree = tmp_path / "out" / "tools-tree"
+    _write_tools_image(tmp_path / "out" / "tools.img", tree, got, tools, guest.Tree(root))
+    return tree
+
+
+def test_a_runpath_with_dotdot_never_writes_outside_the_drive(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    lib = _lib(root / "escaped" / "libpriv.so")
+    # from the drive's /opt/app/bin, five '..' climb out of tools-tree to tmp_path
+    _tool(root, "/opt/app/bin/tool", needs=lib, rpath="$ORIGIN/../../../../../escaped")
+    got = guest.collect_with_libraries(guest.Tree(root), ["/opt/app/bin/tool"])
+    assert not any(".." in p for p in (*got.files, *got.symlinks)), got
+    tree = _tools_image(tmp_path, root, ["/opt/app/bin/tool"])
+    assert not (tmp_path / "escaped").exists(), "the build wrote outside its tree"
+    assert (tree / "escaped" / "libpriv.so").is_file()
+
+
+def test_a_directory_link_to_the_host_is_not_followed(tmp_path: Path) -> None:
+    """/usr/lib/d -> /HOST (absolute) and /usr/bin/tool -> ../lib/d/f: the host's own link
+    HOST/f must never be read, even when it leads back into the tree."""
+    root = tmp_path / "root"
+    _tool(root, "/usr/bin/real")
+    outside = tmp_path / "host"
+    outside.mkdir()
+    (outside / "f").symlink_to("/usr/bin/real")
+    (root / "usr/lib").mkdir(parents=True)
+    (root / "usr/lib/d").symlink_to(outside)
+    (root / "usr/bin/tool").symlink_to("../lib/d/f")
+    with pytest.raises(GuestBuildError, match=r"/usr/bin/tool .* is in no pinned tools package"):
+        guest.collect_with_libraries(guest.Tree(root), ["/usr/bin/tool"], packages_table="tools.packages")
+
+
+def test_every_link_of_the_drive_stays_inside_it(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    lib = _lib(root / "lib" / "libx.so.1.0", "libx.so.1")
+    (root / "usr/lib").mkdir(parents=True)
+    # inside the packages '..' stops at their top; on the drive it would climb out of /tools
+    (root / "usr/lib/libx.so.1").symlink_to("../../../../../../lib/libx.so.1.0")
+    (root / "lib/libx.so.1").symlink_to("/usr/lib/libx.so.1")
+    _tool(root, "/usr/bin/tool", needs=lib)
+    tree = _tools_image(tmp_path, root, ["/usr/bin/tool"])
+    top = os.path.realpath(tree)
+    for link in (tree / "usr/lib/libx.so.1", tree / "lib/libx.so.1"):
+        assert link.is_symlink()
+        assert os.path.realpath(link) == os.path.join(top, "lib/libx.so.1.0"), os.readlink(link)
+
+
+@pytest.mark.parametrize(
+    ("interp", "rpath"),
+    [("/lib/ld$(reboot).so", ""), ("/lib/ld.so", "/opt/`reboot`"), ("/lib/ld.so", "/opt/a b")],
+)
+def test_a_launcher_holds_no_shell_words(tmp_path: Path, interp: str, rpath: str) -> None:
+    root = tmp_path / "root"
+    lib = _lib((root / rpath.lstrip("/") if rpath else root / "lib") / "libq.so")
+    _tool(root, "/usr/bin/tool", interp=interp, needs=lib, rpath=rpath)
+    with pytest.raises(GuestBuildError, match="has characters a launcher cannot hold"):
+        _tools_image(tmp_path, root, ["/usr/bin/tool"])
+
+
+def test_runpath_tokens_other_than_origin_are_not_searched(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    lib = _lib(root / "opt" / "$LIB" / "libq.so")
+    _tool(root, "/usr/bin/tool", needs=lib, rpath="/opt/$LIB")
+    with pytest.raises(GuestBuildError, match=r"libq.so .* add the library's package to \[tools.packages\]"):
+        guest.collect_with_libraries(guest.Tree(root), ["/usr/bin/tool"], packages_table="tools.packages")
+
+
+def test_a_tools_entry_that_is_a_directory_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    _tool(root, "/usr/bin/tool")
+    with pytest.raises(GuestBuildError, match=r"/usr/bin .* is not a regular file"):
+        guest.collect_with_libraries(guest.Tree(root), ["/usr/bin"])
+
+
+@pytest.mark.parametrize("tools", [["/bin/tool"], ["/usr/bin/tool", "/usr/sbin/tool"]])
+def test_a_launcher_never_replaces_a_file(tmp_path: Path, tools: list[str]) -> None:
+    root = tmp_path / "root"
+    for path in tools:
+        _tool(root, path)
+    with pytest.raises(GuestBuildError, match="launcher /bin/tool of the tools drive would replace"):
+        _tools_image(tmp_path, root, tools)
