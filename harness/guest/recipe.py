@@ -46,12 +46,12 @@ _SUITE = re.compile(r"[a-z][a-z0-9-]{0,31}")
 _GUEST_PATH = re.compile(r"(/[A-Za-z0-9_+@-][A-Za-z0-9._+@-]{0,99}){1,16}")
 
 
-def check_guest_path(path: str, where: str) -> str:
+def check_guest_path(path: str, where: str, table: str = "initramfs") -> str:
     """``path`` if it is an absolute guest path without ``.`` or ``..`` components."""
     parts = path.split("/")[1:]
     if not _GUEST_PATH.fullmatch(path) or any(p in (".", "..") for p in parts):
         raise RecipeError(
-            f"{where}: [initramfs] files entry {path[:100]!r} is not a plain guest path: "
+            f"{where}: [{table}] files entry {path[:100]!r} is not a plain guest path: "
             "use an absolute path inside the packages without '..', such as /sbin/mke2fs"
         )
     return path
@@ -230,7 +230,10 @@ def _tools(
     if "tools" not in data:
         return (), {}
     tools = _table(data, "tools", where)
-    files = tuple(check_guest_path(f, f"{where} [tools] files") for f in _str_list(tools, "files", where))
+    # each tool gets a launcher /tools/bin/NAME: a name listed twice would need two
+    files = tuple(
+        dict.fromkeys(check_guest_path(f, where, "tools") for f in _str_list(tools, "files", where))
+    )
     pkgs = _table(tools, "packages", f"{where} [tools]")
     out: dict[str, str] = {}
     for name, version in pkgs.items():

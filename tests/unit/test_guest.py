@@ -351,6 +351,8 @@ def test_tools_table_is_optional_and_joins_the_pins() -> None:
     assert guest.parse_recipe(TOML, LOCK).tools_files == ()
     r = guest.parse_recipe(TOML + TOOLS, LOCK)
     assert r.tools_files == ("/usr/bin/fio",)
+    twice = TOOLS.replace('"/usr/bin/fio"', '"/usr/bin/fio", "/usr/bin/fio"')
+    assert guest.parse_recipe(TOML + twice, LOCK).tools_files == ("/usr/bin/fio",)
     assert r.tools_packages == {"fio": "3.33-3", "libstdc++6": "12.2"}
     assert r.all_pins()["fio"] == "3.33-3"
     out = guest.rewrite_recipe_pins(TOML + TOOLS, "1.0-1", {"fio": "3.34-1", "libstdc++6": "12.2"})
@@ -361,7 +363,10 @@ def test_tools_table_is_optional_and_joins_the_pins() -> None:
     ("edit", "message"),
     [
         (lambda t: t.replace('"12.2"  # the same', '"13"  # another'), "pin one version"),
-        (lambda t: t.replace('"/usr/bin/fio"', '"/usr/../etc/shadow"'), r"\[tools\] files"),
+        (
+            lambda t: t.replace('"/usr/bin/fio"', '"/usr/../etc/shadow"'),
+            r"toml: \[tools\] files entry '/usr/",
+        ),
         (lambda t: t.replace('fio = "3.33-3"', "fio = 3"), "must be a version string"),
         (lambda t: t.replace('fio = "3.33-3"', '"-o=x" = "1"'), "tools.packages"),
         (lambda t: t.split("[tools.packages]")[0], r"missing table \[packages\]"),
