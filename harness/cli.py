@@ -361,6 +361,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise SpecError(f"--repeat {args.repeat}: use 1 or more")
     cells, skipped = cells_from_args(args)
     check_numbers(args, cells)
+    check_tools(cells)
     from harness.sweep import check_free_space
 
     check_free_space(args.work_dir, cells)  # too little is exit 3 before any image exists
@@ -407,6 +408,23 @@ def check_numbers(args: argparse.Namespace, cells: Sequence[Cell]) -> None:
     limits.check_deadline("--boot-timeout-s", args.boot_timeout_s)
     limits.check_deadline("--workload-timeout-s", args.workload_timeout_s, none_ok=False)
     limits.check_images(cells, args.work_dir)
+
+
+def check_tools(cells: Sequence[Cell], recipe_dir: Path | None = None) -> None:
+    """fio cells need fio on the guest's tools drive: a recipe without it is bad input, said
+    before anything is built or booted (a gate's head guest is checked per sample instead)."""
+    if not any(c.workload.name is Workload.FIO for c in cells):
+        return
+    from harness.guest import load_recipe
+    from harness.paths import IMAGES_DIR
+
+    recipe = load_recipe(recipe_dir or IMAGES_DIR, require_lock=False)
+    if not any(Path(f).name == "fio" for f in recipe.tools_files):
+        raise SpecError(
+            "the fio workload needs fio on the guest's tools drive, and images/recipe.toml's "
+            '[tools] files list none: add "/usr/bin/fio" there and pin its packages in '
+            "[tools.packages] (`diskbench guest pin`), or run another workload"
+        )
 
 
 def cmd_guest(args: argparse.Namespace) -> int:
@@ -460,6 +478,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     plan = sweep.expand_spec(spec, policy=policy)
     cells = sweep.select(plan.cells, only=args.only, shard=args.shard)
     check_numbers(args, cells)
+    check_tools(cells)
     directory = sweep.sweep_dir(args.results_dir, spec.name)
     recorded = {
         cid: sum(1 for s in rec["samples"] if args.keep_failures or s.get("status") == "ok")
