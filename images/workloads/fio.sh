@@ -7,7 +7,8 @@ FIO=/tools/bin/fio
 
 fio_tools() {
     [ -n "$TOOLS_DEV" ] || { echo "no tools drive (serial diskbench-tools)"; return 1; }
-    mkdir -p /tools && mount -t ext2 -o ro "$TOOLS_DEV" /tools && [ -x "$FIO" ]
+    mkdir -p /tools && mount -t ext2 -o ro "$TOOLS_DEV" /tools || return
+    [ -x "$FIO" ] || { echo "no $FIO on it: list /usr/bin/fio in [tools] files of images/recipe.toml"; return 1; }
 }
 
 # fio_jobs TARGET PREFIX OUT: the job file for TARGET, run, JSON in OUT
@@ -27,21 +28,34 @@ run_workload() {
         raw|file|both) ;;
         *) ERROR="setup failed: unsupported diskbench.fio_target=$FIO_TARGET"; return 1 ;;
     esac
+    # the message goes into the report's JSON as it is: no quote, backslash or control character
     fio_tools >/tmp/tools.log 2>&1 || {
-        ERROR="setup failed: tools drive: $(tail -n 1 /tmp/tools.log)"; return 1; }
+        ERROR="setup failed: tools drive: $(tail -n 1 /tmp/tools.log | tr -d '"\\\000-\037')"
+        console "diskbench: $ERROR"
+        return 1
+    }
+    # OUTPUTS holds each target's JSON as soon as fio wrote it, also when fio or a later phase
+    # failed: the host then names the failed job and its error.
     out=
     if [ "$FIO_TARGET" != file ]; then
-        phase fio_raw fio_raw || return
-        out="\"fio_raw_json\":$(json_file /tmp/fio-raw.json)"
+        phase fio_raw fio_raw
+        rc=$PH_rc
+        if [ -s /tmp/fio-raw.json ]; then out="\"fio_raw_json\":$(json_file /tmp/fio-raw.json)"; fi
+        OUTPUTS="{$out}"
+        [ $rc -eq 0 ] || return $rc
     fi
     if [ "$FIO_TARGET" != raw ]; then
         phase mkfs fio_mkfs || return
         phase mount fio_mount || return
-        phase fio_file fio_file || return
-        out="$out${out:+,}\"fio_file_json\":$(json_file /tmp/fio-file.json)"
+        phase fio_file fio_file
+        rc=$PH_rc
+        if [ -s /tmp/fio-file.json ]; then
+            out="$out${out:+,}\"fio_file_json\":$(json_file /tmp/fio-file.json)"
+        fi
+        OUTPUTS="{$out}"
+        [ $rc -eq 0 ] || return $rc
         phase umount umount /target || return
         phase fsck /sbin/e2fsck -fn "$DISK"
         FSCK_RC=$PH_rc
     fi
-    OUTPUTS="{$out}"
 }

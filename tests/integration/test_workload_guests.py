@@ -140,3 +140,29 @@ def test_fio_from_the_tools_drive(guest: Any, tmp_path: Path, disk_dir: Path, ta
     assert metrics["dev.write_ops"] >= len(targets) * (2 * 300 + 30)
     assert metrics["dev.flush_p50_ms"] > 0
     assert sample["host"]["check"]["verdict"] == "clean"
+
+
+def test_fio_with_a_tools_drive_that_does_not_mount(guest: Any, tmp_path: Path, disk_dir: Path) -> None:
+    """A tools drive that is no filesystem: the sample fails, the guest says why on its console
+    and in its report (a line of valid JSON), and nothing crashes."""
+    import dataclasses
+
+    bogus = tmp_path / "tools.img"
+    bogus.write_bytes(bytes(4 * 2**20))
+    cell = make_cell(format="raw", workload="fio", fio_target="raw", fio_size_mib=8, size="256M")
+    result = run_cells(
+        [cell],
+        repeat=1,
+        accel="tcg",
+        work_dir=disk_dir,
+        results_dir=tmp_path / "results",
+        guest=dataclasses.replace(guest, tools=bogus),
+    )
+    (path,) = sorted(result.run_dir.glob("*.json"))
+    sample = load_record(path)["samples"][0]
+    assert sample["status"] == "error"
+    report = parse_report(sample["report"], workload="fio")
+    assert report.status == "error"
+    assert (report.error or "").startswith("setup failed: tools drive: mount"), report.error
+    assert "diskbench: setup failed: tools drive: mount" in sample["log_tail"]
+    assert "fio" not in {p.name for p in report.phases}
