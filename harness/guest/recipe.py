@@ -194,7 +194,9 @@ def parse_recipe(recipe_toml: str, payload_lock: str, *, require_lock: bool = Tr
     for name, version in pkgs.items():
         _package(name, f"{where} [initramfs.packages]")
         _version(version, f"{where} [initramfs.packages] {name}")
-    tools_files, tools_pkgs = _tools(data, pkgs, where)
+    other_pins = {name: ("[initramfs.packages]", v) for name, v in pkgs.items()}
+    other_pins[str(kernel.get("package"))] = ("[kernel]", kernel.get("version"))
+    tools_files, tools_pkgs = _tools(data, other_pins, where)
     modules = _str_list(kernel, "modules", where)
     for module in modules:
         _check(
@@ -224,9 +226,13 @@ def parse_recipe(recipe_toml: str, payload_lock: str, *, require_lock: bool = Tr
 
 
 def _tools(
-    data: Mapping[str, Any], initramfs_pkgs: Mapping[str, Any], where: str
+    data: Mapping[str, Any], other_pins: Mapping[str, tuple[str, Any]], where: str
 ) -> tuple[tuple[str, ...], dict[str, str]]:
-    """The optional ``[tools]`` table: ``files`` and ``[tools.packages]``, checked."""
+    """The optional ``[tools]`` table: ``files`` and ``[tools.packages]``, checked.
+
+    ``other_pins`` (name -> (table, version)) are the kernel's and the initramfs's pins: a
+    package has one version in the whole guest, or a tools pin would replace theirs.
+    """
     if "tools" not in data:
         return (), {}
     tools = _table(data, "tools", where)
@@ -241,10 +247,10 @@ def _tools(
         if not isinstance(version, str):
             raise RecipeError(f"{where}: [tools.packages] {name} must be a version string")
         _version(version, f"{where} [tools.packages] {name}")
-        other = initramfs_pkgs.get(name)
-        if other is not None and other != version:
+        table, other = other_pins.get(name, ("", version))
+        if other != version:
             raise RecipeError(
-                f"{where}: {name} is pinned to {other} in [initramfs.packages] and {version} in "
+                f"{where}: {name} is pinned to {other} in {table} and {version} in "
                 f"[tools.packages]; pin one version (`{PIN_COMMAND}` does)"
             )
         out[name] = version

@@ -363,6 +363,11 @@ def test_tools_table_is_optional_and_joins_the_pins() -> None:
     ("edit", "message"),
     [
         (lambda t: t.replace('"12.2"  # the same', '"13"  # another'), "pin one version"),
+        # the kernel's package pinned again: the tools' pin would replace the kernel's
+        (
+            lambda t: t + '"linux-image-x" = "2.0-1"\n',
+            r"linux-image-x is pinned to 1.0-1 in \[kernel\] and 2.0-1 in \[tools.packages\]",
+        ),
         (
             lambda t: t.replace('"/usr/bin/fio"', '"/usr/../etc/shadow"'),
             r"toml: \[tools\] files entry '/usr/",
