@@ -51,6 +51,7 @@ from harness.guest.recipe import (
     Log,
     PayloadPackage,
     Recipe,
+    RecipeError,
     load_recipe,
     read_recipe_file,
     recipe_files,
@@ -164,7 +165,7 @@ def collect_with_libraries(
             got.symlinks[current] = target
             current = _guest_path(str(PurePosixPath(parent) / target))
         if real is None:
-            raise GuestBuildError(
+            raise RecipeError(
                 f"{wanted} (needed by {wanted_by}) is in no pinned {packages_table.split('.')[0]} "
                 f"package; add its package to [{packages_table}] in images/recipe.toml"
             )
@@ -173,7 +174,7 @@ def collect_with_libraries(
             got.symlinks.setdefault(current, real)
         host = tree.host(real)
         if not host.is_file():
-            raise GuestBuildError(
+            raise RecipeError(
                 f"{wanted} (needed by {wanted_by}) is not a regular file in its package "
                 f"(it is {real}): list files only in images/recipe.toml"
             )
@@ -190,13 +191,13 @@ def collect_with_libraries(
         runpath = [_guest_path(d) for d in runpath if d.startswith("/") and "$" not in d]
         for soname in elf_needed(data):
             if "/" in soname:
-                raise GuestBuildError(
+                raise RecipeError(
                     f"{real} needs {soname!r}, a path, not a library name: list such files "
                     "in images/recipe.toml instead"
                 )
             lib = tree.find_library(soname, runpath)
             if lib is None:
-                raise GuestBuildError(
+                raise RecipeError(
                     f"shared library {soname} (needed by {real}) is in no pinned "
                     f"{packages_table.split('.')[0]} package; add the library's package to "
                     f"[{packages_table}]"
@@ -554,7 +555,7 @@ def _inside(tree: Path, dest: Path) -> Path:
     top = os.path.realpath(tree)
     where = os.path.realpath(dest.parent)
     if where != top and not where.startswith(top + os.sep):
-        raise GuestBuildError(f"tools drive: {dest} would be written outside the drive's tree")
+        raise RecipeError(f"tools drive: {dest} would be written outside the drive's tree")
     return dest
 
 
@@ -602,7 +603,7 @@ def _write_tools_image(
         data = collected.files[real].read_bytes() if real in collected.files else b""
         interp = elf_interpreter(data) if data.startswith(b"\x7fELF") else None
         if interp is None:
-            raise GuestBuildError(f"[tools] file {tool} is not a dynamic executable; list executables only")
+            raise RecipeError(f"[tools] file {tool} is not a dynamic executable; list executables only")
         interp = _guest_path(interp)
         for what, path in (
             ("its dynamic loader", interp),
@@ -610,13 +611,13 @@ def _write_tools_image(
             *(("a library directory", d) for d in lib_dirs),
         ):
             if not _LAUNCHER_PATH.fullmatch(path):
-                raise GuestBuildError(
+                raise RecipeError(
                     f"[tools] file {tool}: {what} {path[:100]!r} has characters a launcher cannot "
                     "hold (only letters, digits and ._+@/-): list another file"
                 )
         launcher = tree / "bin" / PurePosixPath(tool).name
         if launcher.exists() or launcher.is_symlink():
-            raise GuestBuildError(
+            raise RecipeError(
                 f"[tools] file {tool}: its launcher /bin/{launcher.name} of the tools drive would "
                 "replace another tool's launcher or a file of the drive; list files of another name"
             )

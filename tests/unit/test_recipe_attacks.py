@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from harness import guest
-from harness.errors import ExitCode, GuestBuildError
+from harness.errors import ExitCode
 from harness.guest import RecipeError
 from harness.paths import IMAGES_DIR
 
@@ -117,8 +117,9 @@ def test_a_dotdot_path_stays_inside_the_package_tree(tmp_path: Path, host_secret
     tree = guest.Tree(root)
     escape = "/.." * 8 + str(host_secret)
     assert tree.host(escape) == root / str(host_secret).lstrip("/")
-    with pytest.raises(GuestBuildError, match="is in no pinned initramfs package"):
+    with pytest.raises(RecipeError, match="is in no pinned initramfs package") as caught:
         guest.collect_with_libraries(tree, [escape])
+    assert caught.value.exit_code == ExitCode.USAGE
 
 
 @pytest.mark.parametrize("target", ["secret", "/proc/self/environ", "/dev/zero", "/etc/hostname"])
@@ -252,7 +253,7 @@ def test_a_directory_link_to_the_host_is_not_followed(tmp_path: Path) -> None:
     (root / "usr/lib").mkdir(parents=True)
     (root / "usr/lib/d").symlink_to(outside)
     (root / "usr/bin/tool").symlink_to("../lib/d/f")
-    with pytest.raises(GuestBuildError, match=r"/usr/bin/tool .* is in no pinned tools package"):
+    with pytest.raises(RecipeError, match=r"/usr/bin/tool .* is in no pinned tools package"):
         guest.collect_with_libraries(guest.Tree(root), ["/usr/bin/tool"], packages_table="tools.packages")
 
 
@@ -279,7 +280,7 @@ def test_a_launcher_holds_no_shell_words(tmp_path: Path, interp: str, rpath: str
     root = tmp_path / "root"
     lib = _lib((root / rpath.lstrip("/") if rpath else root / "lib") / "libq.so")
     _tool(root, "/usr/bin/tool", interp=interp, needs=lib, rpath=rpath)
-    with pytest.raises(GuestBuildError, match="has characters a launcher cannot hold"):
+    with pytest.raises(RecipeError, match="has characters a launcher cannot hold"):
         _tools_image(tmp_path, root, ["/usr/bin/tool"])
 
 
@@ -287,15 +288,16 @@ def test_runpath_tokens_other_than_origin_are_not_searched(tmp_path: Path) -> No
     root = tmp_path / "root"
     lib = _lib(root / "opt" / "$LIB" / "libq.so")
     _tool(root, "/usr/bin/tool", needs=lib, rpath="/opt/$LIB")
-    with pytest.raises(GuestBuildError, match=r"libq.so .* add the library's package to \[tools.packages\]"):
+    with pytest.raises(RecipeError, match=r"libq.so .* add the library's package to \[tools.packages\]"):
         guest.collect_with_libraries(guest.Tree(root), ["/usr/bin/tool"], packages_table="tools.packages")
 
 
 def test_a_tools_entry_that_is_a_directory_is_refused(tmp_path: Path) -> None:
     root = tmp_path / "root"
     _tool(root, "/usr/bin/tool")
-    with pytest.raises(GuestBuildError, match=r"/usr/bin .* is not a regular file"):
+    with pytest.raises(RecipeError, match=r"/usr/bin .* is not a regular file") as caught:
         guest.collect_with_libraries(guest.Tree(root), ["/usr/bin"])
+    assert caught.value.exit_code == ExitCode.USAGE, "the recipe's mistake is bad input"
 
 
 @pytest.mark.parametrize("tools", [["/bin/tool"], ["/usr/bin/tool", "/usr/sbin/tool"]])
@@ -303,5 +305,5 @@ def test_a_launcher_never_replaces_a_file(tmp_path: Path, tools: list[str]) -> N
     root = tmp_path / "root"
     for path in tools:
         _tool(root, path)
-    with pytest.raises(GuestBuildError, match="launcher /bin/tool of the tools drive would replace"):
+    with pytest.raises(RecipeError, match="launcher /bin/tool of the tools drive would replace"):
         _tools_image(tmp_path, root, tools)
