@@ -36,6 +36,7 @@ from typing import Any
 from harness.errors import GuestBuildError
 from harness.guest.cpio import CpioWriter
 from harness.guest.elf import (
+    ElfError,
     elf_interpreter,
     elf_needed,
     elf_runpath,
@@ -182,14 +183,20 @@ def collect_with_libraries(
         data = host.read_bytes()
         if not data.startswith(b"\x7fELF"):
             continue
-        interp = elf_interpreter(data)
+        try:
+            interp, needed, runpath = elf_interpreter(data), elf_needed(data), elf_runpath(data)
+        except ElfError as exc:
+            raise RecipeError(
+                f"{real} (needed by {wanted_by}) is an ELF file this build cannot read ({exc}); "
+                "list another file in images/recipe.toml"
+            ) from None
         if interp:
             queue.append((interp, real))
         origin = str(PurePosixPath(real).parent)
-        runpath = [d.replace("${ORIGIN}", origin).replace("$ORIGIN", origin) for d in elf_runpath(data)]
+        runpath = [d.replace("${ORIGIN}", origin).replace("$ORIGIN", origin) for d in runpath]
         # $LIB, $PLATFORM and other tokens are not expanded: such a directory is skipped
         runpath = [_guest_path(d) for d in runpath if d.startswith("/") and "$" not in d]
-        for soname in elf_needed(data):
+        for soname in needed:
             if "/" in soname:
                 raise RecipeError(
                     f"{real} needs {soname!r}, a path, not a library name: list such files "

@@ -7,17 +7,39 @@ executable, and the ELF ``vmlinux`` inside an XZ bzImage.
 
 from __future__ import annotations
 
+import functools
 import lzma
 import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
+from typing import ParamSpec, TypeVar
 
 from harness.errors import GuestBuildError
 
 
 class ElfError(ValueError):
     """The bytes are not a 64-bit little-endian ELF file we can read."""
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _readable(parse: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``parse`` raising :class:`ElfError`, never struct's or the codec's error, on bytes that
+    are not the ELF their header says (a truncated file, an offset past its end)."""
+
+    @functools.wraps(parse)
+    def checked(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return parse(*args, **kwargs)
+        except ElfError:
+            raise
+        except (struct.error, ValueError, OverflowError, IndexError) as exc:
+            raise ElfError(f"malformed ELF ({exc})") from None
+
+    return checked
 
 
 @dataclass(frozen=True)
@@ -50,6 +72,7 @@ def _elf_header(data: bytes) -> tuple[int, int, int, int, int, int, int]:
     return phoff, shoff, phentsize, phnum, shentsize, shnum, shstrndx
 
 
+@_readable
 def elf_sections(data: bytes) -> list[ElfSection]:
     """The section headers, with names resolved."""
     _, shoff, _, _, shentsize, shnum, shstrndx = _elf_header(data)
@@ -89,6 +112,7 @@ def _program_headers(data: bytes) -> list[tuple[int, int, int, int]]:
     return out
 
 
+@_readable
 def elf_interpreter(data: bytes) -> str | None:
     """The PT_INTERP path (the dynamic loader) of an executable, or None."""
     for typ, offset, _vaddr, filesz in _program_headers(data):
@@ -132,11 +156,13 @@ def _dynamic_strings(data: bytes, wanted: int) -> list[str]:
     return found
 
 
+@_readable
 def elf_needed(data: bytes) -> list[str]:
     """The DT_NEEDED entries (sonames) of a dynamic ELF file, in order; [] if static."""
     return _dynamic_strings(data, _DT_NEEDED)
 
 
+@_readable
 def elf_runpath(data: bytes) -> list[str]:
     """The directories of DT_RUNPATH (else DT_RPATH), in order; [] if neither.
 

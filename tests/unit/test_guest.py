@@ -420,3 +420,29 @@ def test_collect_follows_runpath_and_origin(tmp_path: Path) -> None:
     )  # fmt: skip
     got = guest.collect_with_libraries(guest.Tree(root), ["/opt/app/bin/tool.so"])
     assert set(got.files) == {"/opt/app/bin/tool.so", "/opt/app/priv/libpriv.so"}
+
+
+def _corrupt(data: bytes, at: int, value: bytes) -> bytes:
+    return data[:at] + value + data[at + len(value) :]
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda d: d[:200],  # truncated inside its program headers
+        lambda d: _corrupt(d, 0x20, struct.pack("<Q", 2**63)),  # e_phoff past the end
+        lambda d: _corrupt(d, 0x20, struct.pack("<Q", len(d) - 8)),  # headers run past the end
+    ],
+)
+def test_a_malformed_elf_is_an_elf_error(edit: Any) -> None:
+    data = edit(Path("/bin/ls").read_bytes())
+    for parse in (guest.elf_interpreter, guest.elf_needed, guest.elf_runpath):
+        with pytest.raises(guest.ElfError, match=r"malformed ELF|not an ELF"):
+            parse(data)
+
+
+def test_collect_names_a_malformed_elf_as_the_recipes_mistake(tmp_path: Path) -> None:
+    (tmp_path / "usr/bin").mkdir(parents=True)
+    (tmp_path / "usr/bin/tool").write_bytes(Path("/bin/ls").read_bytes()[:200])
+    with pytest.raises(guest.RecipeError, match=r"/usr/bin/tool .* is an ELF file this build cannot read"):
+        guest.collect_with_libraries(guest.Tree(tmp_path), ["/usr/bin/tool"])
