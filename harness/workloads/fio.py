@@ -16,15 +16,15 @@ from fio's ``clat_ns``.  A job that did both reads and writes is named ``JOB.rea
 ``JOB.write``.  The raw JSON is kept in the record (``fio_json.raw``, ``fio_json.file``).
 
 The guest's output is untrusted: output that is not fio's JSON, a job that reports an error,
-a figure that is not a finite number >= 0 (NaN and Infinity included: a record may not hold
-them), a job whose name lacks its target's prefix or comes twice, or more jobs than
-:data:`MAX_JOBS` is a :class:`~harness.errors.ProtocolError`: a failed sample, never a crash.
+a figure that is not a number from 0 to :data:`MAX_FIGURE` (NaN and Infinity included: a
+record may not hold them), a job whose name lacks its target's prefix or comes twice, or
+more jobs than :data:`MAX_JOBS` is a :class:`~harness.errors.ProtocolError`: a failed
+sample, never a crash.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -44,17 +44,18 @@ MAX_JOBS = 32
 METRICS: tuple[Metric, ...] = ()
 
 
+#: above any figure a disk gives (IOPS, bytes/s, nanoseconds: 1e15 ns is 11 days), and far
+#: enough below float's end that sums and squares of many figures stay finite
+MAX_FIGURE = 1e15
+
+
 def _number(value: Any, what: str) -> float:
-    """A figure of fio's JSON: a finite number >= 0 (fio writes no other kind)."""
+    """A figure of fio's JSON: a finite number from 0 to :data:`MAX_FIGURE` (fio writes no other)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ProtocolError(f"fio JSON: {what} is not a number: {value!r:.40}")
-    try:
-        number = float(value)
-    except OverflowError:
-        number = math.inf
-    if not math.isfinite(number) or number < 0:
-        raise ProtocolError(f"fio JSON: {what} is {value!r:.40}, not a finite number >= 0")
-    return number
+    if not 0 <= value <= MAX_FIGURE:  # NaN fails this too
+        raise ProtocolError(f"fio JSON: {what} is {value!r:.40}, not a number from 0 to {MAX_FIGURE:g}")
+    return float(value)
 
 
 def _no_constant(name: str) -> float:
