@@ -14,7 +14,7 @@ import os
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -124,6 +124,17 @@ def vm_config(cell: Cell, guest: Guest, opts: RunOptions, image: Path) -> VMConf
 
 
 WORKLOAD_PREFIX = "diskbench."
+
+
+def check_fio_targets(cell: Cell, outputs: dict[str, str]) -> None:
+    """The guest ran fio on the targets the cell asked for, no other (its figures are named by target)."""
+    wanted = {"both": {"raw", "file"}}.get(cell.workload.fio_target, {cell.workload.fio_target})
+    sent = {key.split("_")[1] for key in outputs}
+    if sent != wanted:
+        raise ProtocolError(
+            f"fio ran on {', '.join(sorted(sent)) or 'nothing'}, the cell asked for "
+            f"{', '.join(sorted(wanted))} (diskbench.fio_target={cell.workload.fio_target})"
+        )
 
 
 def workload_line(cell: Cell, opts: RunOptions) -> str:
@@ -350,7 +361,16 @@ def run_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: 
                 f"guest sent {len(run.garbage)} line(s) that are not JSON: {run.garbage[0][:80]!r}"
             )
         report = parse_report(run.event, workload=cell.workload.name.value)
-        extra_metrics, extra_fields = parse_outputs(report.workload, report.outputs)
+        try:
+            extra_metrics, extra_fields = parse_outputs(report.workload, report.outputs)
+            if cell.workload.name is Workload.FIO:
+                check_fio_targets(cell, report.outputs)
+        except ProtocolError as exc:
+            if report.status == "ok":
+                raise
+            # the guest failed and says why below; what it sent of its outputs adds to that
+            report = replace(report, error=f"{report.error or 'no reason given'} ({exc.message})")
+            extra_metrics, extra_fields = {}, {}
         sample.update(extra_fields)
         check = images.check(image_path, cell.image.format, encrypted=cell.image.encrypted)
         host["check"] = {"rc": check.returncode, "verdict": check.verdict, "report": check.report}

@@ -37,6 +37,12 @@ from harness.spec import SECRET_ID, Aio, Cache, Interface, secret_object
 REPORT_PORT = "org.diskbench.report"
 CONTROL_PORT = "org.diskbench.control"
 DISK_SERIAL = "diskbench-disk"
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
 PAYLOAD_SERIAL = "diskbench-payload"
 TOOLS_SERIAL = "diskbench-tools"
 # Kernel options that cut a second of a TCG boot without touching the IO path:
@@ -462,8 +468,9 @@ class Machine:
             if not text:
                 continue
             try:
-                event = json.loads(text)
-            except json.JSONDecodeError:
+                event = json.loads(text, parse_constant=_refuse_constant)
+            except (ValueError, RecursionError):
+                # not JSON, NaN/Infinity (a record must stay valid JSON), or nested too deep
                 event = {"event": "garbage", "line": text[:500]}
             if not isinstance(event, dict):
                 event = {"event": "garbage", "line": text[:500]}

@@ -126,3 +126,26 @@ def test_each_targets_jobs_carry_its_prefix() -> None:
         parse_outputs("fio", {"fio_raw_json": REAL.read_text()})
     with pytest.raises(ProtocolError, match="starting with 'raw-'"):
         parse_outputs("fio", {"fio_raw_json": REAL.read_text(), "fio_file_json": REAL.read_text()})
+
+
+@pytest.mark.parametrize(
+    ("target", "sent", "ok"),
+    [
+        ("both", {"fio_raw_json", "fio_file_json"}, True),
+        ("raw", {"fio_raw_json"}, True),
+        ("raw", {"fio_file_json"}, False),
+        ("both", {"fio_raw_json"}, False),
+        ("file", {"fio_raw_json", "fio_file_json"}, False),
+    ],
+)
+def test_the_guest_ran_the_targets_the_cell_asked_for(target: str, sent: set[str], ok: bool) -> None:
+    from harness.runner import check_fio_targets
+    from harness.spec import make_cell
+
+    cell = make_cell(workload="fio", fio_target=target, size="1G")
+    outputs = dict.fromkeys(sent, "{}")
+    if ok:
+        check_fio_targets(cell, outputs)
+    else:
+        with pytest.raises(ProtocolError, match=f"the cell asked for .*fio_target={target}"):
+            check_fio_targets(cell, outputs)

@@ -28,6 +28,18 @@ def test_report_lines_become_events_and_garbage_is_kept_apart(tmp_path: Path) ->
     assert names == ["ready", "garbage", "garbage", "report"], "a line split across reads is joined"
 
 
+def test_nan_and_deep_nesting_from_the_guest_are_garbage_not_a_crash(tmp_path: Path) -> None:
+    vm = machine(tmp_path)
+    deep = b"[" * 200_000 + b"]" * 200_000
+    vm.report_log.write_bytes(
+        b'{"event":"report","total_s":NaN}\n{"event":"report","x":-Infinity}\n' + deep + b"\n"
+        b'{"event":"ready","uptime_s":1.0}\n'
+    )
+    vm._read_events()
+    assert [e["event"] for e in vm._events] == ["garbage", "garbage", "garbage", "ready"]
+    assert vm.garbage()[0].startswith('{"event":"report","total_s":NaN}')
+
+
 @pytest.mark.parametrize(
     ("interface", "expected"),
     [
