@@ -65,6 +65,8 @@ FIGURES = (
     "fio.raw-rand-write-qd1.clat_p50_ms",
     "fio.raw-fsync-write.clat_mean_ms",
     "fio.raw-rand-read-qd1.clat_mean_ms",
+    "fio.raw-rand-read-qd1.clat_p50_ms",
+    "fio.raw-fsync-write.clat_p50_ms",
     "host.flushes",
 )
 
@@ -198,11 +200,13 @@ def analyse(args: argparse.Namespace) -> None:
             )
         print(f"  {name}: " + "; ".join(parts))
     spec_settings = settings_for(load_gate_spec(GATE_SPEC), Settings())
-    own = len(spec_settings.metrics) + len(spec_settings.counters)  # the tests of this one cell
+    metrics = tuple(args.metrics.split(",")) if args.metrics else spec_settings.metrics
+    counters = spec_settings.counters if args.counters else ()
+    own = len(metrics) + len(counters)  # the tests of this one cell
     scale = own / args.family_tests if args.family_tests else 1.0
     settings = Settings(
-        metrics=spec_settings.metrics,
-        counters=spec_settings.counters,
+        metrics=metrics,
+        counters=counters,
         min_effect=spec_settings.min_effect,
         min_effect_by_metric=spec_settings.min_effect_by_metric,
         alpha=spec_settings.alpha * scale,
@@ -271,6 +275,17 @@ def main() -> None:
     a.add_argument("--draws", type=int, default=200)
     a.add_argument("--seed", type=int, default=1)
     a.add_argument("--bootstrap", type=int, default=500, help="bootstrap resamples per comparison")
+    a.add_argument(
+        "--metrics",
+        default="",
+        help="gate on these metrics (comma-separated) instead of the gate spec's",
+    )
+    a.add_argument(
+        "--no-counters",
+        dest="counters",
+        action="store_false",
+        help="no counters: what the metrics catch alone",
+    )
     a.add_argument("--family-tests", type=int, default=0, help="scale alpha to a family of N tests")
     args = parser.parse_args()
     if args.command == "run":

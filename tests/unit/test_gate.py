@@ -196,7 +196,7 @@ def test_the_default_gate_spec_gates_the_io_path_and_fails_on_a_change() -> None
     spec = load_gate_spec(GATE_SPEC)
     assert spec.metrics[:2] == ("total_s", "dev.write_p90_ms")
     # fio's own QD1 latencies, gated where a cell runs fio: the policy cell does
-    assert "fio.raw-rand-write-qd1.clat_mean_ms" in spec.metrics
+    assert "fio.raw-rand-write-qd1.clat_p50_ms" in spec.metrics
     assert spec.cells[0].name == "policy-fio" and spec.cells[0].values["workload"] == "fio"
     # a gate of the default spec fits its 15-minute budget at its default rounds
     assert spec.budget_min <= 15 and spec.rounds >= 8
