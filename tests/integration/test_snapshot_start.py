@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from harness import snapshot
+from harness import images, snapshot
 from harness.records import load_record
+from harness.runner import RunOptions, vm_config
 from harness.session import run_cells
 from harness.spec import make_cell
 
@@ -44,3 +45,33 @@ def test_snapshot_start_runs_dd_on_each_bus(
         assert host["check"]["verdict"] == "clean"
         # the guest's clock runs on after the restore, at the host's pace
         assert 0 < sample["metrics"]["total_s"] <= host["workload_s"] + 0.05
+
+
+def test_every_restore_gives_the_guest_a_new_generation_id(
+    guest: Any, tmp_path: Path, disk_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """QEMU writes a new VM generation ID into each restored guest (its kernel reseeds on it)."""
+    monkeypatch.setenv("DISKBENCH_CACHE", str(tmp_path / "cache"))
+    disk_dir.mkdir(parents=True, exist_ok=True)
+    cell = make_cell(format="qcow2", workload="dd", dd_mib=8, size="256M")
+    opts = RunOptions(accel="tcg", accel_reason="test", work_dir=disk_dir, results_dir=tmp_path, run_id="t")
+    ids = []
+    for index in range(2):
+        image = disk_dir / f"sample-{index}.qcow2"
+        images.create(image, cell.image)
+        with snapshot.start_guest(
+            vm_config(cell, guest, opts, image),
+            tmp_path / f"sample-{index}",
+            name=f"sample-{index}",
+            start=snapshot.Start.SNAPSHOT,
+            cell=cell,
+            recipe_hash=guest.recipe_hash,
+            disk_bytes=cell.image.size,
+            make_scratch=lambda path: images.create(path, cell.image),
+            scratch_path=disk_dir / "scratch.qcow2",
+            boot_timeout_s=300.0,
+            wait_ready=lambda _vm: {},
+        ) as started:
+            assert started.start == "snapshot", started.fallback
+            ids.append(started.vm.qmp("query-vm-generation-id")["guid"])
+    assert ids[0] != ids[1]
