@@ -18,6 +18,10 @@ snapshot has the drive's backend but no device, and the device is hot-added
 after the restore (ACPI PCI hotplug; the guest's nvme driver is loaded at
 boot and probes it as at boot).
 
+A saved guest has a VM generation ID device (``vmgenid``): every restore
+gives it a new ID, and the guest's kernel reseeds its random number generator,
+so restored samples do not all draw the random numbers the snapshot held.
+
 The stream is written and read by the harness over UNIX sockets, never with
 ``exec:`` (a sandboxed QEMU may not spawn processes).  A QEMU that cannot
 load its own stream gives a cold boot, with a warning and the reason in the
@@ -37,7 +41,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -59,6 +63,10 @@ HOTPLUG = (Interface.NVME,)
 DEVICE_MODEL = {Interface.NVME: "nvme"}
 POLL_S = 0.01
 PRUNE_IDLE_S = 14 * 86400.0
+# QEMU's VM generation ID: guid=auto gives every QEMU process a new GUID, and a
+# restoring QEMU writes it into the guest and notifies it (ACPI); the guest's
+# vmgenid driver then reseeds the kernel's random number generator.
+VMGENID_DEVICE = "vmgenid,guid=auto"
 
 
 class Start(Enum):
@@ -92,10 +100,37 @@ def snapshot_root() -> Path:
     return cache_dir() / "snapshots"
 
 
-def for_snapshot(config: VMConfig) -> VMConfig:
+@dataclass(frozen=True)
+class SnapshotConfig(VMConfig):
+    """A guest that is saved and restored: with a VM generation ID device.
+
+    Without it every restored guest continues the kernel random state the
+    snapshot holds, and draws the same "random" numbers until its next
+    reseed: ext4 starts its inode-table zeroing thread (ext4lazyinit) after
+    a random delay of up to 5 s at mount, so every restored dd sample got the
+    same delay, while a cold boot's varies.
+    """
+
+    def argv(
+        self,
+        *,
+        qmp_path: Path,
+        console: Path,
+        report: Path,
+        control: Path | None = None,
+        incoming: Path | None = None,
+    ) -> list[str]:
+        args = super().argv(
+            qmp_path=qmp_path, console=console, report=report, control=control, incoming=incoming
+        )
+        return [*args, "-device", VMGENID_DEVICE]
+
+
+def for_snapshot(config: VMConfig) -> SnapshotConfig:
     """The config a snapshot is taken and restored with: unmigratable devices detached."""
     drives = [replace(d, attach=False) if d.interface in HOTPLUG and d.attach else d for d in config.drives]
-    return replace(config, drives=drives, control=True)
+    values = {f.name: getattr(config, f.name) for f in fields(VMConfig)}
+    return SnapshotConfig(**{**values, "drives": drives, "control": True})
 
 
 def _guest_visible_drive(value: str) -> str:

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from harness import snapshot
+from harness import images, snapshot
 from harness.records import load_record
+from harness.runner import RunOptions, vm_config
 from harness.session import run_cells
 from harness.spec import make_cell
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
+
+# drivers/char/random.c's notice once the vmgenid driver has reseeded the kernel's generator
+RESEEDED = "crng reseeded due to virtual machine fork"
 
 
 @pytest.mark.parametrize("interface", ["virtio-blk", "virtio-scsi", "ide", "ahci", "nvme"])
@@ -44,3 +49,45 @@ def test_snapshot_start_runs_dd_on_each_bus(
         assert host["check"]["verdict"] == "clean"
         # the guest's clock runs on after the restore, at the host's pace
         assert 0 < sample["metrics"]["total_s"] <= host["workload_s"] + 0.05
+
+
+def test_every_restore_reseeds_the_guest_kernels_random_numbers(
+    guest: Any, tmp_path: Path, disk_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new VM generation ID per restore, and the guest kernel reseeds on it (its log says so)."""
+    monkeypatch.setenv("DISKBENCH_CACHE", str(tmp_path / "cache"))
+    disk_dir.mkdir(parents=True, exist_ok=True)
+    cell = make_cell(format="qcow2", workload="dd", dd_mib=8, size="256M")
+    # loglevel=7: the kernel's notice of the reseed reaches the console
+    opts = RunOptions(
+        accel="tcg",
+        accel_reason="test",
+        work_dir=disk_dir,
+        results_dir=tmp_path,
+        run_id="t",
+        extra_append=("loglevel=7",),
+    )
+    ids = []
+    for index in range(2):
+        image = disk_dir / f"sample-{index}.qcow2"
+        images.create(image, cell.image)
+        with snapshot.start_guest(
+            vm_config(cell, guest, opts, image),
+            tmp_path / f"sample-{index}",
+            name=f"sample-{index}",
+            start=snapshot.Start.SNAPSHOT,
+            cell=cell,
+            recipe_hash=guest.recipe_hash,
+            disk_bytes=cell.image.size,
+            make_scratch=lambda path: images.create(path, cell.image),
+            scratch_path=disk_dir / "scratch.qcow2",
+            boot_timeout_s=300.0,
+            wait_ready=lambda _vm: {},
+        ) as started:
+            assert started.start == "snapshot", started.fallback
+            ids.append(started.vm.qmp("query-vm-generation-id")["guid"])
+            deadline = time.monotonic() + 120.0
+            while RESEEDED not in started.vm.console_log.read_text(errors="replace"):
+                assert time.monotonic() < deadline, started.vm.console_tail()
+                time.sleep(0.1)
+    assert ids[0] != ids[1]

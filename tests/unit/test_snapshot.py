@@ -52,6 +52,17 @@ def test_nvme_is_hot_added_after_the_restore() -> None:
     assert "org.diskbench.control" in argv
 
 
+def test_a_saved_and_restored_guest_has_a_generation_id_device() -> None:
+    cold = " ".join(config().argv(qmp_path=Path("q"), console=Path("c"), report=Path("r")))
+    saved = for_snapshot(config())
+    restored = replace(saved, incoming=True)
+    for cfg in (saved, restored):
+        argv = cfg.argv(qmp_path=Path("q"), console=Path("c"), report=Path("r"), incoming=Path("i"))
+        assert argv[-2:] == ["-device", "vmgenid,guid=auto"], "a new GUID per QEMU process"
+    assert "vmgenid" not in cold
+    assert key(config()) == key(for_snapshot(config())), "the key is of the snapshot's own config"
+
+
 def test_primed_cells_boot_and_bad_start_is_named() -> None:
     assert not_applicable(make_cell(workload="dd")) is None
     assert "warm" in str(not_applicable(make_cell(workload="dd", cache_state="warm")))
