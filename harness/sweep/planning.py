@@ -170,7 +170,7 @@ def image_need_bytes(cell: Cell, measure: Measure) -> int:
 
 def measure_image(cell: Cell, *, qemu_img: str | None = None) -> Measure:
     """``qemu-img measure`` for the image ``cell`` would create."""
-    from harness.images import qemu_img_binary
+    from harness.images import LUKS_CREATE_TRIES, LUKS_RETRY_MARKER, qemu_img_binary
     from harness.spec import secret_object
 
     argv = [
@@ -185,7 +185,15 @@ def measure_image(cell: Cell, *, qemu_img: str | None = None) -> Measure:
         "--size",
         str(cell.image.size),
     ]
-    result = proc.run(argv, timeout_s=60, error_cls=ImageError)
+    for tries in range(1, LUKS_CREATE_TRIES + 1):
+        try:
+            result = proc.run(argv, timeout_s=60, error_cls=ImageError)
+            break
+        except ImageError as exc:
+            # LUKS: qemu-img times its key derivation first, and on a busy host the timing
+            # thread may get no CPU at all ("Unable to get accurate CPU usage"): try again
+            if not (cell.image.encrypted and LUKS_RETRY_MARKER in exc.stderr) or tries == LUKS_CREATE_TRIES:
+                raise
     try:
         data = json.loads(result.stdout)
         return Measure(required=int(data["required"]), fully_allocated=int(data["fully-allocated"]))

@@ -10,12 +10,14 @@ import pytest
 from harness import images
 from harness.errors import ImageError
 from harness.spec import make_cell
+from harness.sweep import measure_image
 
 pytestmark = [pytest.mark.integration]
 
 
-def flaky_qemu_img(wrapper_dir: Path, failures: int) -> str:
-    """Real qemu-img behind a wrapper whose first ``failures`` creates fail as QEMU's does under load.
+def flaky_qemu_img(wrapper_dir: Path, failures: int, command: str = "create") -> str:
+    """Real qemu-img behind a wrapper whose first ``failures`` runs of ``command`` fail as QEMU's
+    does under load.
 
     ``wrapper_dir`` is reachable by QEMU's account (harness.confine), which runs the wrapper and
     keeps its count there, so the directory is writable for it too: it is the test's own.
@@ -28,7 +30,7 @@ def flaky_qemu_img(wrapper_dir: Path, failures: int) -> str:
     script.write_text(
         "#!/bin/sh\n"
         f"n=$(cat {count} 2>/dev/null || echo 0); echo $((n + 1)) > {count}\n"
-        f'if [ "$1" = create ] && [ "$n" -lt {failures} ]; then\n'
+        f'if [ "$1" = {command} ] && [ "$n" -lt {failures} ]; then\n'
         "  echo 'qemu-img: x.qcow2: Unable to get accurate CPU usage' >&2; exit 1\n"
         "fi\n"
         f'exec {real} "$@"\n'
@@ -62,4 +64,22 @@ def test_other_failures_are_not_retried(tmp_path: Path, qemu_reachable_dir: Path
     cell = make_cell(format="qcow2", size="64M", workload="dd", dd_mib=16)
     with pytest.raises(ImageError):
         images.create(tmp_path / "x.qcow2", cell.image, qemu_img=flaky_qemu_img(qemu_reachable_dir, 1))
+    assert (qemu_reachable_dir / "count").read_text().strip() == "1"
+
+
+def test_a_luks_measure_failing_under_load_is_tried_again(tmp_path: Path, qemu_reachable_dir: Path) -> None:
+    # qemu-img measure of a LUKS qcow2 times its key derivation too: checking a spec's sizes
+    # before a run must not refuse it because the host was busy
+    cell = make_cell(format="qcow2", encrypt="luks", size="128M", workload="dd", dd_mib=16)
+    wrapper = flaky_qemu_img(qemu_reachable_dir, 2, command="measure")
+    measured = measure_image(cell, qemu_img=wrapper)
+    assert measured.required > 0 and measured.fully_allocated >= 128 * 1024**2
+    assert int((qemu_reachable_dir / "count").read_text()) >= 3
+    with pytest.raises(ImageError, match="Unable to get accurate CPU usage"):
+        measure_image(cell, qemu_img=flaky_qemu_img(qemu_reachable_dir, 99, command="measure"))
+    # not encrypted: a failure is not the fault retried
+    (qemu_reachable_dir / "count").unlink()
+    plain = make_cell(format="qcow2", size="128M", workload="dd", dd_mib=16)
+    with pytest.raises(ImageError):
+        measure_image(plain, qemu_img=flaky_qemu_img(qemu_reachable_dir, 1, command="measure"))
     assert (qemu_reachable_dir / "count").read_text().strip() == "1"
