@@ -24,7 +24,7 @@ from harness.latency import BOUNDARIES_NS, histograms_from_blockstats, latency_m
 from harness.protocol import GuestReport, parse_ready, parse_report
 from harness.records import new_record, record_path, write_json_atomic
 from harness.spec import Aio, CacheState, Cell, Interface, Workload
-from harness.untrusted import clean_sample
+from harness.untrusted import STRING_CHARS, clean_sample
 from harness.vm import PAYLOAD_SERIAL, TOOLS_SERIAL, Drive, Machine, VMConfig
 from harness.workdir import image_path as sample_image_path
 from harness.workloads import parse_outputs
@@ -372,6 +372,15 @@ def run_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: 
             report = replace(report, error=f"{report.error or 'no reason given'} ({exc.message})")
             extra_metrics, extra_fields = {}, {}
         sample.update(extra_fields)
+        outputs = sample["report"].get("outputs") if isinstance(sample["report"], dict) else None
+        if extra_fields and isinstance(outputs, dict):
+            # an output the record could keep only cut (fio's JSON) is kept parsed, not as a stub
+            sample["report"]["outputs"] = {
+                k: f"[{len(v)} chars, parsed into the sample's fields]"
+                if isinstance(v, str) and len(v) > STRING_CHARS
+                else v
+                for k, v in outputs.items()
+            }
         check = images.check(image_path, cell.image.format, encrypted=cell.image.encrypted)
         host["check"] = {"rc": check.returncode, "verdict": check.verdict, "report": check.report}
         host["allocated_after"] = images.allocated_bytes(image_path)

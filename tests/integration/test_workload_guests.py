@@ -113,6 +113,9 @@ def test_fio_from_the_tools_drive(guest: Any, tmp_path: Path, disk_dir: Path, ta
     metrics = sample["metrics"]
     # fio's JSON is larger than the report text a record keeps: the parsed documents are kept
     fields = {"fio_json": sample["fio_json"]}
+    # the record keeps no cut copy of the JSON text in the report, only what it became
+    for key in (f"fio_{t}_json" for t in fields["fio_json"]):
+        assert sample["report"]["outputs"][key].endswith(" chars, parsed into the sample's fields]")
     figures = {k: v for k, v in metrics.items() if k.startswith("fio.")}
     targets = ["raw", "file"] if target == "both" else ["raw"]
     assert sorted(fields["fio_json"]) == sorted(targets)
