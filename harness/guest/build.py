@@ -538,11 +538,15 @@ def _write_payload_image(
         lines.append(f"{'essential' if p.essential else 'base'} {src.name}\n")
     (tree / "manifest.txt").write_text("".join(lines))
     # Room for ext2 metadata and block rounding of many small files.
-    size_kib = int(total * 1.15 / 1024) + 8192
+    _write_ext2_image(img, tree, label="diskbench-payload", size_kib=int(total * 1.15 / 1024) + 8192)
+
+
+def _write_ext2_image(img: Path, tree: Path, *, label: str, size_kib: int) -> None:
+    """An ext2 image of ``tree`` (``mke2fs -d``, no mount needed), every file owned by root."""
     run(
         [
             "mke2fs", "-q", "-F", "-t", "ext2", "-m", "0", "-b", "4096",
-            "-L", "diskbench-payload", "-E", "root_owner=0:0", "-d", tree, img, f"{size_kib}k",
+            "-L", label, "-E", "root_owner=0:0", "-d", tree, img, f"{size_kib}k",
         ],
         timeout_s=600,
         error_cls=GuestBuildError,
@@ -632,15 +636,7 @@ def _write_tools_image(
             f'#!/bin/sh\nexec {TOOLS_MOUNT}{interp} --library-path {library_path} {TOOLS_MOUNT}{real} "$@"\n'
         )
         launcher.chmod(0o755)
-    size_kib = int(total * 1.1 / 1024) + 8192
-    run(
-        [
-            "mke2fs", "-q", "-F", "-t", "ext2", "-m", "0", "-b", "4096",
-            "-L", "diskbench-tools", "-E", "root_owner=0:0", "-d", tree, img, f"{size_kib}k",
-        ],
-        timeout_s=600,
-        error_cls=GuestBuildError,
-    )  # fmt: skip
+    _write_ext2_image(img, tree, label="diskbench-tools", size_kib=int(total * 1.1 / 1024) + 8192)
 
 
 def _same_fs(a: Path, b: Path) -> bool:
