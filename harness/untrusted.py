@@ -16,6 +16,7 @@ module makes sure what reaches it is bounded, printable text.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -82,3 +83,17 @@ def clean_sample(sample: dict[str, Any]) -> dict[str, Any]:
     if isinstance(sample.get("log_tail"), str):
         out["log_tail"] = clean_text(sample["log_tail"], max_chars=LOG_TAIL_CHARS, keep="tail")
     return out
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def strict_json(text: str) -> Any:
+    """``json.loads`` of untrusted text as a record may hold it: NaN, Infinity (Python's json
+    reads them, a record must not carry them) and nesting too deep to parse are a ``ValueError``
+    (``json.JSONDecodeError`` for text that is not JSON at all)."""
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except RecursionError:
+        raise ValueError("it nests too deeply") from None

@@ -14,7 +14,6 @@ or QEMU exiting, ends a wait at once.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import shutil
@@ -33,14 +32,11 @@ from qemu.qmp.legacy import QEMUMonitorProtocol
 from harness import confine, proc
 from harness.errors import GuestIOError, GuestPanic, GuestTimeout, VMBootError, VMError, WorkDirFull
 from harness.spec import SECRET_ID, Aio, Cache, Interface, secret_object
+from harness.untrusted import strict_json
 
 REPORT_PORT = "org.diskbench.report"
 CONTROL_PORT = "org.diskbench.control"
 DISK_SERIAL = "diskbench-disk"
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
 
 
 PAYLOAD_SERIAL = "diskbench-payload"
@@ -468,8 +464,8 @@ class Machine:
             if not text:
                 continue
             try:
-                event = json.loads(text, parse_constant=_refuse_constant)
-            except (ValueError, RecursionError):
+                event = strict_json(text)
+            except ValueError:
                 # not JSON, NaN/Infinity (a record must stay valid JSON), or nested too deep
                 event = {"event": "garbage", "line": text[:500]}
             if not isinstance(event, dict):

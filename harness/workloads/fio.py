@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.errors import ProtocolError
+from harness.untrusted import strict_json
 from harness.workloads import Metric, Parsed
 
 #: the guest's outputs, per target it ran (diskbench.fio_target: raw, file or both); each
@@ -58,20 +59,13 @@ def _number(value: Any, what: str) -> float:
     return float(value)
 
 
-def _no_constant(name: str) -> float:
-    # Python's json reads NaN and Infinity; fio never writes them, and a record may not hold them
-    raise ValueError(f"{name} is not a number JSON allows")
-
-
 def _loads(text: str) -> Any:
     try:
-        return json.loads(text, parse_constant=_no_constant)
+        return strict_json(text)
     except json.JSONDecodeError as exc:
         raise ProtocolError(f"fio output is not JSON ({exc.msg} at line {exc.lineno})") from None
-    except ValueError as exc:  # NaN, Infinity, or an integer of more than 4300 digits
+    except ValueError as exc:  # NaN, Infinity, too deep, or an integer of more than 4300 digits
         raise ProtocolError(f"fio output is not fio's JSON ({exc})") from None
-    except RecursionError:
-        raise ProtocolError("fio output is not fio's JSON (it nests too deeply)") from None
 
 
 def parse_fio_json(text: str, prefix: str = "") -> tuple[dict[str, float], dict[str, Any]]:
