@@ -376,7 +376,7 @@ class GateResult:
 
     @property
     def exit_code(self) -> int:
-        from harness.compare_cli import verdict_exit_code
+        from harness.comparison import verdict_exit_code
 
         return verdict_exit_code(self.document)
 

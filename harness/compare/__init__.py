@@ -21,9 +21,9 @@ works is a regression of its own kind; both failing is an error, never "no
 change"), :func:`compare_records` for two sets of records, and
 :func:`build_comparison` into the versioned ``comparison.json`` document that
 ``docs/comparison.md`` describes and :func:`render_markdown` renders.
-:func:`add_compare_options` and :func:`settings_from_args` are the command-line
-options of ``diskbench compare`` and ``diskbench gate``; reading and writing
-files is :mod:`harness.compare_cli`'s (``load_comparison``).
+The command-line options of ``diskbench compare`` and ``diskbench gate`` are
+:mod:`harness.cli.common`'s; reading and writing files is :mod:`harness.comparison`'s
+(``load_comparison``).
 
 Order of the verdicts, worst first, wherever several are reduced to one (the
 metrics of a cell, the counters of a cell)::
@@ -36,7 +36,7 @@ regression.  The overall verdict of a comparison adds ``error`` (see
 
 The package, one module per concept: :mod:`~harness.compare.stats` (the rank
 test, medians, quantiles, the bootstrap), :mod:`~harness.compare.settings`
-(:class:`Settings`, rules, command-line options), :mod:`~harness.compare.verdict`
+(:class:`Settings`, rules), :mod:`~harness.compare.verdict`
 (the verdicts and their order), :mod:`~harness.compare.rules` (metric, cell and
 overall verdicts), :mod:`~harness.compare.canary`, :mod:`~harness.compare.axis`
 (the axis sentence), :mod:`~harness.compare.subject` (what differs between the
@@ -69,11 +69,9 @@ from harness.compare.rules import (
 from harness.compare.settings import (
     STRUCTURAL_COUNTERS,
     Settings,
-    add_compare_options,
     check_gated_metric,
     parse_percent,
     parse_rule,
-    settings_from_args,
 )
 from harness.compare.stats import EXACT_MAX_N, bootstrap_ratio_ci, holm_adjust, mann_whitney_u
 from harness.compare.subject import subject_diff
@@ -92,7 +90,6 @@ __all__ = [
     "MetricResult",
     "Settings",
     "Verdict",
-    "add_compare_options",
     "apply_canary",
     "axis_sentence",
     "bootstrap_ratio_ci",
@@ -114,7 +111,6 @@ __all__ = [
     "parse_rule",
     "pct",
     "render_markdown",
-    "settings_from_args",
     "subject_diff",
     "validate_comparison",
     "worst",

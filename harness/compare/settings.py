@@ -1,8 +1,7 @@
-"""How a comparison decides (:class:`Settings`), the rules of minimum effect and the command-line options."""
+"""How a comparison decides (:class:`Settings`), and the rules of minimum effect."""
 
 from __future__ import annotations
 
-import argparse
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -145,108 +144,3 @@ def check_gated_metric(name: str) -> str:
             f"metric {name!r} describes the work done, it is not a cost: gate a time such as total_s"
         )
     return name
-
-
-def add_compare_options(parser: Any) -> None:
-    """The statistical options of a comparison (``compare`` and ``gate``).
-
-    An option the parser already has (``gate`` has its own ``--seed``) is
-    left as the parser defined it.
-    """
-    group = parser.add_argument_group("how base and head are compared")
-    options: list[tuple[str, dict[str, Any]]] = [
-        (
-            "--metric",
-            {
-                "action": "append",
-                "default": None,
-                "metavar": "NAME",
-                "help": "a gated metric (repeatable; default total_s): its regression fails the comparison",
-            },
-        ),
-        (
-            "--min-effect",
-            {
-                "default": "5%",
-                "metavar": "PCT",
-                "help": "smallest change that counts as a regression or improvement, e.g. 5 or 5%% "
-                "(default 5%%)",
-            },
-        ),
-        (
-            "--rule",
-            {
-                "action": "append",
-                "default": [],
-                "metavar": "METRIC:PCT",
-                "help": "the minimum effect of one metric, e.g. total_s:3%% or host.flushes:1%% (repeatable)",
-            },
-        ),
-        (
-            "--alpha",
-            {
-                "type": float,
-                "default": Settings.alpha,
-                "help": "family-wise significance level of the Mann-Whitney U tests that can fail the "
-                "comparison (every cell x gated metric and structural counter), kept with Holm's "
-                "step-down correction (default 0.01)",
-            },
-        ),
-        (
-            "--changed-passes",
-            {
-                "action": "store_true",
-                "default": None,
-                "help": "a change of a structural counter (verdict changed: flushes, write amplification, "
-                "bytes written) is reported but does not fail (exit 0)",
-            },
-        ),
-        (
-            "--mix-starts",
-            {
-                "action": "store_true",
-                "default": None,
-                "help": "compare samples whose guests started differently (cold boot and snapshot restore); "
-                "without it such a cell is an error (kind mixed-start)",
-            },
-        ),
-        (
-            "--seed",
-            {
-                "type": int,
-                "default": Settings.seed,
-                "help": "seed of the bootstrap: same input, same interval (default 0)",
-            },
-        ),
-    ]
-    for flag, kwargs in options:
-        try:
-            group.add_argument(flag, **kwargs)
-        except argparse.ArgumentError:
-            continue  # the parser has its own
-
-
-def settings_from_args(args: argparse.Namespace) -> Settings:
-    """:class:`Settings` from the options of :func:`add_compare_options`; bad values are UsageError.
-
-    An option that is missing or None (a parser that leaves it to a spec) takes Settings' default.
-    """
-    metrics: list[str] = []
-    for name in getattr(args, "metric", None) or ["total_s"]:
-        try:
-            metrics.append(check_gated_metric(name.strip()))
-        except UsageError as exc:
-            raise UsageError(f"--metric {name!r}: {exc.message}") from None
-    rules = dict(parse_rule(text, what="--rule") for text in getattr(args, "rule", None) or [])
-    min_effect = getattr(args, "min_effect", None)
-    return Settings(
-        metrics=tuple(dict.fromkeys(metrics)),
-        min_effect=Settings.min_effect
-        if min_effect is None
-        else parse_percent(str(min_effect), what="--min-effect"),
-        min_effect_by_metric=rules,
-        alpha=Settings.alpha if getattr(args, "alpha", None) is None else args.alpha,
-        seed=Settings.seed if getattr(args, "seed", None) is None else args.seed,
-        changed_fails=not getattr(args, "changed_passes", None),
-        mix_starts=bool(getattr(args, "mix_starts", None)),
-    )

@@ -63,6 +63,7 @@ from harness.sweep.planning import (
 from harness.sweep.running import (
     SweepResult,
     clean_stale_temp_files,
+    recorded_samples,
     run_sweep,
     scan_records,
     set_aside,
@@ -113,6 +114,7 @@ __all__ = [
     "measure_image",
     "parse_shard",
     "parse_spec",
+    "recorded_samples",
     "run_sweep",
     "scan_records",
     "select",

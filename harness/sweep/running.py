@@ -81,6 +81,15 @@ def _rewrite_log_paths(record: dict[str, Any], old: Path, new: Path) -> None:
                 logs[key] = str(new) + value[len(prefix) :]
 
 
+def recorded_samples(directory: Path, *, keep_failures: bool) -> dict[str, int]:
+    """Samples per cell a rerun of the sweep in ``directory`` would keep (failed ones too if
+    ``keep_failures``): what its plan counts as done."""
+    return {
+        cell_id: sum(1 for s in record["samples"] if keep_failures or s.get("status") == "ok")
+        for cell_id, (_path, record) in scan_records(directory).items()
+    }
+
+
 def clean_stale_temp_files(directory: Path) -> None:
     """Drop the temp files of a write that a kill interrupted (the record itself is intact)."""
     if directory.is_dir():

@@ -66,9 +66,9 @@ def test_fio_without_fio_on_the_tools_drive_is_bad_input(tmp_path: Path) -> None
     """A recipe without [tools] fio: one line before anything is built, not a failed sample per cell."""
     import shutil
 
-    from harness.cli import check_tools
     from harness.errors import ExitCode, SpecError
     from harness.paths import IMAGES_DIR
+    from harness.preflight import check_tools
     from harness.spec import make_cell
 
     fio, dd = make_cell(workload="fio", size="1G"), make_cell(workload="dd", size="1G")

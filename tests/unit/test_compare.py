@@ -31,7 +31,7 @@ from harness.compare import (
     render_markdown,
     validate_comparison,
 )
-from harness.compare_cli import load_comparison
+from harness.comparison import load_comparison
 from harness.errors import UsageError
 from harness.records import new_record, write_json_atomic
 from harness.spec import make_cell

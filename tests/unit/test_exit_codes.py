@@ -10,7 +10,7 @@ import pytest
 
 from harness.cli import main
 from harness.compare import Verdict
-from harness.compare_cli import verdict_exit_code
+from harness.comparison import verdict_exit_code
 from harness.records import new_record, write_json_atomic
 from harness.spec import make_cell
 

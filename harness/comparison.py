@@ -1,56 +1,28 @@
-"""``diskbench compare A B``: records in, comparison.json and a markdown summary out.
+"""Comparisons on disk: records in, ``comparison.json`` and a markdown summary out.
 
 The I/O around :mod:`harness.compare` (which stays pure): find and load the
 records of each side, warn loudly when they come from different machines,
 write the outputs atomically, and read a comparison back
-(:func:`load_comparison`).  The statistical options are
-:func:`harness.compare.add_compare_options`, shared with ``diskbench gate``.
+(:func:`load_comparison`).  ``diskbench compare`` is :mod:`harness.cli.compare`.
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness import compare
-from harness.compare import Settings, add_compare_options, settings_from_args
+from harness.compare import Settings
 from harness.errors import ExitCode, UsageError
 from harness.records import SCHEMA as RECORD_SCHEMA
 from harness.records import load_record, write_json_atomic, write_text_atomic
 
 COMPARISON_NAME = "comparison.json"
 SUMMARY_NAME = "summary.md"
-
-
-def add_compare_parser(sub: Any) -> None:
-    """``diskbench compare``."""
-    parser = sub.add_parser(
-        "compare",
-        help="compare the records of base and head: a verdict per cell, comparison.json, markdown",
-        description=(
-            "Compare two sets of records of the same cells (base, then head), e.g. the two sides of "
-            "an interleaved run on one runner. Per cell and gated metric: Mann-Whitney U test, "
-            "bootstrap interval of the ratio of medians (paired by round when the rounds match) and "
-            "a minimum effect; structural counters that moved make a cell 'changed'. Prints the markdown "
-            "summary. Exit 1 when a cell regressed or changed (unless --changed-passes), else 0."
-        ),
-    )
-    parser.add_argument("base", type=Path, help="base records: a record file or a directory of them")
-    parser.add_argument("head", type=Path, help="head records: a record file or a directory of them")
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help=f"write {COMPARISON_NAME} and {SUMMARY_NAME} into DIR (atomically)",
-    )
-    add_compare_options(parser)
 
 
 def find_records(path: Path) -> list[dict[str, Any]]:
@@ -194,21 +166,6 @@ def load_comparison(path: Path) -> dict[str, Any]:
             f"comparison {path} is not valid JSON (truncated?, line {exc.lineno}): run `diskbench compare` again"
         ) from None
     return compare.validate_comparison(data, source=str(path))
-
-
-def cmd_compare(args: argparse.Namespace) -> int:
-    settings = settings_from_args(args)
-    result = compare_paths(
-        args.base,
-        args.head,
-        settings=settings,
-        out=args.out,
-        warn=lambda msg: print(msg, file=sys.stderr, flush=True),
-    )
-    print(result.markdown, end="")
-    if args.out is not None:
-        print(f"comparison: {args.out / COMPARISON_NAME}")
-    return verdict_exit_code(result.document)
 
 
 def verdict_exit_code(document: Mapping[str, Any]) -> int:

@@ -1,0 +1,95 @@
+"""The ``diskbench`` command: one module per command, the flags they share in :mod:`.common`.
+
+Each command module has ``add_parser(sub)`` and ``run(args) -> int``: it parses, calls one
+domain function with plain values, and prints.  argparse is imported nowhere else.  Errors map
+to exit codes here, in one place: 0 ok, 1 regression, 2 bad usage or input, 3 infrastructure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from types import ModuleType
+
+from harness import __version__
+from harness.cli import accel, compare, gate, guest, history, merge, report, run, show, sweep
+from harness.cli.common import err, executable
+from harness.errors import ExitCode, HarnessError
+
+# in the order ``diskbench --help`` lists them
+COMMANDS: tuple[ModuleType, ...] = (run, guest, accel, show, sweep, merge, report, compare, gate, history)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="diskbench",
+        description=(
+            "Benchmark virtual-disk IO under QEMU: boot a minimal guest on a fresh disk image "
+            "per sample, run a workload in it, and record guest and host figures."
+        ),
+        epilog="Exit codes: 0 ok, 1 regression, 2 bad usage or input, 3 infrastructure failure.",
+    )
+    parser.add_argument("--version", action="version", version=f"diskbench {__version__}")
+    parser.add_argument(
+        "--qemu",
+        metavar="PATH",
+        help="qemu-system-x86_64 to run guests with (default $DISKBENCH_QEMU, else the one on PATH); "
+        "recorded in every record's machine info",
+    )
+    parser.add_argument(
+        "--qemu-img",
+        metavar="PATH",
+        help="qemu-img to create and check images with (default $DISKBENCH_QEMU_IMG, else the one on PATH)",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for command in COMMANDS:
+        command.add_parser(sub)
+    return parser
+
+
+def handlers() -> dict[str, Callable[[argparse.Namespace], int]]:
+    """Command name -> its ``run``."""
+    return {command.__name__.rsplit(".", 1)[1]: command.run for command in COMMANDS}
+
+
+def use_binaries(*, qemu: str | None, qemu_img: str | None) -> None:
+    """``--qemu``/``--qemu-img``: the environment is how every part of the harness finds them."""
+    for value, flag, name in (
+        (qemu, "--qemu", "DISKBENCH_QEMU"),
+        (qemu_img, "--qemu-img", "DISKBENCH_QEMU_IMG"),
+    ):
+        if value:
+            os.environ[name] = executable(flag, value)
+
+
+def _terminate(signum: int, _frame: object) -> None:
+    # SIGTERM (a CI job cancelled, a runner stopping) takes the same path as
+    # Ctrl-C, so every QEMU is shut down and the record of the sample in
+    # flight is written before the harness exits.
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _terminate)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        use_binaries(qemu=args.qemu, qemu_img=args.qemu_img)
+        handler = handlers().get(args.command or "")
+        if handler is None:
+            parser.print_help()
+            return ExitCode.USAGE
+        return handler(args)
+    except HarnessError as exc:
+        err(f"diskbench: error: {exc.message}")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        err("diskbench: interrupted")
+        return 130
+    except Exception as exc:  # noqa: BLE001 - no traceback reaches a user: one line and a log
+        from harness.crash import report_crash
+
+        return report_crash(exc, list(sys.argv[1:] if argv is None else argv))

@@ -1,0 +1,25 @@
+"""``diskbench accel``: which accelerator works here, and why."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from harness.cli.common import err
+from harness.errors import ExitCode
+
+
+def add_parser(sub: Any) -> None:
+    acc = sub.add_parser("accel", help="say which accelerator works here, and why")
+    acc.add_argument("--accel", default="auto", choices=("auto", "kvm", "tcg"))
+    acc.add_argument("--no-cache", action="store_true", help="probe again even if a result is cached")
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness.accel import choose_accel
+    from harness.guest import build_guest
+
+    art = build_guest(log=err)
+    choice = choose_accel(args.accel, art.kernel, art.initrd, warn=err, use_cache=not args.no_cache)
+    print(f"accel: {choice.accel} ({choice.reason})")
+    return ExitCode.OK

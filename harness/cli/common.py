@@ -1,0 +1,185 @@
+"""What several commands share: printing to stderr, the machine options, the comparison options.
+
+argparse lives only in :mod:`harness.cli`; the domain functions take plain values.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from harness.compare.settings import Settings, check_gated_metric, parse_percent, parse_rule
+from harness.errors import UsageError
+from harness.paths import default_results_dir, default_work_dir
+
+
+def err(msg: str) -> None:
+    """One line to stderr, at once (progress and warnings; stdout carries the result)."""
+    print(msg, file=sys.stderr, flush=True)
+
+
+def choices(enum: type[Enum]) -> str:
+    return ",".join(m.value for m in enum)
+
+
+def add_machine_options(group: Any) -> None:
+    """Where and how samples run: shared by ``run``, ``sweep`` and ``gate``."""
+    group.add_argument(
+        "--accel",
+        default="auto",
+        choices=("auto", "kvm", "tcg"),
+        help="auto: KVM if a guest really boots under it, else TCG with a warning",
+    )
+    group.add_argument(
+        "--work-dir",
+        type=Path,
+        default=default_work_dir(),
+        help="where disk images are created: the runner's real disk, never tmpfs",
+    )
+    group.add_argument(
+        "--results-dir",
+        type=Path,
+        default=default_results_dir(),
+        help="records and logs go here (a sweep's under RESULTS/sweeps/NAME/)",
+    )
+    group.add_argument(
+        "--boot-timeout-s",
+        type=float,
+        default=None,
+        help="deadline for the guest's ready line (default 30 under KVM, 120 under TCG)",
+    )
+    group.add_argument(
+        "--workload-timeout-s", type=float, default=1800.0, help="deadline for the workload report"
+    )
+    group.add_argument(
+        "--start",
+        choices=("cold", "snapshot", "auto"),
+        default="auto",
+        help="how each sample's guest starts: boot it (cold), restore it from a snapshot taken at "
+        "its ready line (snapshot), or snapshot where it applies (auto, the default)",
+    )
+
+
+def check_deadlines(args: argparse.Namespace) -> None:
+    """The machine options' deadlines (see :mod:`harness.limits`)."""
+    from harness import limits
+
+    limits.check_deadline("--boot-timeout-s", args.boot_timeout_s)
+    limits.check_deadline("--workload-timeout-s", args.workload_timeout_s, none_ok=False)
+
+
+def executable(flag: str, value: str) -> str:
+    """The absolute path of a binary given as ``flag``; bad input if it is no executable file."""
+    path = Path(value).expanduser().resolve()
+    if not path.is_file() or not os.access(path, os.X_OK):
+        raise UsageError(f"{flag} {value}: not an executable file: pass the path of a built binary")
+    return str(path)
+
+
+def add_compare_options(parser: Any) -> None:
+    """The statistical options of a comparison (``compare`` and ``gate``).
+
+    An option the parser already has (``gate`` has its own ``--seed``) is
+    left as the parser defined it.
+    """
+    group = parser.add_argument_group("how base and head are compared")
+    options: list[tuple[str, dict[str, Any]]] = [
+        (
+            "--metric",
+            {
+                "action": "append",
+                "default": None,
+                "metavar": "NAME",
+                "help": "a gated metric (repeatable; default total_s): its regression fails the comparison",
+            },
+        ),
+        (
+            "--min-effect",
+            {
+                "default": "5%",
+                "metavar": "PCT",
+                "help": "smallest change that counts as a regression or improvement, e.g. 5 or 5%% "
+                "(default 5%%)",
+            },
+        ),
+        (
+            "--rule",
+            {
+                "action": "append",
+                "default": [],
+                "metavar": "METRIC:PCT",
+                "help": "the minimum effect of one metric, e.g. total_s:3%% or host.flushes:1%% (repeatable)",
+            },
+        ),
+        (
+            "--alpha",
+            {
+                "type": float,
+                "default": Settings.alpha,
+                "help": "family-wise significance level of the Mann-Whitney U tests that can fail the "
+                "comparison (every cell x gated metric and structural counter), kept with Holm's "
+                "step-down correction (default 0.01)",
+            },
+        ),
+        (
+            "--changed-passes",
+            {
+                "action": "store_true",
+                "default": None,
+                "help": "a change of a structural counter (verdict changed: flushes, write amplification, "
+                "bytes written) is reported but does not fail (exit 0)",
+            },
+        ),
+        (
+            "--mix-starts",
+            {
+                "action": "store_true",
+                "default": None,
+                "help": "compare samples whose guests started differently (cold boot and snapshot restore); "
+                "without it such a cell is an error (kind mixed-start)",
+            },
+        ),
+        (
+            "--seed",
+            {
+                "type": int,
+                "default": Settings.seed,
+                "help": "seed of the bootstrap: same input, same interval (default 0)",
+            },
+        ),
+    ]
+    for flag, kwargs in options:
+        try:
+            group.add_argument(flag, **kwargs)
+        except argparse.ArgumentError:
+            continue  # the parser has its own
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    """:class:`Settings` from the options of :func:`add_compare_options`; bad values are UsageError.
+
+    An option that is missing or None (a parser that leaves it to a spec) takes Settings' default.
+    """
+    metrics: list[str] = []
+    for name in getattr(args, "metric", None) or ["total_s"]:
+        try:
+            metrics.append(check_gated_metric(name.strip()))
+        except UsageError as exc:
+            raise UsageError(f"--metric {name!r}: {exc.message}") from None
+    rules = dict(parse_rule(text, what="--rule") for text in getattr(args, "rule", None) or [])
+    min_effect = getattr(args, "min_effect", None)
+    return Settings(
+        metrics=tuple(dict.fromkeys(metrics)),
+        min_effect=Settings.min_effect
+        if min_effect is None
+        else parse_percent(str(min_effect), what="--min-effect"),
+        min_effect_by_metric=rules,
+        alpha=Settings.alpha if getattr(args, "alpha", None) is None else args.alpha,
+        seed=Settings.seed if getattr(args, "seed", None) is None else args.seed,
+        changed_fails=not getattr(args, "changed_passes", None),
+        mix_starts=bool(getattr(args, "mix_starts", None)),
+    )

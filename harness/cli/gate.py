@@ -1,0 +1,133 @@
+"""``diskbench gate``: base vs head on this runner, interleaved rounds, a verdict per cell."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from harness.cli.common import (
+    add_compare_options,
+    add_machine_options,
+    err,
+    executable,
+    settings_from_args,
+)
+from harness.errors import UsageError
+from harness.gate import GATE_SPEC
+from harness.preflight import check_numbers
+
+
+def add_parser(sub: Any) -> None:
+    gate = sub.add_parser(
+        "gate",
+        help="compare two revisions on this runner: interleaved rounds, a verdict per cell",
+        description=(
+            "Check out BASE and HEAD of the tracked repository in git worktrees (each side measures "
+            "its own policy.toml, guest recipe and, if given or built, its own QEMU), run the gate "
+            "spec's cells for both sides in interleaved rounds (order random per round and cell), "
+            "add rounds to cells that are not yet clear until the budget is spent, and compare: "
+            "a verdict per cell with the ratio of medians, its bootstrap interval and a Mann-Whitney "
+            "test. Writes OUT/comparison.json and OUT/summary.md and prints the summary."
+        ),
+        epilog="Exit codes: 0 nothing fails, 1 regression (or changed, unless the spec says changed_fails = "
+        "false), 2 bad usage, 3 infrastructure failure.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    gate.add_argument("--base", required=True, help="base revision (branch, tag or commit)")
+    gate.add_argument("--head", required=True, help="head revision (branch, tag or commit)")
+    gate.add_argument("--spec", type=Path, default=GATE_SPEC, help="the gate spec: cells, rounds, budget")
+    gate.add_argument("--repo", type=Path, default=Path("."), help="the git repository the revisions are of")
+    gate.add_argument(
+        "--out", type=Path, default=None, help="output dir (default RESULTS/gate/BASE..HEAD-TIME)"
+    )
+    gate.add_argument(
+        "--budget-min", type=float, default=None, help="time budget in minutes (default: the spec's)"
+    )
+    gate.add_argument(
+        "--rounds", type=int, default=None, help="first rounds for every cell (default: the spec's)"
+    )
+    gate.add_argument("--max-rounds", type=int, default=None, help="rounds at most (default: the spec's)")
+    gate.add_argument("--seed", type=int, default=None, help="seed of the run order and the bootstrap")
+    gate.add_argument("--no-canary", action="store_true", help="skip the host canary (O_DIRECT writes)")
+    gate.add_argument(
+        "--policy",
+        type=Path,
+        default=None,
+        help="policy for a side whose checkout has no policy.toml (default: this repository's)",
+    )
+    q = gate.add_argument_group("QEMU of each side (default: the one on PATH for both)")
+    q.add_argument("--base-qemu", help="qemu-system-x86_64 of base")
+    q.add_argument("--head-qemu", help="qemu-system-x86_64 of head")
+    q.add_argument("--base-qemu-img", help="qemu-img of base")
+    q.add_argument("--head-qemu-img", help="qemu-img of head")
+    q.add_argument(
+        "--build-command",
+        help="build QEMU in each side's checkout with this command (e.g. a QEMU tree: "
+        "\"sh -c './configure --target-list=x86_64-softmmu && make -C build qemu-system-x86_64 qemu-img'\")",
+    )
+    add_compare_options(gate)
+    # unset means "the spec's": see settings_for
+    gate.set_defaults(min_effect=None)
+    add_machine_options(gate)
+
+
+def run(args: argparse.Namespace) -> int:
+    import datetime as dt
+
+    from harness.gate import SubjectSource, load_gate_spec, run_gate, settings_for
+
+    spec = load_gate_spec(args.spec)
+    check_numbers(
+        [],
+        work_dir=args.work_dir,
+        boot_timeout_s=args.boot_timeout_s,
+        workload_timeout_s=args.workload_timeout_s,
+    )
+    for flag, value in (("--rounds", args.rounds), ("--max-rounds", args.max_rounds)):
+        if value is not None and value < 1:
+            raise UsageError(f"{flag} {value}: use 1 or more")
+    if args.budget_min is not None and args.budget_min <= 0:
+        raise UsageError(f"--budget-min {args.budget_min}: use a positive number of minutes")
+    given = settings_from_args(args)
+    settings = settings_for(
+        spec, given, metrics_given=args.metric is not None, min_effect_given=args.min_effect is not None
+    )
+    sources = []
+    for label in ("base", "head"):
+        qemu, qemu_img = getattr(args, f"{label}_qemu"), getattr(args, f"{label}_qemu_img")
+        sources.append(
+            SubjectSource(
+                label=label,
+                rev=getattr(args, label),
+                qemu=executable(f"--{label}-qemu", qemu) if qemu else None,
+                qemu_img=executable(f"--{label}-qemu-img", qemu_img) if qemu_img else None,
+            )
+        )
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    safe = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in f"{args.base}..{args.head}")
+    out = args.out or args.results_dir / "gate" / f"{safe}-{stamp}"
+    result = run_gate(
+        repo=args.repo,
+        base=sources[0],
+        head=sources[1],
+        spec=spec,
+        settings=settings,
+        out_dir=out,
+        work_dir=args.work_dir,
+        accel=args.accel,
+        budget_min=args.budget_min,
+        rounds=args.rounds,
+        max_rounds=args.max_rounds,
+        default_policy=args.policy,
+        build_command=args.build_command,
+        seed=args.seed,
+        canary=not args.no_canary,
+        boot_timeout_s=args.boot_timeout_s,
+        workload_timeout_s=args.workload_timeout_s,
+        start=args.start,
+        progress=err,
+    )
+    print(result.markdown, end="")
+    print(f"comparison: {result.out_dir / 'comparison.json'}")
+    return result.exit_code

@@ -1,0 +1,80 @@
+"""``diskbench history``: the asv history suite over commits, and its pages."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from harness.cli.common import err
+from harness.errors import ExitCode
+from harness.history import run_history
+from harness.paths import REPO_ROOT, default_work_dir
+
+
+def add_parser(sub: Any) -> None:
+    """``diskbench history``."""
+    history = sub.add_parser(
+        "history",
+        help="run the asv history suite over commits, publish the pages (kvm and tcg apart)",
+        description=(
+            "Measure every figure of every cell of the history matrix (sweeps/history.toml) and "
+            "of the storage policy's own cells at each commit with asv, then publish the pages. "
+            "The asv machine is named HOST-kvm or HOST-tcg after the accelerator that works here, "
+            "so the two never share a series. asv's output goes to RESULTS/logs/history-*.log."
+        ),
+    )
+    which = history.add_mutually_exclusive_group()
+    which.add_argument(
+        "--commits",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the last N commits of the config's branch (default 1)",
+    )
+    which.add_argument("--range", default=None, metavar="A..B", help="the commits after A up to B")
+    history.add_argument(
+        "--machine", default=None, help="asv machine name, ending in -kvm or -tcg (default HOSTNAME-ACCEL)"
+    )
+    history.add_argument("--publish-only", action="store_true", help="run nothing: publish the pages again")
+    history.add_argument(
+        "--html-dir", type=Path, default=None, help="where the pages go (default: the config's)"
+    )
+    history.add_argument(
+        "--config",
+        type=Path,
+        default=REPO_ROOT / "asv.conf.json",
+        help="asv config: asv.conf.json (this repository, the default) or benchmarks/qemu/asv.conf.json "
+        "(a QEMU repository)",
+    )
+    history.add_argument(
+        "--repo", type=Path, default=None, help="a local checkout of the repository the config tracks"
+    )
+    history.add_argument(
+        "--work-dir",
+        type=Path,
+        default=default_work_dir(),
+        help="where the guests' disk images are created (default: %(default)s)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    result = run_history(
+        config=args.config,
+        commits=args.commits,
+        range_=args.range,
+        machine=args.machine,
+        publish_only=args.publish_only,
+        html_dir=args.html_dir,
+        repo=args.repo,
+        work_dir=args.work_dir,
+        log=err,
+    )
+    if result.commits:
+        print(f"measured {len(result.commits)} commit(s) on asv machine {result.machine}")
+    for commit, cells in result.failed.items():
+        print(f"failed cells at {commit[:12]} (records under results/history/): {', '.join(cells)}")
+    print(f"regressions flagged by asv: {result.regressions}")
+    print(f"pages: {result.index}")
+    print(f"asv log: {result.log}")
+    return ExitCode.OK

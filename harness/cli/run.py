@@ -1,0 +1,167 @@
+"""``diskbench run``: measure one cell, or every combination of comma-separated axis values."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from harness.cli.common import add_machine_options, choices, err
+from harness.errors import ExitCode, SpecError
+from harness.preflight import check_numbers, check_tools
+from harness.spec import PAYLOADS, Aio, Cache, Cell, Format, Interface, Workload, expand, split_list
+from harness.workdir import hold
+
+
+def add_parser(sub: Any) -> None:
+    run = sub.add_parser(
+        "run",
+        help="measure one cell, or every combination of comma-separated axis values",
+        description=(
+            "Measure cells: each sample creates a fresh image, boots a guest, runs the workload "
+            "and writes the record under RESULTS/records/RUN_ID/. Axis flags take comma-separated "
+            "lists; every combination is run (combinations a format cannot have, such as "
+            "preallocation=metadata on raw, are skipped when several formats are given)."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    axes = run.add_argument_group("cell axes (comma-separated lists)")
+    axes.add_argument("--format", default="qcow2", help=f"image format: {choices(Format)}")
+    axes.add_argument(
+        "--preallocation",
+        default="off",
+        help="raw: off,falloc,full,written (every byte written first); qcow2: off,metadata,falloc,full",
+    )
+    axes.add_argument(
+        "--cluster-size",
+        default=None,
+        help="qcow2 cluster_size, a power of two from 512 to 2M (default 64K)",
+    )
+    axes.add_argument("--lazy-refcounts", action="store_true", help="qcow2 lazy_refcounts=on")
+    axes.add_argument("--compat", default=None, help="qcow2 compat: 1.1 (default) or 0.10")
+    axes.add_argument(
+        "--cache-state",
+        default="fresh",
+        help="fresh: a new image per sample; warm: a first unmeasured run on the image, then the "
+        "measured one; cold: the same with the image's host page cache dropped in between",
+    )
+    axes.add_argument("--size", default="2G", help="virtual disk size")
+    axes.add_argument("--cache", default="writeback", help=f"drive cache mode: {choices(Cache)}")
+    axes.add_argument(
+        "--aio", default="threads", help=f"drive aio: {choices(Aio)} (native needs a direct cache mode)"
+    )
+    axes.add_argument("--interface", default="virtio-blk", help=f"bus: {choices(Interface)}")
+    axes.add_argument("--workload", default="install", help=f"guest workload: {choices(Workload)}")
+    wl = run.add_argument_group("workload parameters")
+    wl.add_argument("--payload", default="full", choices=PAYLOADS, help="install: package set to install")
+    wl.add_argument("--dd-mib", type=int, default=256, help="dd: MiB to write")
+    wl.add_argument("--dd-chunk-mib", type=int, default=2, help="dd: chunk size in MiB")
+    wl.add_argument("--fs", default="ext4", help="dd, bonnie, mkfs: filesystem (ext4, ext2)")
+    wl.add_argument("--bonnie-size-mib", type=int, default=512, help="bonnie: test size (-s), >= 2x ram")
+    wl.add_argument("--bonnie-ram-mib", type=int, default=256, help="bonnie: RAM it assumes (-r)")
+    wl.add_argument("--bonnie-files", type=int, default=0, help="bonnie: files in 1024s (-n); 0 skips")
+    wl.add_argument(
+        "--fio-target",
+        default="both",
+        help="fio: the raw disk, a file on ext4 made on it, or both (raw, file, both)",
+    )
+    wl.add_argument(
+        "--fio-size-mib", type=int, default=64, help="fio: MiB of the sequential jobs (and the file)"
+    )
+    wl.add_argument("--fio-ios", type=int, default=2000, help="fio: 4 KiB IOs of each random job")
+    wl.add_argument("--fio-fsync-ios", type=int, default=200, help="fio: writes of the fsync-per-write job")
+    rn = run.add_argument_group("how to run")
+    rn.add_argument("--repeat", type=int, default=3, help="samples per cell")
+    add_machine_options(rn)
+    rn.add_argument(
+        "--mem-mib",
+        type=int,
+        default=256,
+        help="guest RAM (small, so the guest page cache does not hide the disk)",
+    )
+    rn.add_argument("--smp", type=int, default=1, help="guest vCPUs")
+    rn.add_argument("--keep-images", action="store_true", help="keep each sample's image in the work dir")
+
+
+def cells_from_args(args: argparse.Namespace) -> tuple[list[Cell], list[str]]:
+    """Expand the axis flags; return cells and the combinations that were skipped."""
+    axes: dict[str, list[Any]] = {
+        "format": split_list(args.format),
+        "preallocation": split_list(args.preallocation),
+        "cache": split_list(args.cache),
+        "aio": split_list(args.aio),
+        "interface": split_list(args.interface),
+        "workload": split_list(args.workload),
+        "cache_state": split_list(args.cache_state),
+    }
+    if args.cluster_size:
+        axes["cluster_size"] = split_list(args.cluster_size)
+    for name, values in axes.items():
+        if not values:
+            raise SpecError(f"--{name.replace('_', '-')} is empty: give at least one value")
+    fixed = {
+        "size": args.size,
+        "lazy_refcounts": args.lazy_refcounts,
+        "payload": args.payload,
+        "dd_mib": args.dd_mib,
+        "dd_chunk_mib": args.dd_chunk_mib,
+        "fs": args.fs,
+        "compat": args.compat,
+        "bonnie_size_mib": args.bonnie_size_mib,
+        "bonnie_ram_mib": args.bonnie_ram_mib,
+        "bonnie_files": args.bonnie_files,
+        "fio_target": args.fio_target,
+        "fio_size_mib": args.fio_size_mib,
+        "fio_ios": args.fio_ios,
+        "fio_fsync_ios": args.fio_fsync_ios,
+    }
+    return expand(axes, skip_format_mismatch=len(axes["format"]) > 1, **fixed)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.repeat < 1:
+        raise SpecError(f"--repeat {args.repeat}: use 1 or more")
+    cells, skipped = cells_from_args(args)
+    check_numbers(
+        cells,
+        work_dir=args.work_dir,
+        boot_timeout_s=args.boot_timeout_s,
+        workload_timeout_s=args.workload_timeout_s,
+        mem_mib=args.mem_mib,
+        smp=args.smp,
+    )
+    check_tools(cells)
+    from harness.sweep import check_free_space
+
+    check_free_space(args.work_dir, cells)  # too little is exit 3 before any image exists
+    for note in skipped:
+        err(f"skipped: {note}")
+    with hold(args.results_dir, args.work_dir):
+        return _run_cells(args, cells)
+
+
+def _run_cells(args: argparse.Namespace, cells: Any) -> int:
+    from harness.session import run_cells
+
+    result = run_cells(
+        cells,
+        repeat=args.repeat,
+        accel=args.accel,
+        work_dir=args.work_dir,
+        results_dir=args.results_dir,
+        boot_timeout_s=args.boot_timeout_s,
+        workload_timeout_s=args.workload_timeout_s,
+        mem_mib=args.mem_mib,
+        smp=args.smp,
+        keep_images=args.keep_images,
+        start=args.start,
+        progress=err,
+    )
+    print(result.table, end="")
+    print(f"records: {result.run_dir}")
+    if result.failed_samples:
+        err(
+            f"diskbench: {result.failed_samples} of {result.total_samples} samples failed; "
+            "their reasons and console logs are in the table above"
+        )
+        return ExitCode.INFRA
+    return ExitCode.OK

@@ -1,0 +1,168 @@
+"""``diskbench sweep``: a sweep spec (TOML) or preset, resumable and shardable."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from harness.cli.common import add_machine_options, err
+from harness.errors import ExitCode, HarnessError, SpecError
+from harness.preflight import check_numbers, check_tools
+from harness.workdir import hold
+
+
+def add_parser(sub: Any) -> None:
+    sweep = sub.add_parser(
+        "sweep",
+        help="run a sweep spec (TOML): every combination of its axes, resumable, shardable",
+        description=(
+            "Expand a sweep spec to cells, list them with the exclusions and their reasons, then run "
+            "them in rounds (one sample of every cell per round). Records go to "
+            "RESULTS/sweeps/NAME/CELL_ID.json and are the checkpoint: running the same sweep again "
+            "skips the samples recorded on this machine and subject and runs the rest."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    sweep.add_argument(
+        "spec", type=Path, nargs="?", help="the sweep spec, e.g. sweeps/default.toml (or --preset NAME)"
+    )
+    sweep.add_argument(
+        "--preset",
+        default=None,
+        metavar="NAME",
+        help="run a seed experiment (sweeps/presets/NAME.toml) instead of a spec file; 'list' lists them",
+    )
+    sweep.add_argument(
+        "--scale",
+        type=float,
+        default=None,
+        help="with --preset: multiply its sizes (1: the seed's own sizes; see --preset list)",
+    )
+    sweep.add_argument(
+        "--repeat", type=int, default=None, help="samples per cell (default: the spec's repeat)"
+    )
+    sweep.add_argument(
+        "--shard",
+        default=None,
+        metavar="K/N",
+        help="run only shard K of N (1-based): N runners with K=1..N cover the sweep exactly once",
+    )
+    sweep.add_argument(
+        "--only",
+        default=None,
+        metavar="PATTERN",
+        help="run only cells whose id matches one of these comma-separated globs, e.g. 'qcow2-*,*.dd-*'",
+    )
+    sweep.add_argument(
+        "--keep-failures",
+        action="store_true",
+        help="on a rerun, keep failed samples as they are (default: run them again, keeping the good ones)",
+    )
+    sweep.add_argument(
+        "--dry-run", action="store_true", help="list cells, exclusions and the estimate; run nothing"
+    )
+    sweep.add_argument(
+        "--policy",
+        type=Path,
+        default=None,
+        help="a storage policy (policy.toml): what the spec leaves unset comes from it, and its "
+        "extra -drive options apply to every sample",
+    )
+    add_machine_options(sweep)
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness import presets, sweep
+    from harness.policy import load_policy
+
+    if args.preset == "list":
+        print(presets.render_list(), end="")
+        return ExitCode.OK
+    spec = presets.resolve_spec(args.spec, preset=args.preset, scale=args.scale)
+    repeat = spec.repeat if args.repeat is None else args.repeat
+    if repeat < 1:
+        raise SpecError(f"--repeat {repeat}: use 1 or more")
+    policy = load_policy(args.policy) if args.policy else None
+    plan = sweep.expand_spec(spec, policy=policy)
+    cells = sweep.select(plan.cells, only=args.only, shard=args.shard)
+    check_numbers(
+        cells,
+        work_dir=args.work_dir,
+        boot_timeout_s=args.boot_timeout_s,
+        workload_timeout_s=args.workload_timeout_s,
+    )
+    check_tools(cells)
+    directory = sweep.sweep_dir(args.results_dir, spec.name)
+    recorded = sweep.recorded_samples(directory, keep_failures=args.keep_failures)
+    accel_guess = "kvm" if args.accel == "kvm" else "tcg"
+    print(
+        sweep.describe_plan(
+            plan, cells, repeat=repeat, only=args.only, shard=args.shard, recorded=recorded, accel=accel_guess
+        ),
+        end="",
+        flush=True,
+    )
+    if not cells:
+        print(f"shard {args.shard} of this sweep has no cell: nothing to run")
+        return ExitCode.OK
+    if args.dry_run:
+        try:
+            print(sweep.check_free_space(args.work_dir, cells))
+        except HarnessError as exc:
+            print(f"disk: NOT ENOUGH: {exc.message}")
+        if recorded:
+            print(f"records in {directory}: resumed if of this machine and subject, else set aside")
+        return ExitCode.OK
+    with hold(args.results_dir, args.work_dir):
+        return _run_sweep(args, spec, policy, cells, directory, repeat)
+
+
+def _run_sweep(
+    args: argparse.Namespace, spec: Any, policy: Any, cells: Any, directory: Path, repeat: int
+) -> int:
+    from harness import presets, sweep
+    from harness.progress import Progress
+    from harness.report import render
+    from harness.session import open_session
+
+    err(sweep.check_free_space(args.work_dir, cells))
+    progress = Progress()
+    session = open_session(
+        caches={c.drive.cache for c in cells},
+        repeat=repeat,
+        accel=args.accel,
+        work_dir=args.work_dir,
+        results_dir=args.results_dir,
+        boot_timeout_s=args.boot_timeout_s,
+        workload_timeout_s=args.workload_timeout_s,
+        start=args.start,
+        progress=progress.note,
+        run_id=f"sweep-{spec.name}",
+        policy=policy,
+    )
+    for note in presets.record_probes(spec, directory, session.opts.work_dir):
+        progress.note(note)
+    cells, unsupported = sweep.drop_unsupported(cells, session.opts.work_dir)
+    for cell_id, reason in unsupported:
+        progress.note(f"excluded on this host: {cell_id}: {reason}")
+    result = sweep.run_sweep(
+        spec.name,
+        cells,
+        session,
+        results_dir=args.results_dir,
+        repeat=repeat,
+        progress=progress,
+        retry_failures=not args.keep_failures,
+    )
+    if result.records:
+        print(render(result.records), end="")
+    print(f"records: {result.directory} ({result.ran_samples} samples run, {result.skipped_samples} resumed)")
+    if result.failed_samples:
+        err(
+            f"diskbench: {result.failed_samples} of {result.total_samples} samples failed in "
+            f"{len(result.failed_cells)} cell(s): {', '.join(result.failed_cells)}; "
+            "their reasons and console logs are in the table above"
+        )
+        return ExitCode.INFRA
+    return ExitCode.OK
