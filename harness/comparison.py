@@ -18,73 +18,17 @@ from typing import Any
 from harness import compare
 from harness.compare import Settings
 from harness.errors import ExitCode, UsageError
-from harness.records import SCHEMA as RECORD_SCHEMA
-from harness.records import load_record, write_json_atomic, write_text_atomic
+from harness.files import write_json_atomic, write_text_atomic
+from harness.record import identity_warnings, store
 
 COMPARISON_NAME = "comparison.json"
 SUMMARY_NAME = "summary.md"
 
 
 def find_records(path: Path) -> list[dict[str, Any]]:
-    """The records of ``path``: a record file, or every ``*.json`` record under a directory.
-
-    Under a directory, JSON files of another kind (a ``comparison.json``, any
-    file whose ``schema`` is not a record's) are passed over; a record that
-    cannot be read is an error that names it.
-    """
-    if not path.exists():
-        raise UsageError(f"{path} does not exist: pass a record file or a directory of records")
-    if not path.is_dir():
-        return [load_record(path)]
-    records = []
-    for file in sorted(path.rglob("*.json")):
-        if _foreign(file):
-            continue
-        records.append(load_record(file))
-    if not records:
-        raise UsageError(
-            f"{path}: no records found (*.json, searched recursively): "
-            "pass a record file or a directory of diskbench records"
-        )
-    return records
-
-
-def _foreign(path: Path) -> bool:
-    """A JSON document that says it is something other than a record."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False  # load_record says what is wrong with it
-    schema = data.get("schema") if isinstance(data, dict) else None
-    return isinstance(schema, str) and schema != RECORD_SCHEMA
-
-
-def identity_warnings(base: Sequence[Mapping[str, Any]], head: Sequence[Mapping[str, Any]]) -> list[str]:
-    """What differs between the machines of the two sides (and within one side)."""
-    from harness.session import IDENTITY_KEYS
-
-    def values(records: Sequence[Mapping[str, Any]], key: str) -> list[str]:
-        return sorted({str((r.get("machine") or {}).get(key)) for r in records})
-
-    between = []
-    within = []
-    for key in IDENTITY_KEYS:
-        b, h = values(base, key), values(head, key)
-        if b != h:
-            between.append(f"{key}: {', '.join(b)} vs {', '.join(h)}")
-        for side, found in (("base", b), ("head", h)):
-            if len(found) > 1:
-                within.append(f"{side} {key}: {', '.join(found)}")
-    warnings = []
-    if between:
-        warnings.append(
-            "base and head come from DIFFERENT MACHINES, their times are not comparable ("
-            + "; ".join(between)
-            + ")"
-        )
-    if within:
-        warnings.append("records of one side come from several machines (" + "; ".join(within) + ")")
-    return warnings
+    """The records of one side: a record file, or every record under a directory (recursively,
+    passing over JSON documents of another kind such as a ``comparison.json``)."""
+    return [r.to_json() for r in store.find_records([path], recursive=True)]
 
 
 def side_info(label: str, records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

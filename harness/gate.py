@@ -56,9 +56,9 @@ from harness.compare import (
     render_markdown,
 )
 from harness.errors import CommandError, InfraError, SpecError, UsageError
+from harness.files import read_input_text, write_json_atomic, write_text_atomic
 from harness.paths import IMAGES_DIR, REPO_ROOT
 from harness.policy import POLICY_FILE, Policy, load_policy
-from harness.records import read_input_text, write_json_atomic, write_text_atomic
 from harness.spec import Cell, make_cell
 from harness.workloads import metric_info
 

@@ -14,8 +14,6 @@ A cell found in several dirs keeps the record with the most ok samples.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -23,36 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UsageError
-from harness.records import load_record, write_json_atomic
-from harness.session import IDENTITY_KEYS
-
-# IDENTITY_KEYS but the runner's name and the path of its QEMU binary
-MERGE_MACHINE_KEYS = tuple(k for k in IDENTITY_KEYS if k not in ("hostname", "qemu"))
-
-
-def merge_identity(record: dict[str, Any]) -> dict[str, Any]:
-    """What must be equal for two records to be part of one merged sweep."""
-    machine = record.get("machine", {})
-    subject = record.get("subject", {})
-    vm = record.get("vm", {})
-    return {
-        **{k: machine.get(k) for k in MERGE_MACHINE_KEYS},
-        "guest": subject.get("guest", {}).get("recipe_hash"),
-        "policy": subject.get("policy"),
-        "mem_mib": vm.get("mem_mib"),
-        "smp": vm.get("smp"),
-    }
-
-
-def identity_slug(identity: dict[str, Any]) -> str:
-    """A directory name for one identity: readable first, a hash to keep it unique."""
-    digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:8]
-    version = str(identity.get("qemu_version") or "unknown").split()[0]
-    return f"{identity.get('accel') or 'unknown'}-qemu{version}-{digest}"
-
-
-def describe_identity(identity: dict[str, Any], keys: Sequence[str]) -> str:
-    return ", ".join(f"{k} {identity.get(k)!r}" for k in keys)
+from harness.files import write_json_atomic
+from harness.record import load_record, store
+from harness.record.identity import describe_identity, identity_slug, merge_identity
 
 
 def ok_samples(record: dict[str, Any]) -> int:
@@ -69,11 +40,9 @@ class MergeResult:
 
 
 def _record_files(directory: Path) -> list[Path]:
-    if directory.is_file():
-        return [directory]
-    if not directory.is_dir():
+    if not directory.exists():
         raise UsageError(f"{directory} is not a directory of records: pass the shards' record dirs")
-    return sorted(directory.glob("*.json"))
+    return store.record_files(directory)
 
 
 def merge_dirs(

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import SpecError
-from harness.records import read_input_text
+from harness.files import read_input_text
 from harness.spec import Cell, Format, make_cell
 
 POLICY_FILE = "policy.toml"

@@ -42,7 +42,7 @@ from harness.presets import (
     read_probes,
     split_scaled_name,
 )
-from harness.records import load_record
+from harness.record import load_record
 from harness.spec import Cell
 from harness.stats import Stats
 from harness.sweep import canonical

@@ -20,9 +20,10 @@ from typing import Any, Protocol
 
 from harness import confine, images, snapshot
 from harness.errors import GuestBuildError, HarnessError, ProtocolError
+from harness.files import write_json_atomic
 from harness.latency import BOUNDARIES_NS, histograms_from_blockstats, latency_metrics
 from harness.protocol import GuestReport, parse_ready, parse_report
-from harness.records import new_record, record_path, write_json_atomic
+from harness.record import new_record, record_path
 from harness.spec import Aio, CacheState, Cell, Interface, Workload
 from harness.untrusted import STRING_CHARS, clean_sample
 from harness.vm import PAYLOAD_SERIAL, TOOLS_SERIAL, Drive, Machine, VMConfig

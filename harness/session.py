@@ -8,8 +8,6 @@ behind ``diskbench run``; sweeps drive a session themselves.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,22 +17,12 @@ from harness import images
 from harness.accel import choose_accel
 from harness.machine import machine_info
 from harness.policy import Policy
+from harness.record.identity import fingerprint
 from harness.report import render
 from harness.runner import Guest, RunOptions, new_run_id, run_cell
 from harness.spec import Cache, Cell
 
 BOOT_TIMEOUT_S = {"kvm": 30.0, "tcg": 120.0}
-# what must be equal for two samples to be one series
-IDENTITY_KEYS = (
-    "hostname",
-    "arch",
-    "cpu",
-    "accel",
-    "qemu",
-    "qemu_version",
-    "qemu_img_version",
-    "work_dir_fs",
-)
 
 
 def guest_subject(guest: Any) -> dict[str, Any]:
@@ -45,21 +33,6 @@ def guest_subject(guest: Any) -> dict[str, Any]:
             "packages": dict(sorted(guest.packages.items())),
         }
     }
-
-
-def fingerprint(machine: dict[str, Any], subject: dict[str, Any], vm: dict[str, Any]) -> str:
-    """A short hash of what makes samples comparable: machine identity, subject, guest size."""
-    identity = {
-        "machine": {k: machine.get(k) for k in IDENTITY_KEYS},
-        "guest": subject.get("guest", {}).get("recipe_hash"),
-        "policy": subject.get("policy"),
-        "vm": {k: vm.get(k) for k in ("mem_mib", "smp")},
-    }
-    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def record_fingerprint(record: dict[str, Any]) -> str:
-    return fingerprint(record.get("machine", {}), record.get("subject", {}), record.get("vm", {}))
 
 
 @dataclass

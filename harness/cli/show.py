@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ExitCode
+from harness.record import read_record, record_files
+from harness.report import render
 
 
 def add_parser(sub: Any) -> None:
@@ -15,11 +17,6 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.records import load_record
-    from harness.report import render
-
-    paths: list[Path] = []
-    for path in args.records:
-        paths.extend(sorted(path.glob("*.json")) if path.is_dir() else [path])
-    print(render([load_record(p) for p in paths]), end="")
+    records = [read_record(p) for path in args.records for p in record_files(path)]
+    print(render([r.to_json() for r in records]), end="")
     return ExitCode.OK

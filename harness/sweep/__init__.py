@@ -40,6 +40,7 @@ the record scan and the loop do I/O.  The package follows that split:
 shown before a run) and :mod:`~harness.sweep.running` (records and the loop).
 """
 
+from harness.record import scan_records
 from harness.sweep.planning import (
     MIB,
     PREALLOCATED,
@@ -65,7 +66,6 @@ from harness.sweep.running import (
     clean_stale_temp_files,
     recorded_samples,
     run_sweep,
-    scan_records,
     set_aside,
     sweep_dir,
 )

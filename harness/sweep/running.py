@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import InfraError, WorkDirFull
-from harness.records import load_record, write_json_atomic
+from harness.files import write_json_atomic
+from harness.record import scan_records
 from harness.spec import Cell
 from harness.sweep.planning import estimate_sample_s
 
@@ -25,21 +26,6 @@ if typing.TYPE_CHECKING:
 
 def sweep_dir(results_dir: Path, name: str) -> Path:
     return results_dir / "sweeps" / name
-
-
-def scan_records(directory: Path) -> dict[str, tuple[Path, dict[str, Any]]]:
-    """The records in a sweep dir by cell id.  A record that cannot be read stops the sweep.
-
-    Records are written atomically, so an unreadable one was damaged by
-    something else: the message says which file, and to delete it.
-    """
-    found: dict[str, tuple[Path, dict[str, Any]]] = {}
-    if not directory.is_dir():
-        return found
-    for path in sorted(directory.glob("*.json")):
-        record = load_record(path)
-        found[str(record["cell"].get("id", path.stem))] = (path, record)
-    return found
 
 
 def set_aside(
@@ -165,7 +151,7 @@ def run_sweep(
     samples are run again (``retry_failures``, see :func:`set_failures_aside`)
     while the good ones are kept.
     """
-    from harness.session import record_fingerprint
+    from harness.record import record_fingerprint
 
     directory = sweep_dir(results_dir, name)
     clean_stale_temp_files(directory)

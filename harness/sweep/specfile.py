@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import SpecError
+from harness.files import read_input_text
 from harness.policy import Policy
-from harness.records import read_input_text
 from harness.spec import (
     PREALLOCATION,
     Cell,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from faultkit import argv_paths, descendants, kill_all, popen, run_diskbench, wait_for, write_spec
 
-from harness.records import load_record
+from harness.record import load_record
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
 

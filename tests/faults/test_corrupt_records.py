@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from faultkit import run_diskbench
 
-from harness.records import load_record, new_record, write_json_atomic
+from harness.files import write_json_atomic
+from harness.record import load_record, new_record
 from harness.spec import make_cell
 
 pytestmark = [pytest.mark.integration]

@@ -21,7 +21,7 @@ from faultkit import (
     write_spec,
 )
 
-from harness.records import load_record
+from harness.record import load_record
 from harness.workdir import clean_dead_runs
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]

@@ -17,7 +17,7 @@ import pytest
 
 from harness import confine, images
 from harness.errors import ImageError, VMBootError
-from harness.records import load_record
+from harness.record import load_record
 from harness.session import run_cells
 from harness.spec import make_cell
 from harness.vm import Drive, Machine, VMConfig

@@ -11,7 +11,7 @@ import pytest
 
 from harness import images
 from harness.cli import main
-from harness.records import load_record
+from harness.record import load_record
 from harness.runner import RunOptions, run_sample
 from harness.session import run_cells
 from harness.spec import make_cell

@@ -29,7 +29,7 @@ import pytest
 from harness.history import HistoryResult, run_history
 from harness.images import MEMORY_FILESYSTEMS, filesystem_type
 from harness.paths import cache_dir
-from harness.records import load_record
+from harness.record import load_record
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
 

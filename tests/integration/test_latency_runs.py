@@ -9,7 +9,7 @@ import pytest
 
 from harness import images
 from harness.latency import BOUNDARIES_NS, Histogram
-from harness.records import load_record
+from harness.record import load_record
 from harness.session import run_cells
 from harness.spec import Interface, make_cell
 from harness.vm import Drive, Machine, VMConfig

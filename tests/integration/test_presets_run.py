@@ -16,7 +16,7 @@ import pytest
 
 from harness.cli import main
 from harness.images import MEMORY_FILESYSTEMS, filesystem_type
-from harness.records import load_record
+from harness.record import load_record
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
 

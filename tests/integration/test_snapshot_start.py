@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from harness import images, snapshot
-from harness.records import load_record
+from harness.record import load_record
 from harness.runner import RunOptions, vm_config
 from harness.session import run_cells
 from harness.spec import make_cell

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from harness.cli import main
-from harness.records import load_record
+from harness.record import load_record
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
 

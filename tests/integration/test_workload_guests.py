@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from harness.protocol import parse_report
-from harness.records import load_record
+from harness.record import load_record
 from harness.session import run_cells
 from harness.spec import make_cell
 from harness.workloads import metric_info, parse_outputs

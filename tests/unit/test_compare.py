@@ -33,7 +33,8 @@ from harness.compare import (
 )
 from harness.comparison import load_comparison
 from harness.errors import UsageError
-from harness.records import new_record, write_json_atomic
+from harness.files import write_json_atomic
+from harness.record import new_record
 from harness.spec import make_cell
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "docs" / "comparison.schema.json"

@@ -11,7 +11,8 @@ import pytest
 from harness.cli import main
 from harness.compare import Verdict
 from harness.comparison import verdict_exit_code
-from harness.records import new_record, write_json_atomic
+from harness.files import write_json_atomic
+from harness.record import new_record
 from harness.spec import make_cell
 
 MACHINE = {

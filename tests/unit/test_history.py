@@ -349,7 +349,8 @@ def test_a_failing_asv_is_exit_3_naming_its_log(tmp_path: Path) -> None:
 
 
 def test_failed_cells_are_named_per_commit(tmp_path: Path) -> None:
-    from harness.records import new_record, write_json_atomic
+    from harness.files import write_json_atomic
+    from harness.record import new_record
 
     def write(commit: str, cell_id: str, statuses: list[str]) -> None:
         rec = new_record(cell={"id": cell_id}, machine={}, subject={}, vm={}, run_id="history")

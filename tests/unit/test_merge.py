@@ -9,8 +9,9 @@ import pytest
 
 from harness.cli import main
 from harness.errors import UsageError
+from harness.files import write_json_atomic
 from harness.merge import merge_dirs, merge_identity
-from harness.records import load_record, new_record, write_json_atomic
+from harness.record import load_record, new_record
 from harness.spec import make_cell
 
 MACHINE = {

@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from harness.errors import RecordError
-from harness.records import load_record, new_record, record_path, write_json_atomic
+from harness.files import write_json_atomic
+from harness.record import load_record, new_record, record_path
 from harness.report import render_table
 
 
@@ -138,9 +139,43 @@ def test_a_directory_named_like_a_record_is_refused(tmp_path: Path) -> None:
 
 
 def test_the_published_schema_accepts_a_real_record_and_names_the_field_of_a_bad_one() -> None:
-    from harness.records import schema_problem
+    from harness.record import schema_problem
 
     assert schema_problem(make_record()) is None
     assert schema_problem({**make_record(), "vm": {"mem_mib": 0}}) == (
         "field vm.mem_mib: 0 is less than the minimum of 1"
     )
+
+
+def test_a_typed_record_writes_back_the_same_bytes(tmp_path: Path) -> None:
+    """Read as a typed Record and written again: the file is byte-identical, extra keys kept in place."""
+    from harness.record import read_record, write_record
+
+    record = make_record()
+    record["samples"] = [sample(0, 4.0), sample(1, 5.0, status="error")]  # type: ignore[index]
+    record["retried"] = [sample(1, 5.0, status="error")]
+    path = tmp_path / "a.json"
+    write_json_atomic(path, record)
+    typed = read_record(path)
+    assert typed.cell_id == "raw-off-2g.writeback-threads-virtio-blk.dd-256m-2m-ext4"
+    assert typed.ok_samples == 1 and typed.accel == "tcg"
+    assert typed.samples[0].metrics["total_s"] == 4.0 and typed.samples[1].reason is not None
+    again = tmp_path / "b.json"
+    write_record(again, typed)
+    assert again.read_bytes() == path.read_bytes()
+
+
+def test_the_store_passes_over_other_documents_and_set_aside_records(tmp_path: Path) -> None:
+    from harness.record import find_records, record_files
+
+    write_json_atomic(tmp_path / "a.json", make_record())
+    write_json_atomic(tmp_path / "comparison.json", {"schema": "diskbench-comparison"})
+    write_json_atomic(tmp_path / "previous" / "f00" / "a.json", make_record())
+    write_json_atomic(tmp_path / "nested" / "b.json", make_record())
+    assert [p.name for p in record_files(tmp_path)] == ["a.json"]
+    assert [p.relative_to(tmp_path).as_posix() for p in record_files(tmp_path, recursive=True)] == [
+        "a.json",
+        "nested/b.json",
+    ]
+    with pytest.raises(Exception, match="no records found"):
+        find_records([tmp_path / "previous"])

@@ -11,9 +11,10 @@ import pytest
 
 from harness.cli import main
 from harness.errors import UsageError
+from harness.files import write_json_atomic
 from harness.plots import BarChart, ShapeChart, render
 from harness.presets import load_preset
-from harness.records import new_record, write_json_atomic
+from harness.record import new_record
 from harness.report_html import (
     Chart,
     Table,

@@ -13,8 +13,9 @@ import pytest
 
 from harness.cli import main
 from harness.errors import SpecError
+from harness.files import write_json_atomic
 from harness.progress import EtaModel, Progress
-from harness.records import load_record, new_record, write_json_atomic
+from harness.record import load_record, new_record
 from harness.runner import RunOptions
 from harness.session import Session
 from harness.spec import Cell, make_cell

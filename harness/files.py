@@ -1,0 +1,46 @@
+"""Files the harness writes and reads: atomic writes (never half a file) and input files read
+with an error that names them."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from harness.errors import SpecError
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` through a temp file in the same directory, fsync, rename: never half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    write_text_atomic(path, json.dumps(data, indent=1, sort_keys=False) + "\n")
+
+
+def read_input_text(path: Path, *, what: str, hint: str) -> str:
+    """The text of an input file (a spec, a policy); a missing or unreadable one is a usage error.
+
+    ``what`` names the input ("sweep spec"), ``hint`` says what to pass instead.
+    """
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(f"{what} {path} does not exist: {hint}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"{what} {path} cannot be read: {exc}") from None

@@ -1,0 +1,122 @@
+"""Machine identity: what must be equal for samples to be one series, and the views of it.
+
+One list of the machine's keys (:data:`MACHINE_KEYS`) and the views its users need, each a
+subset or an addition said once here:
+
+- :func:`fingerprint` (resume): a sweep resumes only records of the same machine, subject
+  (guest recipe, policy) and guest size; others are set aside;
+- :func:`merge_identity` (merge): the same but the runner's name and its QEMU binary's path,
+  so shards of one sweep on identical runners merge;
+- :func:`series_identity` (report): one series per sweep and identity; the runner's name
+  counts, the binary's path does not;
+- :func:`identity_warnings` (compare): what differs between the two sides' machines.
+
+Pure: no I/O.  A record is given as its JSON document (a mapping).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+Document = Mapping[str, Any]
+
+# what must be equal for two samples to be one series
+MACHINE_KEYS = (
+    "hostname",
+    "arch",
+    "cpu",
+    "accel",
+    "qemu",
+    "qemu_version",
+    "qemu_img_version",
+    "work_dir_fs",
+)
+# MACHINE_KEYS but the runner's name and the path of its QEMU binary
+MERGE_MACHINE_KEYS = tuple(k for k in MACHINE_KEYS if k not in ("hostname", "qemu"))
+# the report's series: the accelerator the guest really ran under, the runner, its CPU and QEMU
+SERIES_MACHINE_KEYS = ("accel", "hostname", "cpu", "qemu_version", "qemu_img_version", "work_dir_fs")
+
+
+def _parts(record: Document) -> tuple[Document, Document, Document]:
+    return record.get("machine") or {}, record.get("subject") or {}, record.get("vm") or {}
+
+
+def fingerprint(machine: Document, subject: Document, vm: Document) -> str:
+    """A short hash of what makes samples comparable: machine identity, subject, guest size."""
+    identity = {
+        "machine": {k: machine.get(k) for k in MACHINE_KEYS},
+        "guest": (subject.get("guest") or {}).get("recipe_hash"),
+        "policy": subject.get("policy"),
+        "vm": {k: vm.get(k) for k in ("mem_mib", "smp")},
+    }
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def record_fingerprint(record: Document) -> str:
+    return fingerprint(*_parts(record))
+
+
+def merge_identity(record: Document) -> dict[str, Any]:
+    """What must be equal for two records to be part of one merged sweep."""
+    machine, subject, vm = _parts(record)
+    return {
+        **{k: machine.get(k) for k in MERGE_MACHINE_KEYS},
+        "guest": (subject.get("guest") or {}).get("recipe_hash"),
+        "policy": subject.get("policy"),
+        "mem_mib": vm.get("mem_mib"),
+        "smp": vm.get("smp"),
+    }
+
+
+def identity_slug(identity: Mapping[str, Any]) -> str:
+    """A directory name for one identity: readable first, a hash to keep it unique."""
+    digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:8]
+    version = str(identity.get("qemu_version") or "unknown").split()[0]
+    return f"{identity.get('accel') or 'unknown'}-qemu{version}-{digest}"
+
+
+def describe_identity(identity: Mapping[str, Any], keys: Sequence[str]) -> str:
+    return ", ".join(f"{k} {identity.get(k)!r}" for k in keys)
+
+
+def series_identity(record: Document) -> tuple[Any, ...]:
+    """The report's series key: :data:`SERIES_MACHINE_KEYS` (accel as the guest ran) and guest size."""
+    machine, _subject, vm = _parts(record)
+    return (
+        *(
+            machine.get(k) if k != "accel" else vm.get("accel", machine.get("accel"))
+            for k in SERIES_MACHINE_KEYS
+        ),
+        vm.get("mem_mib"),
+        vm.get("smp"),
+    )
+
+
+def identity_warnings(base: Sequence[Document], head: Sequence[Document]) -> list[str]:
+    """What differs between the machines of the two sides (and within one side)."""
+
+    def values(records: Sequence[Document], key: str) -> list[str]:
+        return sorted({str((r.get("machine") or {}).get(key)) for r in records})
+
+    between = []
+    within = []
+    for key in MACHINE_KEYS:
+        b, h = values(base, key), values(head, key)
+        if b != h:
+            between.append(f"{key}: {', '.join(b)} vs {', '.join(h)}")
+        for side, found in (("base", b), ("head", h)):
+            if len(found) > 1:
+                within.append(f"{side} {key}: {', '.join(found)}")
+    warnings = []
+    if between:
+        warnings.append(
+            "base and head come from DIFFERENT MACHINES, their times are not comparable ("
+            + "; ".join(between)
+            + ")"
+        )
+    if within:
+        warnings.append("records of one side come from several machines (" + "; ".join(within) + ")")
+    return warnings

@@ -1,0 +1,139 @@
+"""The one store of records: where a record lives, how every reader finds, loads and scans them,
+and how they are written (atomically: a crash leaves the old file or the new one, never half).
+
+A record lives at ``RESULTS/records/RUN_ID/CELL_ID.json`` (``run``), ``RESULTS/sweeps/NAME/
+CELL_ID.json`` (``sweep``) or under a gate's output.  Every reader goes through
+:func:`load_record`, so a damaged file (binary bytes, truncated JSON, a directory named
+``x.json``, ``"samples": "oops"``, a NaN figure) is one :class:`RecordError` naming the file
+and the field, never merged, resumed from or compared.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.errors import RecordError, UsageError
+from harness.files import write_json_atomic
+from harness.record.model import SCHEMA, VERSION, Record
+from harness.record.schema import non_finite_problem, schema_problem
+
+# directories beside the records that hold no record of this set: the records of another
+# machine or subject set aside by a sweep, a preset's probe results, the logs
+NOT_RECORDS = ("previous", "probes", "logs")
+
+
+def record_path(results_dir: Path, run_id: str, cell_id: str) -> Path:
+    return results_dir / "records" / run_id / f"{cell_id}.json"
+
+
+def load_record(path: Path) -> dict[str, Any]:
+    """Read a record and validate it against ``docs/record.schema.json``.
+
+    Every reader goes through here, so a damaged file (binary bytes, truncated
+    JSON, a directory named ``x.json``, ``"samples": "oops"``, a NaN figure)
+    is one :class:`RecordError` naming the file and the field, never merged,
+    resumed from or compared.
+    """
+    if path.is_dir():
+        raise RecordError(f"record {path} is a directory, not a record file: move it out of the way")
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise RecordError(f"record {path} does not exist: check the path") from None
+    except OSError as exc:
+        raise RecordError(f"record {path} cannot be read: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RecordError(
+            f"record {path} is not text (binary bytes at offset {exc.start}): delete it and re-run its cell"
+        ) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RecordError(
+            f"record {path} is not valid JSON (truncated?, line {exc.lineno}): delete it and re-run its cell"
+        ) from None
+    except RecursionError:
+        raise RecordError(f"record {path} nests too deeply: delete it and re-run its cell") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise RecordError(f"{path} is not a diskbench record: pass record files only")
+    version = data.get("version")
+    if version != VERSION:
+        raise RecordError(
+            f"record {path} has version {version!r}, this diskbench reads version {VERSION}: "
+            "re-run its cell with this version"
+        )
+    problem = schema_problem(data) or non_finite_problem(data)
+    if problem:
+        raise RecordError(f"record {path}: {problem}: delete it and re-run its cell")
+    return data
+
+
+def read_record(path: Path) -> Record:
+    """:func:`load_record` as a typed :class:`Record`."""
+    return Record.from_json(load_record(path), path=path)
+
+
+def write_record(path: Path, record: Record | dict[str, Any]) -> None:
+    """Write a record atomically, byte for byte as :meth:`Record.to_json` gives it."""
+    write_json_atomic(path, record.to_json() if isinstance(record, Record) else record)
+
+
+def _foreign(path: Path) -> bool:
+    """A JSON document that says it is something other than a record (a ``comparison.json``)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return False  # load_record says what is wrong with it
+    schema = data.get("schema") if isinstance(data, dict) else None
+    return isinstance(schema, str) and schema != SCHEMA
+
+
+def record_files(path: Path, *, recursive: bool = False) -> list[Path]:
+    """The record files of ``path``: the file itself, or the ``*.json`` of a directory.
+
+    ``recursive`` also looks in subdirectories, but never in those of :data:`NOT_RECORDS`.
+    JSON documents of another kind (any whose ``schema`` is not a record's) are passed over.
+    A path that does not exist is a :class:`UsageError`.
+    """
+    if not path.exists():
+        raise UsageError(f"{path} does not exist: pass a record file or a directory of records")
+    if not path.is_dir():
+        return [path]
+    found = path.rglob("*.json") if recursive else path.glob("*.json")
+    return [
+        p
+        for p in sorted(found)
+        if not any(part in NOT_RECORDS for part in p.relative_to(path).parts[:-1]) and not _foreign(p)
+    ]
+
+
+def find_records(paths: Sequence[Path], *, recursive: bool = False) -> list[Record]:
+    """The records of record files and directories; none at all is a :class:`UsageError`."""
+    records = [read_record(p) for path in paths for p in record_files(path, recursive=recursive)]
+    if not records:
+        deep = ", searched recursively" if recursive else ""
+        raise UsageError(
+            f"{', '.join(map(str, paths))}: no records found (*.json{deep}): "
+            "pass a record file or a directory of diskbench records"
+        )
+    return records
+
+
+def scan_records(directory: Path) -> dict[str, tuple[Path, dict[str, Any]]]:
+    """The records directly in ``directory`` (a sweep's) by cell id, as documents to update.
+
+    A record that cannot be read is a :class:`RecordError`: records are written atomically, so
+    an unreadable one was damaged by something else; the message says which file.
+    """
+    found: dict[str, tuple[Path, dict[str, Any]]] = {}
+    if not directory.is_dir():
+        return found
+    for path in sorted(directory.glob("*.json")):
+        record = load_record(path)
+        found[str(record["cell"].get("id", path.stem))] = (path, record)
+    return found
