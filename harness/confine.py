@@ -27,15 +27,12 @@ from __future__ import annotations
 import grp
 import os
 import pwd
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from harness.errors import InfraError
-
-if TYPE_CHECKING:
-    from harness.vm import VMConfig
 
 #: The system account QEMU and qemu-img run as when the harness runs as root.
 ACCOUNT = "diskbench"
@@ -227,17 +224,3 @@ class Handoff:
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-
-def handed_config(config: VMConfig, handoff: Handoff) -> VMConfig:
-    """``config`` with every file QEMU opens handed over through ``handoff``."""
-    drives = [
-        replace(d, path=Path(handoff.read(d.path) if d.readonly else handoff.write(d.path)))
-        for d in config.drives
-    ]
-    return replace(
-        config,
-        kernel=Path(handoff.read(config.kernel)),
-        initrd=Path(handoff.read(config.initrd)),
-        drives=drives,
-    )

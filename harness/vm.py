@@ -22,7 +22,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -301,7 +301,7 @@ class Machine:
                 self._handoff.directory(Path(f"{control}{suffix}"))
         self.control_path = control
         self.incoming_path = self._tmp / "incoming.sock" if self.config.incoming else None
-        argv = confine.handed_config(self.config, self._handoff).argv(
+        argv = handed_config(self.config, self._handoff).argv(
             qmp_path=qmp_path,
             console=Path(self._handoff.output(self.console_log)),
             report=Path(self._handoff.output(self.report_log)),
@@ -660,3 +660,17 @@ def _tail(path: Path, max_chars: int) -> str:
             return fh.read().decode("utf-8", "replace")
     except FileNotFoundError:
         return ""
+
+
+def handed_config(config: VMConfig, handoff: confine.Handoff) -> VMConfig:
+    """``config`` with every file QEMU opens handed over through ``handoff``."""
+    drives = [
+        replace(d, path=Path(handoff.read(d.path) if d.readonly else handoff.write(d.path)))
+        for d in config.drives
+    ]
+    return replace(
+        config,
+        kernel=Path(handoff.read(config.kernel)),
+        initrd=Path(handoff.read(config.initrd)),
+        drives=drives,
+    )
