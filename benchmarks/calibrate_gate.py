@@ -44,10 +44,10 @@ import harness.guest  # noqa: E402
 import harness.session  # noqa: E402, F401
 from harness.compare import Settings, Verdict  # noqa: E402
 from harness.comparison import load_comparison  # noqa: E402
+from harness.files import write_json_atomic  # noqa: E402
 from harness.gate import SubjectSource, load_gate_spec, run_gate, settings_for  # noqa: E402
 from harness.paths import default_results_dir, default_work_dir  # noqa: E402
 from harness.policy import load_policy  # noqa: E402
-from harness.records import write_json_atomic  # noqa: E402
 
 MIB = 1024 * 1024
 

@@ -442,11 +442,14 @@ def run_cell(
     existing: dict[str, Any] | None = None,
     log_root: Path | None = None,
     of: int | None = None,
+    upto: int | None = None,
 ) -> tuple[Path, dict[str, Any]]:
-    """Run the samples of ``cell`` up to ``opts.repeat``; write the record after each.
+    """Run the samples of ``cell`` up to sample number ``upto``; write the record after each.
 
-    ``of`` is the number of samples the cell will have in the end, for the
-    progress lines (a sweep runs one sample per cell per round).
+    ``upto`` defaults to ``opts.repeat``; a round of a sweep or a gate passes
+    its own number (one more sample per cell per round, see
+    :mod:`harness.sweep.rounds`).  ``of`` is the number of samples the cell
+    will have in the end, for the progress lines (default ``upto``).
 
     ``path`` defaults to ``RESULTS/records/RUN_ID/CELL_ID.json``.  With
     ``existing`` (a record of this cell, same machine and subject) the run
@@ -471,8 +474,9 @@ def run_cell(
         run_id=opts.run_id,
     )
     log_root = log_root or opts.results_dir / "logs" / opts.run_id / cell.id
-    of = of or opts.repeat
-    for count in range(len(record["samples"]), opts.repeat):
+    upto = opts.repeat if upto is None else upto
+    of = of or upto
+    for count in range(len(record["samples"]), upto):
         index = next_sample_index(record)
         progress(f"{label}{cell.id} sample {count + 1}/{of} ...")
         sample = run_sample(cell, guest, opts, index, log_root / f"sample-{index}")

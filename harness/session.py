@@ -56,6 +56,7 @@ class Session:
         progress: Callable[[str], None] = lambda _msg: None,
         label: str = "",
         of: int | None = None,
+        upto: int | None = None,
     ) -> tuple[Path, dict[str, Any]]:
         return run_cell(
             cell,
@@ -69,6 +70,7 @@ class Session:
             existing=existing,
             log_root=log_root,
             of=of,
+            upto=upto,
         )
 
 

@@ -31,13 +31,15 @@ Records are the checkpoint: each cell's record lives at
 the same fingerprint already holds and runs the rest, so a sweep killed at
 any moment loses at most the sample in flight.  Samples are run in rounds
 (every cell's first sample, then every cell's second...) so that a host
-that speeds up or slows down over a long sweep shifts every cell alike.
+that speeds up or slows down over a long sweep shifts every cell alike
+(:mod:`~harness.sweep.rounds`, the round scheduler the gate shares).
 
 Parsing, expansion, selection and estimates are pure; the disk-space check,
 the record scan and the loop do I/O.  The package follows that split:
 :mod:`~harness.sweep.specfile` (the spec and its expansion),
 :mod:`~harness.sweep.planning` (selection, estimates, free space, the plan
-shown before a run) and :mod:`~harness.sweep.running` (records and the loop).
+shown before a run), :mod:`~harness.sweep.rounds` (the order of samples in
+rounds) and :mod:`~harness.sweep.running` (records and the loop).
 """
 
 from harness.record import scan_records
@@ -61,6 +63,7 @@ from harness.sweep.planning import (
     shard_cells,
     workload_write_bytes,
 )
+from harness.sweep.rounds import Turn, round_order, rounds
 from harness.sweep.running import (
     SweepResult,
     clean_stale_temp_files,
@@ -97,6 +100,7 @@ __all__ = [
     "Plan",
     "SweepResult",
     "SweepSpec",
+    "Turn",
     "canonical",
     "check_free_space",
     "clean_stale_temp_files",
@@ -115,6 +119,8 @@ __all__ = [
     "parse_shard",
     "parse_spec",
     "recorded_samples",
+    "round_order",
+    "rounds",
     "run_sweep",
     "scan_records",
     "select",

@@ -6,7 +6,7 @@ import shutil
 import time
 import typing
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ from harness.files import write_json_atomic
 from harness.record import scan_records
 from harness.spec import Cell
 from harness.sweep.planning import estimate_sample_s
+from harness.sweep.rounds import rounds
 
 if typing.TYPE_CHECKING:
     from harness.progress import Progress
@@ -170,14 +171,19 @@ def run_sweep(
             records[cell.id] = record
             done += min(len(record["samples"]), repeat)
     total = len(cells) * repeat
-    progress.plan(
-        [
-            (cell.workload.slug, estimate_sample_s(cell, accel=session.opts.accel))
-            for round_number in range(1, repeat + 1)
-            for cell in cells
-            if len(records.get(cell.id, {}).get("samples", [])) < round_number
-        ]
+    # one more sample for each cell per round, the cells in their order (numbered for
+    # the progress lines): a resume takes what the records lack in the order of a first run
+    recorded = {cell_id: len(record["samples"]) for cell_id, record in records.items()}
+    numbered = list(enumerate(cells, start=1))
+    turns = list(
+        rounds(
+            range(1, repeat + 1),
+            lambda n: [(i, c) for i, c in numbered if recorded.get(c.id, 0) < n],
+            (session,),
+        )
     )
+    planned = [cell for _, cell in (t.cell for t in turns)]
+    progress.plan([(c.workload.slug, estimate_sample_s(c, accel=session.opts.accel)) for c in planned])
     if done:
         progress.note(f"resuming: {done} of {total} samples are recorded already and are skipped")
     if retried:
@@ -187,46 +193,45 @@ def run_sweep(
         )
     progress.start(total=total, done=done)
     ran = 0
-    for round_number in range(1, repeat + 1):
-        # one more sample for each cell per round: see the module docstring
-        round_session = replace(session, opts=replace(session.opts, repeat=round_number))
-        for number, cell in enumerate(cells, start=1):
-            existing = records.get(cell.id)
-            if existing is not None and len(existing["samples"]) >= round_number:
-                continue
-            path = directory / f"{cell.id}.json"
-            label = (
-                f"[round {round_number}/{repeat}, cell {number}/{len(cells)}] "
-                if repeat > 1
-                else f"[{number}/{len(cells)}] "
+    for turn in turns:
+        (number, cell), round_number = turn.cell, turn.round
+        existing = records.get(cell.id)
+        if existing is not None and len(existing["samples"]) >= round_number:
+            continue  # a cell listed twice: its first turn of the round took the sample
+        path = directory / f"{cell.id}.json"
+        label = (
+            f"[round {round_number}/{repeat}, cell {number}/{len(cells)}] "
+            if repeat > 1
+            else f"[{number}/{len(cells)}] "
+        )
+        progress.begin(cell.id)
+        t0 = time.monotonic()
+        try:
+            _, record = turn.side.run_cell(
+                cell,
+                path=path,
+                existing=existing,
+                log_root=directory / "logs" / cell.id,
+                progress=progress.note,
+                label=label,
+                of=repeat,
+                upto=round_number,
             )
-            progress.begin(cell.id)
-            t0 = time.monotonic()
-            try:
-                _, record = round_session.run_cell(
-                    cell,
-                    path=path,
-                    existing=existing,
-                    log_root=directory / "logs" / cell.id,
-                    progress=progress.note,
-                    label=label,
-                    of=repeat,
-                )
-            except OSError as exc:
-                raise InfraError(f"cannot write the record {path}: {exc.strerror or exc}") from exc
-            records[cell.id] = record
-            ran += 1
-            last = record["samples"][-1]
-            ok = last.get("status") == "ok"
-            progress.end(cell.id, time.monotonic() - t0, ok=ok, kind=cell.workload.slug)
-            if work_dir_full(last):
-                progress.finish()
-                raise WorkDirFull(
-                    f"stopping the sweep: {last.get('reason', 'the work dir is full')}; "
-                    f"every later sample would fail the same way. {len(records)} record(s) "
-                    f"kept in {directory}: free some space or pass --work-dir on a larger disk, "
-                    "then run the same command to resume"
-                )
+        except OSError as exc:
+            raise InfraError(f"cannot write the record {path}: {exc.strerror or exc}") from exc
+        records[cell.id] = record
+        ran += 1
+        last = record["samples"][-1]
+        ok = last.get("status") == "ok"
+        progress.end(cell.id, time.monotonic() - t0, ok=ok, kind=cell.workload.slug)
+        if work_dir_full(last):
+            progress.finish()
+            raise WorkDirFull(
+                f"stopping the sweep: {last.get('reason', 'the work dir is full')}; "
+                f"every later sample would fail the same way. {len(records)} record(s) "
+                f"kept in {directory}: free some space or pass --work-dir on a larger disk, "
+                "then run the same command to resume"
+            )
     progress.finish()
     return SweepResult(
         directory=directory,

@@ -2,15 +2,36 @@
 
 from __future__ import annotations
 
+import random
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from harness.compare import CellResult, Kind, MetricResult, Settings, Verdict
 from harness.errors import SpecError
-from harness.gate import GATE_SPEC, judge_canary, load_gate_spec, parse_gate_spec, settings_for
+from harness.gate import (
+    GATE_SPEC,
+    SIDES,
+    GateOptions,
+    GateSide,
+    GateSpec,
+    Stop,
+    Subject,
+    judge_canary,
+    load_gate_spec,
+    parse_gate_spec,
+    run_rounds,
+    settings_for,
+    stop_before,
+)
 from harness.policy import parse_policy
-from harness.spec import Format
+from harness.runner import RunOptions
+from harness.session import Session
+from harness.spec import Cell, Format
+from harness.sweep.rounds import rounds
 
 SPEC = """
 rounds = 3
@@ -209,3 +230,104 @@ def test_the_default_gate_spec_gates_the_io_path_and_fails_on_a_change() -> None
     assert settings_for(lenient, Settings()).changed_fails is False
     # --changed-passes on the command line lets a change pass whatever the spec says
     assert settings_for(spec, Settings(changed_fails=False)).changed_fails is False
+
+
+def test_options_take_the_specs_rounds_and_budget_unless_given() -> None:
+    spec = parse_gate_spec(SPEC, source="g.toml")
+    options = GateOptions.decide(spec, seed=3)
+    assert (options.rounds, options.max_rounds, options.budget_s, options.seed) == (3, 6, 1200.0, 3)
+    given = GateOptions.decide(spec, rounds=8, max_rounds=5, budget_min=1.5, seed=0)
+    # max_rounds never below rounds; a seed of 0 is a seed
+    assert (given.rounds, given.max_rounds, given.budget_s, given.seed) == (8, 8, 90.0, 0)
+    drawn = GateOptions.decide(spec)
+    assert 0 <= drawn.seed < 2**31
+
+
+def test_more_rounds_run_while_a_cell_is_unclear_below_max_rounds_and_within_budget() -> None:
+    def stop(number: int, pending: list[str], elapsed_s: float, sample_s: list[float]) -> Stop | None:
+        return stop_before(
+            number, pending, max_rounds=6, budget_s=600.0, elapsed_s=elapsed_s, sample_s=sample_s
+        )
+
+    assert stop(4, ["a"], 100.0, [10.0, 20.0]) is None
+    assert stop(4, [], 100.0, [10.0]) == Stop("every cell clear")
+    assert stop(7, ["a"], 100.0, [10.0]) == Stop("max_rounds 6 reached")
+    # two cells on two sides of 15 s on average: 60 s more would end past the 600 s budget
+    assert stop(5, ["a", "b"], 541.0, [10.0, 20.0]) == Stop("budget of 10 min reached", over_budget=True)
+    assert stop(5, ["a", "b"], 540.0, [10.0, 20.0]) is None
+    # before any sample, one is guessed at a minute
+    assert stop(5, ["a"], 481.0, []) == Stop("budget of 10 min reached", over_budget=True)
+
+
+@dataclass
+class _FakeSession(Session):
+    """Runs no guest: takes samples up to ``upto`` with a noisy ``total_s``, noting each call."""
+
+    calls: list[tuple[str, str, int]] = field(default_factory=list)
+    label: str = ""
+
+    def run_cell(self, cell: Cell, **kw: Any) -> tuple[Path, dict[str, Any]]:
+        record = kw["existing"] or {"cell": cell.as_dict(), "samples": []}
+        for index in range(len(record["samples"]), kw["upto"]):
+            self.calls.append((self.label, cell.id, index + 1))
+            noise = random.Random(f"{self.label}{cell.id}{index}").uniform(0.5, 1.5)
+            record["samples"].append({"index": index, "status": "ok", "metrics": {"total_s": noise}})
+        return kw["path"], record
+
+
+def _sides(spec: GateSpec, calls: list[tuple[str, str, int]]) -> dict[str, GateSide]:
+    policy = parse_policy((Path(GATE_SPEC).parent.parent / "policy.toml").read_text())
+    opts = RunOptions(
+        accel="tcg", accel_reason="test", work_dir=Path("/w"), results_dir=Path("/r"), run_id="x"
+    )
+    sides = {}
+    for label in SIDES:
+        subject = Subject(label, label, "0" * 40, Path("/c"), policy, Path("/i"), None, None)
+        session = _FakeSession(guest=None, opts=opts, machine={}, calls=calls, label=label)  # type: ignore[arg-type]
+        cells = {gc.name: gc.resolve(policy) for gc in spec.cells}
+        sides[label] = GateSide(subject=subject, session=session, cells=cells)
+    return sides
+
+
+def test_rounds_interleave_both_sides_in_the_seeds_order_until_max_rounds(tmp_path: Path) -> None:
+    spec = parse_gate_spec(SPEC, source="g.toml")
+    calls: list[tuple[str, str, int]] = []
+    sides = _sides(spec, calls)
+    options = GateOptions.decide(spec, rounds=3, max_rounds=5, seed=7)
+    settings = settings_for(spec, Settings(), metrics_given=True)
+    done = run_rounds(
+        spec, sides, settings, options, out_dir=tmp_path, started=time.monotonic(), progress=lambda _m: None
+    )
+    # base and head noisy alike: no cell gets clear, every one runs to max_rounds
+    assert done.stopped == "max_rounds 5 reached"
+    assert [r.rounds for r in done.results] == [5, 5]
+    ids = {gc.name: sides["head"].cells[gc.name].id for gc in spec.cells}
+    expected = [
+        (t.side, ids[t.cell], t.round)
+        for t in rounds(range(1, 6), lambda _n: ["policy", "raw-ide"], SIDES, random.Random(7))
+    ]
+    assert calls == expected
+    # the first round of seed 7, as gates have always drawn it
+    assert calls[:4] == [
+        ("head", ids["policy"], 1), ("base", ids["policy"], 1),
+        ("base", ids["raw-ide"], 1), ("head", ids["raw-ide"], 1),
+    ]  # fmt: skip
+
+
+def test_rounds_stop_at_the_budget_after_the_first_rounds(tmp_path: Path) -> None:
+    spec = parse_gate_spec(SPEC, source="g.toml")
+    calls: list[tuple[str, str, int]] = []
+    options = GateOptions.decide(spec, rounds=3, max_rounds=5, seed=7, budget_min=1)
+    notes: list[str] = []
+    done = run_rounds(
+        spec,
+        _sides(spec, calls),
+        settings_for(spec, Settings(), metrics_given=True),
+        options,
+        out_dir=tmp_path,
+        started=time.monotonic() - 60,
+        progress=notes.append,
+    )
+    assert done.stopped == "budget of 1 min reached"
+    assert len(calls) == 2 * 2 * 3
+    assert notes[-1] == "gate: budget of 1 min reached; 2 cell(s) stay as they are"

@@ -275,10 +275,7 @@ def test_too_little_space_is_an_infra_error_with_the_figures(tmp_path: Path) -> 
 
 @dataclass
 class FakeSession(Session):
-    """Runs no guest: appends a sample per call (failing for ids in ``fail``).
-
-    ``calls`` is shared by the copies the sweep makes for its rounds.
-    """
+    """Runs no guest: appends samples up to ``upto`` per call (failing for ids in ``fail``)."""
 
     calls: list[tuple[str, int]] = field(default_factory=list)
     fail: set[str] = field(default_factory=set)
@@ -292,7 +289,8 @@ class FakeSession(Session):
             vm={"accel": self.opts.accel, "mem_mib": self.opts.mem_mib, "smp": self.opts.smp},
             run_id=self.opts.run_id,
         )
-        for index in range(len(record["samples"]), self.opts.repeat):
+        upto = kw.get("upto") or self.opts.repeat
+        for index in range(len(record["samples"]), upto):
             self.calls.append((cell.id, index))
             ok = cell.id not in self.fail
             sample: dict[str, Any] = {

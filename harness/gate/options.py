@@ -1,0 +1,65 @@
+"""What a gate run was asked for, decided once before anything runs."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.gate.spec import GateSpec
+from harness.paths import REPO_ROOT
+from harness.policy import POLICY_FILE
+
+
+@dataclass(frozen=True)
+class GateOptions:
+    """The spec's rounds and budget unless the caller gave its own, and how to run the samples.
+
+    ``boot_timeout_s`` of None takes the accelerator's default
+    (:data:`harness.session.BOOT_TIMEOUT_S`).
+    """
+
+    rounds: int
+    max_rounds: int
+    budget_s: float
+    seed: int
+    default_policy: Path
+    build_command: str | None = None
+    canary: bool = True
+    accel: str = "auto"
+    start: str = "auto"
+    boot_timeout_s: float | None = None
+    workload_timeout_s: float = 1800.0
+
+    @classmethod
+    def decide(
+        cls,
+        spec: GateSpec,
+        *,
+        rounds: int | None = None,
+        max_rounds: int | None = None,
+        budget_min: float | None = None,
+        seed: int | None = None,
+        default_policy: Path | None = None,
+        build_command: str | None = None,
+        canary: bool = True,
+        accel: str = "auto",
+        start: str = "auto",
+        boot_timeout_s: float | None = None,
+        workload_timeout_s: float = 1800.0,
+    ) -> GateOptions:
+        """The options of a run of ``spec``; a seed not given is drawn (and recorded in the output)."""
+        rounds = rounds or spec.rounds
+        return cls(
+            rounds=rounds,
+            max_rounds=max(max_rounds or spec.max_rounds, rounds),
+            budget_s=(budget_min if budget_min is not None else spec.budget_min) * 60,
+            seed=seed if seed is not None else random.SystemRandom().randrange(2**31),
+            default_policy=default_policy or REPO_ROOT / POLICY_FILE,
+            build_command=build_command,
+            canary=canary,
+            accel=accel,
+            start=start,
+            boot_timeout_s=boot_timeout_s,
+            workload_timeout_s=workload_timeout_s,
+        )

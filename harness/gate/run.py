@@ -1,0 +1,225 @@
+"""A gate run: prepare both sides, open a session for each, the rounds, the canary, the outputs."""
+
+from __future__ import annotations
+
+import datetime as dt
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from harness.compare import CellResult, Settings, build_comparison, render_markdown
+from harness.errors import InfraError, SpecError, UsageError
+from harness.files import write_json_atomic, write_text_atomic
+from harness.gate.canary import host_canary, judge_canary
+from harness.gate.options import GateOptions
+from harness.gate.rounds import GateSide, Rounds, run_rounds
+from harness.gate.spec import GateSpec
+from harness.gate.subjects import Subject, SubjectSource, prepared_subjects, repo_toplevel
+
+
+@dataclass
+class GateResult:
+    out_dir: Path
+    document: dict[str, Any]
+    markdown: str
+    cells: list[CellResult]
+
+    @property
+    def exit_code(self) -> int:
+        from harness.comparison import verdict_exit_code
+
+        return verdict_exit_code(self.document)
+
+
+def run_gate(
+    *,
+    repo: Path,
+    base: SubjectSource,
+    head: SubjectSource,
+    spec: GateSpec,
+    settings: Settings,
+    out_dir: Path,
+    work_dir: Path,
+    accel: str = "auto",
+    budget_min: float | None = None,
+    rounds: int | None = None,
+    max_rounds: int | None = None,
+    default_policy: Path | None = None,
+    build_command: str | None = None,
+    seed: int | None = None,
+    canary: bool = True,
+    boot_timeout_s: float | None = None,
+    workload_timeout_s: float = 1800.0,
+    progress: Callable[[str], None] = lambda _m: None,
+    start: str = "auto",
+) -> GateResult:
+    """Prepare both sides, run the cells interleaved, compare, write the outputs.
+
+    Values left None come from ``spec`` (see :meth:`GateOptions.decide`).
+    """
+    repo = repo_toplevel(repo)
+    options = GateOptions.decide(
+        spec,
+        rounds=rounds,
+        max_rounds=max_rounds,
+        budget_min=budget_min,
+        seed=seed,
+        default_policy=default_policy,
+        build_command=build_command,
+        canary=canary,
+        accel=accel,
+        start=start,
+        boot_timeout_s=boot_timeout_s,
+        workload_timeout_s=workload_timeout_s,
+    )
+    return gate_revisions(
+        repo=repo,
+        sources=(base, head),
+        spec=spec,
+        settings=settings,
+        options=options,
+        out_dir=out_dir,
+        work_dir=work_dir,
+        progress=progress,
+    )
+
+
+def gate_revisions(
+    *,
+    repo: Path,
+    sources: tuple[SubjectSource, SubjectSource],
+    spec: GateSpec,
+    settings: Settings,
+    options: GateOptions,
+    out_dir: Path,
+    work_dir: Path,
+    progress: Callable[[str], None] = lambda _m: None,
+) -> GateResult:
+    """The gate of ``sources`` (base, head) in the git checkout ``repo``, with ``options`` decided."""
+    # every cell x gated metric is one test of the family that shares alpha
+    settings = replace(settings, comparisons=len(spec.cells) * len(settings.metrics))
+    started = time.monotonic()
+    with prepared_subjects(
+        repo,
+        sources,
+        default_policy=options.default_policy,
+        build_command=options.build_command,
+        log=progress,
+    ) as subjects:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        sides = open_sides(subjects, spec, options, out_dir=out_dir, work_dir=work_dir, progress=progress)
+        canary_before = host_canary(work_dir) if options.canary else []
+        if canary_before:
+            progress(f"gate: host canary before: {statistics.median(canary_before):.0f} MiB/s")
+        played = run_rounds(
+            spec, sides, settings, options, out_dir=out_dir, started=started, progress=progress
+        )
+        results, canary_doc = played.results, None
+        if canary_before:
+            canary_after = host_canary(work_dir)
+            progress(f"gate: host canary after: {statistics.median(canary_after):.0f} MiB/s")
+            results, canary_doc = judge_canary(results, canary_before, canary_after, settings)
+        document = comparison_document(
+            spec,
+            sides,
+            results,
+            settings=settings,
+            options=options,
+            played=played,
+            canary=canary_doc,
+            elapsed_s=time.monotonic() - started,
+        )
+        markdown = render_markdown(document)
+        write_json_atomic(out_dir / "comparison.json", document)
+        write_text_atomic(out_dir / "summary.md", markdown)
+        return GateResult(out_dir=out_dir, document=document, markdown=markdown, cells=results)
+
+
+def open_sides(
+    subjects: Sequence[Subject],
+    spec: GateSpec,
+    options: GateOptions,
+    *,
+    out_dir: Path,
+    work_dir: Path,
+    progress: Callable[[str], None],
+) -> dict[str, GateSide]:
+    """Each side's cells under its own policy, and a session on its guest and QEMU.
+
+    Both sides must get the same accelerator: a gate never compares kvm with tcg.
+    """
+    from harness.session import open_session
+
+    sides: dict[str, GateSide] = {}
+    for subject in subjects:
+        try:
+            cells = {gc.name: gc.resolve(subject.policy) for gc in spec.cells}
+        except SpecError as exc:
+            raise UsageError(f"{spec.source}: under the policy of {subject.label}: {exc.message}") from None
+        ids = [c.id for c in cells.values()]
+        if len(set(ids)) != len(ids):
+            raise UsageError(
+                f"{spec.source}: two cells are the same cell under the policy of {subject.label}: "
+                "make the cells differ in a value the policy does not set"
+            )
+        with subject.binaries():
+            session = open_session(
+                caches={c.drive.cache for c in cells.values()},
+                repeat=1,
+                accel=options.accel,
+                work_dir=work_dir,
+                results_dir=out_dir,
+                boot_timeout_s=options.boot_timeout_s,
+                workload_timeout_s=options.workload_timeout_s,
+                start=options.start,
+                progress=progress,
+                policy=subject.policy,
+                recipe_dir=subject.recipe_dir,
+                run_id=subject.label,
+            )
+        session.subject["rev"] = subject.rev
+        session.subject["commit"] = subject.commit
+        sides[subject.label] = GateSide(subject=subject, session=session, cells=cells)
+    if sides["base"].session.opts.accel != sides["head"].session.opts.accel:
+        raise InfraError("base and head got different accelerators: run the gate with --accel kvm or tcg")
+    return sides
+
+
+def comparison_document(
+    spec: GateSpec,
+    sides: Mapping[str, GateSide],
+    results: Sequence[CellResult],
+    *,
+    settings: Settings,
+    options: GateOptions,
+    played: Rounds,
+    canary: dict[str, Any] | None,
+    elapsed_s: float,
+) -> dict[str, Any]:
+    """``comparison.json`` of a gate: the verdicts, both sides, the canary and the budget used."""
+    return build_comparison(
+        results,
+        settings=settings,
+        base=_describe(sides["base"]),
+        head=_describe(sides["head"]),
+        machine=sides["head"].session.machine,
+        canary=canary,
+        budget={
+            "budget_min": options.budget_s / 60,
+            "used_min": round(elapsed_s / 60, 2),
+            "rounds": options.rounds,
+            "max_rounds": options.max_rounds,
+            "stopped": played.stopped,
+            "seed": options.seed,
+            "spec": spec.source,
+            "accel": sides["base"].session.opts.accel,
+        },
+        created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    )
+
+
+def _describe(side: GateSide) -> dict[str, Any]:
+    return {**side.subject.describe(), "subject": side.session.subject, "machine": side.session.machine}

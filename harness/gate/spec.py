@@ -1,0 +1,172 @@
+"""The gate spec (``sweeps/gate.toml``): named cells, rounds, budget, metrics and rules.
+
+Cells are named so that base and head can be paired by name: each side
+completes a cell from its own policy (see :meth:`GateCell.resolve`).
+Parsing and validation are pure; errors name the file and the cell.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from harness.compare import STRUCTURAL_COUNTERS, Settings, parse_percent, parse_rule
+from harness.errors import SpecError, UsageError
+from harness.files import read_input_text
+from harness.paths import REPO_ROOT
+from harness.policy import Policy
+from harness.spec import Cell, make_cell
+from harness.workloads import metric_info
+
+GATE_SPEC = REPO_ROOT / "sweeps" / "gate.toml"
+SPEC_KEYS = (
+    "name",
+    "description",
+    "rounds",
+    "max_rounds",
+    "budget_min",
+    "metrics",
+    "min_effect",
+    "rules",
+    "counters",
+    "changed_fails",
+)
+SPEC_KEYS_TABLES = ("params", "cells")
+
+
+@dataclass(frozen=True)
+class GateCell:
+    """A named cell of the gate spec: the values it sets; the rest comes from a policy."""
+
+    name: str
+    values: Mapping[str, Any]
+
+    def resolve(self, policy: Policy) -> Cell:
+        return make_cell(**{**policy.defaults_for(self.values), **self.values})
+
+
+@dataclass(frozen=True)
+class GateSpec:
+    name: str
+    source: str
+    cells: tuple[GateCell, ...]
+    rounds: int = 4
+    max_rounds: int = 10
+    budget_min: float = 60.0
+    metrics: tuple[str, ...] = ("total_s",)
+    min_effect: float = 0.05
+    rules: Mapping[str, float] = field(default_factory=dict)
+    description: str = ""
+    counters: tuple[str, ...] = STRUCTURAL_COUNTERS
+    changed_fails: bool = True
+
+
+def parse_gate_spec(text: str, *, source: str = "<gate spec>") -> GateSpec:
+    """Parse and validate a gate spec; errors name the file and the cell."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{source}: not valid TOML ({exc}): fix the syntax") from None
+    for key in data:
+        if key not in SPEC_KEYS + SPEC_KEYS_TABLES:
+            raise SpecError(
+                f"{source}: unknown key {key!r}: use one of {', '.join(SPEC_KEYS + SPEC_KEYS_TABLES)}"
+            )
+    params = data.get("params", {})
+    if not isinstance(params, dict):
+        raise SpecError(f"{source}: params must be a table ([params])")
+    entries = data.get("cells")
+    if not isinstance(entries, list) or not entries:
+        raise SpecError(f"{source}: no [[cells]]: name at least one cell")
+    cells: list[GateCell] = []
+    for number, entry in enumerate(entries, start=1):
+        values = dict(entry)
+        name = str(values.pop("name", "") or f"cell{number}")
+        if any(c.name == name for c in cells):
+            raise SpecError(f"{source}: cells[{number}]: the name {name!r} is used twice: name cells apart")
+        cell = GateCell(name=name, values={**params, **values})
+        try:
+            make_cell(**cell.values)
+        except SpecError as exc:
+            raise SpecError(f"{source}: cells[{number}] ({name}): {exc.message}") from None
+        except TypeError as exc:
+            raise SpecError(f"{source}: cells[{number}] ({name}): unknown key: {exc}") from None
+        cells.append(cell)
+
+    def integer(key: str, default: int) -> int:
+        value = data.get(key, default)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise SpecError(f"{source}: {key} = {value!r}: use a whole number of 1 or more")
+        return value
+
+    rounds = integer("rounds", 4)
+    max_rounds = integer("max_rounds", max(rounds, 10))
+    if max_rounds < rounds:
+        raise SpecError(f"{source}: max_rounds {max_rounds} is below rounds {rounds}: raise max_rounds")
+    budget = data.get("budget_min", 60)
+    if not isinstance(budget, int | float) or isinstance(budget, bool) or budget <= 0:
+        raise SpecError(f"{source}: budget_min = {budget!r}: use a positive number of minutes")
+    metrics = data.get("metrics", ["total_s"])
+    if not isinstance(metrics, list) or not metrics or not all(isinstance(m, str) for m in metrics):
+        raise SpecError(f'{source}: metrics must be a list of metric names such as ["total_s"]')
+    rules: dict[str, float] = {}
+    raw_rules = data.get("rules", {})
+    if not isinstance(raw_rules, dict):
+        raise SpecError(f'{source}: rules must be a table of metric = "percent"')
+    for metric, pct in raw_rules.items():
+        try:
+            name, effect = parse_rule(f"{metric}:{pct}", what=f"{source}: [rules]")
+        except UsageError as exc:
+            raise SpecError(exc.message) from None
+        rules[name] = effect
+    try:
+        min_effect = parse_percent(str(data.get("min_effect", "5%")), what=f"{source}: min_effect")
+    except UsageError as exc:
+        raise SpecError(exc.message) from None
+    counters = data.get("counters", list(STRUCTURAL_COUNTERS))
+    if not isinstance(counters, list) or not all(isinstance(c, str) for c in counters):
+        raise SpecError(f'{source}: counters must be a list of metric names such as ["host.flushes"]')
+    for name in counters:
+        try:
+            metric_info(name)
+        except UsageError as exc:
+            raise SpecError(f"{source}: counters: {exc.message}") from None
+    changed_fails = data.get("changed_fails", True)
+    if not isinstance(changed_fails, bool):
+        raise SpecError(f"{source}: changed_fails = {changed_fails!r}: use true or false")
+    return GateSpec(
+        name=str(data.get("name", "gate")),
+        source=source,
+        cells=tuple(cells),
+        rounds=rounds,
+        max_rounds=max_rounds,
+        budget_min=float(budget),
+        metrics=tuple(metrics),
+        min_effect=min_effect,
+        rules=rules,
+        description=str(data.get("description", "")),
+        counters=tuple(counters),
+        changed_fails=changed_fails,
+    )
+
+
+def load_gate_spec(path: Path) -> GateSpec:
+    text = read_input_text(path, what="gate spec", hint="pass a file such as sweeps/gate.toml")
+    return parse_gate_spec(text, source=str(path))
+
+
+def settings_for(
+    spec: GateSpec, given: Settings, *, metrics_given: bool = False, min_effect_given: bool = False
+) -> Settings:
+    """The spec's metrics and minimum effects, unless the command line gave its own."""
+    return replace(
+        given,
+        metrics=given.metrics if metrics_given else spec.metrics,
+        min_effect=given.min_effect if min_effect_given else spec.min_effect,
+        min_effect_by_metric={**spec.rules, **dict(given.min_effect_by_metric)},
+        counters=spec.counters,
+        changed_fails=spec.changed_fails and given.changed_fails,
+    )

@@ -1,0 +1,197 @@
+"""The two sides of a gate: revisions checked out in git worktrees, their policy, recipe and QEMU.
+
+The harness code that runs is this checkout's, for both sides; what a side
+brings is what it measures: its ``policy.toml``, its guest recipe
+(``images/``) and its QEMU (given, or built in the worktree).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness import proc
+from harness.errors import CommandError, InfraError, UsageError
+from harness.paths import IMAGES_DIR
+from harness.policy import POLICY_FILE, Policy, load_policy
+
+SIDES = ("base", "head")
+
+
+@dataclass(frozen=True)
+class SubjectSource:
+    """Where one side comes from: a revision, and optionally its own QEMU."""
+
+    label: str
+    rev: str
+    qemu: str | None = None
+    qemu_img: str | None = None
+
+
+@dataclass
+class Subject:
+    """One side, prepared: its checkout, policy, recipe and binaries."""
+
+    label: str
+    rev: str
+    commit: str
+    checkout: Path
+    policy: Policy
+    recipe_dir: Path
+    qemu: str | None
+    qemu_img: str | None
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "rev": self.rev,
+            "commit": self.commit,
+            "policy": self.policy.as_dict(),
+            "qemu": self.qemu,
+            "qemu_img": self.qemu_img,
+        }
+
+    @contextlib.contextmanager
+    def binaries(self) -> Iterator[None]:
+        """Point the harness at this side's QEMU (it reads the environment at each use)."""
+        saved = {k: os.environ.get(k) for k in ("DISKBENCH_QEMU", "DISKBENCH_QEMU_IMG")}
+        try:
+            for key, value in (("DISKBENCH_QEMU", self.qemu), ("DISKBENCH_QEMU_IMG", self.qemu_img)):
+                if value:
+                    os.environ[key] = value
+            yield
+        finally:
+            for key, old in saved.items():
+                if old is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = old
+
+
+def git(repo: Path, *args: str, timeout_s: float = 120.0) -> str:
+    try:
+        result = proc.run(["git", "-C", str(repo), *args], timeout_s=timeout_s)
+    except CommandError as exc:
+        raise InfraError(f"git {' '.join(args)} in {repo} failed: {exc.message}") from exc
+    return result.stdout.strip()
+
+
+def resolve_rev(repo: Path, rev: str, what: str) -> str:
+    result = proc.run(
+        ["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
+        timeout_s=60,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise UsageError(f"{what} {rev!r} is not a commit of {repo}: pass a branch, tag or commit")
+    return result.stdout.strip()
+
+
+def prepare_subject(
+    repo: Path,
+    source: SubjectSource,
+    into: Path,
+    *,
+    default_policy: Path,
+    build_command: str | None = None,
+    built_qemu: str = "build/qemu-system-x86_64",
+    built_qemu_img: str = "build/qemu-img",
+    log: Callable[[str], None] = lambda _m: None,
+) -> Subject:
+    """Check ``source.rev`` out into ``into`` and find what that side measures.
+
+    A checkout without ``policy.toml`` (a QEMU tree) uses ``default_policy``;
+    one without ``images/recipe.toml`` uses this repository's guest recipe.
+    """
+    commit = resolve_rev(repo, source.rev, f"--{source.label}")
+    git(repo, "worktree", "add", "--detach", "--force", str(into), commit, timeout_s=600)
+    log(f"gate: {source.label} = {source.rev} ({commit[:12]}) checked out in {into}")
+    policy_file = into / POLICY_FILE
+    policy = load_policy(policy_file if policy_file.is_file() else default_policy)
+    recipe_dir = into / "images" if (into / "images" / "recipe.toml").is_file() else IMAGES_DIR
+    qemu, qemu_img = source.qemu, source.qemu_img
+    if build_command and not qemu:
+        log(f"gate: building {source.label}: {build_command}")
+        try:
+            proc.run(shlex.split(build_command), cwd=into, timeout_s=3 * 3600)
+        except CommandError as exc:
+            raise InfraError(
+                f"the build command failed for {source.label} ({source.rev}): {exc.message}"
+            ) from exc
+        qemu = str(into / built_qemu)
+        qemu_img = qemu_img or str(into / built_qemu_img)
+        for path in (qemu, qemu_img):
+            if not os.access(path, os.X_OK):
+                raise InfraError(f"the build command of {source.label} made no executable {path}: check it")
+    return Subject(
+        label=source.label,
+        rev=source.rev,
+        commit=commit,
+        checkout=into,
+        policy=policy,
+        recipe_dir=recipe_dir,
+        qemu=qemu,
+        qemu_img=qemu_img,
+    )
+
+
+def remove_worktree(repo: Path, checkout: Path) -> None:
+    proc.run(
+        ["git", "-C", str(repo), "worktree", "remove", "--force", str(checkout)], timeout_s=120, check=False
+    )
+    proc.run(["git", "-C", str(repo), "worktree", "prune"], timeout_s=60, check=False)
+
+
+def repo_toplevel(repo: Path) -> Path:
+    """The top of the git checkout ``repo`` is in; a usage error when it is none."""
+    top = proc.run(["git", "-C", str(repo), "rev-parse", "--show-toplevel"], timeout_s=60, check=False)
+    if top.returncode != 0:
+        raise UsageError(
+            f"--repo {repo} is not a git repository: pass the checkout whose revisions to compare"
+        )
+    return Path(top.stdout.strip())
+
+
+@contextlib.contextmanager
+def prepared_subjects(
+    repo: Path,
+    sources: Sequence[SubjectSource],
+    *,
+    default_policy: Path,
+    build_command: str | None = None,
+    log: Callable[[str], None] = lambda _m: None,
+) -> Iterator[list[Subject]]:
+    """Each source checked out (and built) in a temporary directory, removed again on the way out."""
+    checkouts = Path(tempfile.mkdtemp(prefix="diskbench-gate-"))
+    # a QEMU built in a checkout must be reachable by the QEMU account (harness.confine)
+    checkouts.chmod(0o755)
+    subjects: list[Subject] = []
+    try:
+        for source in sources:
+            subjects.append(
+                prepare_subject(
+                    repo,
+                    source,
+                    checkouts / source.label,
+                    default_policy=default_policy,
+                    build_command=build_command,
+                    log=log,
+                )
+            )
+        yield subjects
+    finally:
+        for subject in subjects:
+            remove_worktree(repo, subject.checkout)
+        with contextlib.suppress(OSError):
+            for leftover in sorted(checkouts.rglob("*"), reverse=True):
+                if leftover.is_dir() and not leftover.is_symlink():
+                    leftover.rmdir()
+                else:
+                    leftover.unlink()
+            checkouts.rmdir()
