@@ -656,34 +656,40 @@ def _terminate(signum: int, _frame: object) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    signal.signal(signal.SIGTERM, _terminate)
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    use_binaries(qemu=args.qemu, qemu_img=args.qemu_img)
-    handlers = {
-        "run": cmd_run,
-        "guest": cmd_guest,
-        "accel": cmd_accel,
-        "show": cmd_show,
-        "sweep": cmd_sweep,
-        "merge": cmd_merge,
-        "compare": cmd_compare,
-        "report": cmd_report,
-        "gate": cmd_gate,
-        "history": cmd_history,
-    }
-    if args.command not in handlers:
-        parser.print_help()
-        return ExitCode.USAGE
-    try:
-        return handlers[args.command](args)
-    except HarnessError as exc:
-        _err(f"diskbench: error: {exc.message}")
-        return exc.exit_code
-    except KeyboardInterrupt:
-        _err("diskbench: interrupted")
-        return 130
-    except Exception as exc:  # noqa: BLE001 - no traceback reaches a user: one line and a log
-        from harness.crash import report_crash
+    """The CLI. Everything it prints goes through :func:`harness.untrusted.inert_output`: an
+    error may quote a pull request's policy key or symlink, a line a guest's reason, and none of
+    them may become a command of the CI runner that reads the log."""
+    from harness.untrusted import inert_output
 
-        return report_crash(exc, list(sys.argv[1:] if argv is None else argv))
+    with inert_output():
+        signal.signal(signal.SIGTERM, _terminate)
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        use_binaries(qemu=args.qemu, qemu_img=args.qemu_img)
+        handlers = {
+            "run": cmd_run,
+            "guest": cmd_guest,
+            "accel": cmd_accel,
+            "show": cmd_show,
+            "sweep": cmd_sweep,
+            "merge": cmd_merge,
+            "compare": cmd_compare,
+            "report": cmd_report,
+            "gate": cmd_gate,
+            "history": cmd_history,
+        }
+        if args.command not in handlers:
+            parser.print_help()
+            return ExitCode.USAGE
+        try:
+            return handlers[args.command](args)
+        except HarnessError as exc:
+            _err(f"diskbench: error: {exc.message}")
+            return exc.exit_code
+        except KeyboardInterrupt:
+            _err("diskbench: interrupted")
+            return 130
+        except Exception as exc:  # noqa: BLE001 - no traceback reaches a user: one line and a log
+            from harness.crash import report_crash
+
+            return report_crash(exc, list(sys.argv[1:] if argv is None else argv))

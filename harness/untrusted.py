@@ -16,9 +16,12 @@ module makes sure what reaches it is bounded, printable text.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
-from typing import Any
+import sys
+from collections.abc import Iterator
+from typing import Any, TextIO, cast
 
 #: Caps for what a sample keeps of guest and log text.
 REASON_CHARS = 500
@@ -97,3 +100,96 @@ def strict_json(text: str) -> Any:
         return json.loads(text, parse_constant=_refuse_constant)
     except RecursionError:
         raise ValueError("it nests too deeply") from None
+
+
+# The GitHub runner reads a line of a step's output (lines end at \n or \r) as a workflow command
+# when it starts with "::" after whitespace (`::error file=x::text`, `::add-mask::x`,
+# `::stop-commands::t`), or when it holds "##[" anywhere (the older `##[error]text`); inside a
+# command it decodes %0A, %0D, %25... So a line is made inert by breaking both marks: a line that
+# is no command has no escapes decoded either.
+_COMMAND_START = re.compile(r"^(\s*):(?=:)")
+
+
+def inert_for_runner(text: str, *, at_line_start: bool = True) -> str:
+    """``text`` with no line the GitHub runner reads as a workflow command.
+
+    ``::`` at the start of a line (after any whitespace) becomes ``: :`` and
+    ``##[`` anywhere becomes ``# #[``; nothing else changes. Every line break
+    Python knows counts (a superset of the runner's). ``at_line_start=False``:
+    ``text`` continues a line already written.
+    """
+    out = []
+    for i, line in enumerate(text.splitlines(keepends=True)):
+        if i or at_line_start:
+            line = _COMMAND_START.sub(r"\1: ", line, count=1)
+        out.append(line.replace("##[", "# #["))
+    return "".join(out)
+
+
+class InertStream:
+    """A text stream that writes through :func:`inert_for_runner`, a line at a time.
+
+    A line is passed on when it ends, or at :meth:`flush` (a progress bar
+    redraws a line in place); what could still become a command mark with the
+    next write (a line so far of whitespace and one ``:``, a trailing ``#`` or
+    ``##``) waits for it. Everything else is the wrapped stream's.
+    """
+
+    def __init__(self, inner: TextIO) -> None:
+        self.inner = inner
+        self._pending = ""  # the current line's text not written yet
+        self._mid_line = False  # part of the current line was written already
+
+    def write(self, text: str) -> int:
+        lines = (self._pending + text).splitlines(keepends=True)
+        self._pending = ""
+        if lines and lines[-1].splitlines() == [lines[-1]]:  # the last line has not ended
+            self._pending = lines.pop()
+        if lines:
+            self.inner.write(inert_for_runner("".join(lines), at_line_start=not self._mid_line))
+            self._mid_line = False
+        return len(text)
+
+    def flush(self) -> None:
+        self._emit(hold=True)
+        self.inner.flush()
+
+    def close_line(self) -> None:
+        """Write whatever is held (the output ends)."""
+        self._emit(hold=False)
+        self.inner.flush()
+
+    def _emit(self, *, hold: bool) -> None:
+        text = self._pending
+        held = ""
+        if hold and not self._mid_line and text.strip() in ("", ":"):
+            held = text
+        elif hold:
+            held = text[len(text.rstrip("#")) :][-2:]
+        text = text[: len(text) - len(held)]
+        if text:
+            self.inner.write(inert_for_runner(text, at_line_start=not self._mid_line))
+            self._mid_line = True
+        self._pending = held
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+@contextlib.contextmanager
+def inert_output() -> Iterator[None]:
+    """Within it, ``sys.stdout`` and ``sys.stderr`` are :class:`InertStream` s: whatever the
+    harness prints (errors naming a pull request's input, a guest's reasons, log lines) reaches
+    the CI log as text, never as a workflow command."""
+    saved = sys.stdout, sys.stderr
+    out, err = InertStream(saved[0]), InertStream(saved[1])
+    sys.stdout, sys.stderr = cast(TextIO, out), cast(TextIO, err)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+        for stream in (out, err):
+            try:
+                stream.close_line()
+            except (OSError, ValueError):
+                pass
