@@ -20,7 +20,9 @@ import contextlib
 import json
 import re
 import sys
-from collections.abc import Iterator
+import tomllib
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any, TextIO, cast
 
 #: Caps for what a sample keeps of guest and log text.
@@ -193,3 +195,61 @@ def inert_output() -> Iterator[None]:
                 stream.close_line()
             except (OSError, ValueError):
                 pass
+
+
+#: The most a sample's QEMU log files (console, report port, QEMU's stderr) may hold: a guest
+#: that writes more fails its sample, and the file is cut to this size once QEMU is gone.
+LOG_BYTES = 32 * 1024 * 1024
+
+
+def oversized_log(paths: Iterable[Path], max_bytes: int | None = None) -> tuple[Path, int] | None:
+    """The first of ``paths`` over ``max_bytes`` (default :data:`LOG_BYTES`) and its size."""
+    limit = LOG_BYTES if max_bytes is None else max_bytes
+    for path in paths:
+        try:
+            size = path.stat().st_size
+        except OSError:
+            continue
+        if size > limit:
+            return path, size
+    return None
+
+
+def cap_log(path: Path, max_bytes: int | None = None) -> None:
+    """Cut ``path`` to its first ``max_bytes`` (default :data:`LOG_BYTES`), saying so at the end."""
+    limit = LOG_BYTES if max_bytes is None else max_bytes
+    try:
+        size = path.stat().st_size
+        if size <= limit:
+            return
+        with open(path, "r+b") as fh:
+            fh.truncate(limit)
+            fh.seek(0, 2)
+            fh.write(f"\n[diskbench: cut at {limit} bytes of {size}]\n".encode())
+    except OSError:
+        pass
+
+
+#: How deep a pull request's TOML (policy, spec, recipe) may nest tables and arrays.
+TOML_DEPTH = 32
+
+
+def toml_loads(text: str) -> dict[str, Any]:
+    """``tomllib.loads`` of untrusted text: nesting deeper than :data:`TOML_DEPTH` (arrays, inline
+    tables, dotted keys or table headers) is a ``tomllib.TOMLDecodeError`` like any bad syntax,
+    never a ``RecursionError`` here or in whatever walks the tables later."""
+    too_deep = f"it nests tables and arrays deeper than {TOML_DEPTH} levels"
+    try:
+        data = tomllib.loads(text)
+    except RecursionError:
+        raise tomllib.TOMLDecodeError(too_deep) from None
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+        for child in children:
+            if isinstance(child, dict | list):
+                if depth >= TOML_DEPTH:
+                    raise tomllib.TOMLDecodeError(too_deep)
+                stack.append((child, depth + 1))
+    return data
