@@ -66,14 +66,14 @@ def parse_print_uris(text: str) -> list[AptFile]:
     return out
 
 
-def _print_uris(pins: Mapping[str, str]) -> list[AptFile]:
+def _print_uris(pins: Mapping[str, str], cwd: Path) -> list[AptFile]:
     argv = ["apt-get", "download", "--print-uris", *(f"{n}={v}" for n, v in sorted(pins.items()))]
     try:
-        result = run(argv, timeout_s=300)
+        result = run(argv, timeout_s=300, cwd=cwd)
     except CommandError as exc:
         if len(pins) > 1:
             for name, version in sorted(pins.items()):
-                _print_uris({name: version})  # names the pin that fails
+                _print_uris({name: version}, cwd)  # names the pin that fails
         raise GuestBuildError(
             f"cannot fetch pinned package {' '.join(f'{n}={v}' for n, v in pins.items())} "
             f"({exc.stderr.strip().splitlines()[-1] if exc.stderr.strip() else exc}); "
@@ -85,17 +85,18 @@ def _print_uris(pins: Mapping[str, str]) -> list[AptFile]:
     return parse_print_uris(result.stdout)
 
 
-def locate_debs(pins: Mapping[str, str]) -> dict[str, AptFile]:
+def locate_debs(pins: Mapping[str, str], cwd: Path) -> dict[str, AptFile]:
     """What apt would fetch for each ``name=version``: exactly that package, or a RecipeError.
 
     ``apt-get download`` reads a name that is no package's exact name as a
     pattern (``zlib1.+`` is ``zlib1g`` and ``zlib1g-dev``), so apt is first
     asked what it would fetch, without fetching: every pin must give one file
     named for that exact package and version, and nothing else may come.
+    ``cwd`` must be an empty directory: apt lists no file that is already there.
     """
     if not pins:
         return {}
-    files = _print_uris(pins)
+    files = _print_uris(pins, cwd)
     by_name = {f.filename: f for f in files}
     found: dict[str, AptFile] = {}
     wanted: set[str] = set()
@@ -135,18 +136,18 @@ def fetch_debs(pins: Mapping[str, str], debs: Path, log: Log) -> dict[str, Path]
             missing[name] = version
         else:
             found[name] = path
-    located = locate_debs(missing)
-    total = sum(p.stat().st_size for p in found.values()) + sum(f.size for f in located.values())
-    if total > MAX_RECIPE_BYTES:
-        raise RecipeError(
-            f"images/recipe.toml: its {len(pins)} packages take {total / 2**30:.2f} GiB, over the cap "
-            f"of {MAX_RECIPE_BYTES / 2**30:.2f} GiB per recipe: pin fewer or smaller packages"
-        )
-    if missing:
-        log(f"guest: downloading {len(missing)} packages into {debs}")
-        with tempfile.TemporaryDirectory(dir=debs, prefix=".dl-") as tmp:
-            for name, version in sorted(missing.items()):
-                found[name] = _download(name, version, located[name], Path(tmp) / name, debs)
+    with tempfile.TemporaryDirectory(dir=debs, prefix=".dl-") as tmp:
+        located = locate_debs(missing, Path(tmp))
+        total = sum(p.stat().st_size for p in found.values()) + sum(f.size for f in located.values())
+        if total > MAX_RECIPE_BYTES:
+            raise RecipeError(
+                f"images/recipe.toml: its {len(pins)} packages take {total / 2**30:.2f} GiB, over the "
+                f"cap of {MAX_RECIPE_BYTES / 2**30:.2f} GiB per recipe: pin fewer or smaller packages"
+            )
+        if missing:
+            log(f"guest: downloading {len(missing)} packages into {debs}")
+        for name, version in sorted(missing.items()):
+            found[name] = _download(name, version, located[name], Path(tmp) / name, debs)
     prune_package_cache(debs, keep=found.values(), log=log)
     return found
 
