@@ -35,6 +35,7 @@ from typing import Any
 from harness.errors import SpecError
 from harness.files import read_input_text
 from harness.spec import Cell, Format, make_cell
+from harness.untrusted import toml_loads
 
 POLICY_FILE = "policy.toml"
 
@@ -193,7 +194,7 @@ class Policy:
 def parse_policy(text: str, *, source: str = POLICY_FILE) -> Policy:
     """Parse and validate a policy; errors name the file and the key."""
     try:
-        data = tomllib.loads(text)
+        data = toml_loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{source}: not valid TOML ({exc}): fix the syntax") from None
     unknown = sorted(set(data) - {"image", "drive", "description"})

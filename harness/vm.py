@@ -30,9 +30,17 @@ from typing import Any
 from qemu.qmp.legacy import QEMUMonitorProtocol
 
 from harness import confine, proc
-from harness.errors import GuestIOError, GuestPanic, GuestTimeout, VMBootError, VMError, WorkDirFull
+from harness.errors import (
+    GuestIOError,
+    GuestPanic,
+    GuestTimeout,
+    ProtocolError,
+    VMBootError,
+    VMError,
+    WorkDirFull,
+)
 from harness.spec import SECRET_ID, Aio, Cache, Interface, secret_object
-from harness.untrusted import strict_json
+from harness.untrusted import LOG_BYTES, cap_log, oversized_log, strict_json
 
 REPORT_PORT = "org.diskbench.report"
 CONTROL_PORT = "org.diskbench.control"
@@ -402,6 +410,8 @@ class Machine:
             self._stderr_file.close()
             self._stderr_file = None
         self._handoff.close()
+        for path in (self.console_log, self.report_log, self.stderr_log):
+            cap_log(path)
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
@@ -491,6 +501,13 @@ class Machine:
                 if event.get("event") == name:
                     self._events.remove(event)
                     return event
+            flood = oversized_log((self.console_log, self.report_log, self.stderr_log))
+            if flood is not None:
+                raise ProtocolError(
+                    f"{flood[0].name} grew to {flood[1] / 2**20:.0f} MiB, past the cap of "
+                    f"{LOG_BYTES / 2**20:.0f} MiB, while waiting for {what}: the guest floods it",
+                    log_tail=self.console_tail(),
+                )
             if self._panicked():
                 raise GuestPanic(
                     f"guest kernel panicked while waiting for {what}",

@@ -18,6 +18,7 @@ from harness import __version__
 from harness.cli import accel, compare, gate, guest, history, merge, report, run, show, sweep
 from harness.cli.common import err, executable
 from harness.errors import ExitCode, HarnessError
+from harness.untrusted import inert_output
 
 # in the order ``diskbench --help`` lists them
 COMMANDS: tuple[ModuleType, ...] = (run, guest, accel, show, sweep, merge, report, compare, gate, history)
@@ -73,6 +74,14 @@ def _terminate(signum: int, _frame: object) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The CLI. Everything it prints goes through :func:`harness.untrusted.inert_output`: an
+    error may quote a pull request's policy key or symlink, a line a guest's reason, and none of
+    them may become a command of the CI runner that reads the log."""
+    with inert_output():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     signal.signal(signal.SIGTERM, _terminate)
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -47,7 +47,7 @@ from harness.guest.elf import (
     parse_modinfo,
     vmlinux_from_bzimage,
 )
-from harness.guest.packages import extract_deb, fetch_debs, repack_uncompressed
+from harness.guest.packages import extract_deb, fetch_debs, prune_package_cache, repack_uncompressed
 from harness.guest.recipe import (
     Log,
     PayloadPackage,
@@ -401,6 +401,7 @@ def _build_into(
         if not target.is_file():
             repack_uncompressed(paths[p.name], target, tmp)
         repacked[p.name] = target
+    prune_package_cache(repacked_dir, keep=repacked.values(), log=log)
     payload_files: dict[str, Path] = {}
     counts: dict[str, int] = {}
     for set_name, pkgs in recipe.payload_sets().items():

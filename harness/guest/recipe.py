@@ -22,11 +22,16 @@ from typing import Any
 
 from harness.errors import ExitCode, GuestBuildError
 from harness.paths import IMAGES_DIR
+from harness.untrusted import clean_line, toml_loads
 
 #: Bump when the build code changes what it produces; part of the recipe hash.
 BUILD_CODE_VERSION = "2"
 
 PIN_COMMAND = "diskbench guest pin"
+
+#: The most packages one recipe may pin (kernel, initramfs, tools and payload together); the
+#: shipped one has about 130. Over it is exit 2, before anything is fetched.
+MAX_RECIPE_PACKAGES = 400
 
 Log = Callable[[str], None]
 
@@ -172,7 +177,7 @@ def parse_recipe(recipe_toml: str, payload_lock: str, *, require_lock: bool = Tr
     """
     where = "images/recipe.toml"
     try:
-        data = tomllib.loads(recipe_toml)
+        data = toml_loads(recipe_toml)
     except tomllib.TOMLDecodeError as exc:
         raise RecipeError(f"{where}: {exc}") from exc
     kernel = _table(data, "kernel", where)
@@ -206,7 +211,7 @@ def parse_recipe(recipe_toml: str, payload_lock: str, *, require_lock: bool = Tr
             f"{where} [kernel] modules",
             "use a module name such as virtio_blk",
         )
-    return Recipe(
+    recipe = Recipe(
         kernel_package=_package(_str(kernel, "package", where), f"{where} [kernel] package"),
         kernel_version=_version(_str(kernel, "version", where), f"{where} [kernel] version"),
         modules=modules,
@@ -223,6 +228,13 @@ def parse_recipe(recipe_toml: str, payload_lock: str, *, require_lock: bool = Tr
         tools_files=tools_files,
         tools_packages=tools_pkgs,
     )
+    count = len(recipe.all_pins())
+    if count > MAX_RECIPE_PACKAGES:
+        raise RecipeError(
+            f"{where} and images/payload.lock pin {count} packages, over the cap of "
+            f"{MAX_RECIPE_PACKAGES} per recipe: pin fewer packages"
+        )
+    return recipe
 
 
 def _tools(
@@ -323,16 +335,26 @@ def _shown(recipe_dir: Path, path: Path) -> str:
 def _check_root(recipe_dir: Path) -> None:
     if recipe_dir.is_symlink():
         raise RecipeError(
-            f"the guest recipe {recipe_dir} is a symlink to {os.readlink(recipe_dir)}: "
+            f"the guest recipe {recipe_dir} is a symlink to {_link(recipe_dir)}: "
             "images/ must be a directory of the checkout"
         )
 
 
+def _link(path: Path) -> str:
+    """A symlink's target as one printable line (a pull request names it)."""
+    return clean_line(os.readlink(path), max_chars=200)
+
+
 def _inside(root: Path, path: Path, recipe_dir: Path) -> Path:
-    """``path`` resolved; a RecipeError if that is outside ``root``."""
-    real = path.resolve()
+    """``path`` resolved; a RecipeError if that is outside ``root`` or a symlink loop."""
+    try:
+        real = path.resolve()
+    except (RuntimeError, OSError):  # a loop: RuntimeError before Python 3.13, ELOOP since
+        raise RecipeError(
+            f"{_shown(recipe_dir, path)} is a symlink loop: replace the symlink with the file itself"
+        ) from None
     if real != root and root not in real.parents:
-        what = f"a symlink to {os.readlink(path)}" if path.is_symlink() else f"resolves to {real}"
+        what = f"a symlink to {_link(path)}" if path.is_symlink() else f"resolves to {real}"
         raise RecipeError(
             f"{_shown(recipe_dir, path)} is {what}, outside {recipe_dir.name}/: "
             "replace the symlink with the file itself"

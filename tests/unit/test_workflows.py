@@ -4,7 +4,12 @@ Every rule is a function from a workflow (its file name, parsed YAML and text) t
 its violations; each is run on the real workflows (no violation) and on a small bad workflow
 (the violation it exists for). The rules:
 
-- no ``pull_request_target`` trigger at all;
+- a ``pull_request_target`` workflow (it runs from the base branch, with the base repository's
+  token) only for ``main``, with no write permission and no secrets, each job gated by approval;
+- no job that may land on a self-hosted runner is reachable from a ``pull_request`` trigger (that
+  runs the pull request's own workflow files), directly or through a reusable workflow;
+- a pull request's tree checked out with ``allow-unsafe-pr-checkout`` is data: it has its own
+  ``path:``, no step runs in it or runs anything from it, it only reaches the harness's ``--repo``;
 - ``permissions: {}`` at the top, and every job names its own;
 - no write permission in a workflow that pull requests trigger;
 - every remote ``uses:`` pinned to a 40-hex commit with a ``# vX.Y.Z`` comment;
@@ -13,7 +18,10 @@ its violations; each is run on the real workflows (no violation) and on a small 
 - the PR gate's self-hosted job runs for a fork only on the ``safe-to-bench`` label event,
   decided by its ``if:``, evaluated here on real event shapes;
 - self-hosted jobs ask for ``--accel kvm`` and never for another accelerator;
-- a ``workflow_run`` workflow checks out no other ref and downloads artifacts outside the workspace.
+- a ``workflow_run`` workflow checks out no other ref and downloads artifacts outside the workspace;
+- a ``workflow_run`` job that may write takes only runs of this repository's ``gate.yml`` triggered
+  by ``pull_request_target``, decided by its ``if:`` on real event shapes, and the comment step
+  posts only for the pull request's current head (its script run here with a stand-in ``gh``).
 
 It also checks the sweep workflow's input planner and that the action's test fixtures are
 valid comparison documents.
@@ -24,6 +32,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import subprocess
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -83,10 +92,86 @@ Rule = Callable[[Workflow], list[str]]
 # --- the rules -------------------------------------------------------------------------------------
 
 
-def no_pull_request_target(wf: Workflow) -> list[str]:
-    return [f"{wf.name}: pull_request_target runs with a write token next to PR code"] * (
-        "pull_request_target" in wf.triggers
-    )
+def pull_request_target_is_gated_and_read_only(wf: Workflow) -> list[str]:
+    if "pull_request_target" not in wf.triggers:
+        return []
+    on = wf.doc.get("on", wf.doc.get(True))  # type: ignore[call-overload]
+    trigger = (on or {}).get("pull_request_target") if isinstance(on, dict) else None
+    problems = []
+    if not isinstance(trigger, dict) or trigger.get("branches") != ["main"]:
+        problems.append(
+            f"{wf.name}: pull_request_target must be limited to branches: [main] "
+            "(a pull request to another branch runs that branch's workflow)"
+        )
+    if "secrets" in wf.text:
+        problems.append(
+            f"{wf.name}: pull_request_target with secrets: the pull request's data is next to them"
+        )
+    for job_id, job in wf.jobs.items():
+        problems += [
+            f"{wf.name}: job {job_id} may write ({scope}) on pull_request_target"
+            for scope, level in (job.get("permissions") or {}).items()
+            if level == "write"
+        ]
+        if "if" not in job:
+            problems.append(f"{wf.name}: job {job_id} runs on pull_request_target with no approval if:")
+    return problems
+
+
+def local_reusable(job: Mapping[str, Any]) -> Workflow | None:
+    """The workflow a job calls with ``uses: ./.github/workflows/X.yml`` (None: not a local call)."""
+    uses = str(job.get("uses", ""))
+    if not uses.startswith("./.github/workflows/"):
+        return None
+    path = ROOT / uses.removeprefix("./")
+    return parse(path.name, path.read_text(encoding="utf-8"))
+
+
+def reaches_self_hosted(job: Mapping[str, Any]) -> bool:
+    """Whether a job may land on a self-hosted runner, itself or through the workflow it calls."""
+    if runs_self_hosted(job):
+        return True
+    called = local_reusable(job)
+    return called is not None and any(reaches_self_hosted(j) for j in called.jobs.values())
+
+
+def no_self_hosted_from_pull_request(wf: Workflow) -> list[str]:
+    if "pull_request" not in wf.triggers:
+        return []
+    return [
+        f"{wf.name}: job {job_id} reaches a self-hosted runner from pull_request: the pull request's "
+        "own workflow files run there, it can drop any if:"
+        for job_id, job in wf.jobs.items()
+        if reaches_self_hosted(job) or (job.get("uses") and local_reusable(job) is None)
+    ]
+
+
+def pull_request_tree_is_data(wf: Workflow) -> list[str]:
+    problems = []
+    for job_id, job in wf.jobs.items():
+        steps = job.get("steps") or []
+        trees = [
+            str((s.get("with") or {}).get("path", ""))
+            for s in steps
+            if str(s.get("uses", "")).startswith("actions/checkout@")
+            and (s.get("with") or {}).get("allow-unsafe-pr-checkout") not in (None, False)
+        ]
+        for tree in trees:
+            if tree in ("", ".", "./"):
+                problems.append(f"{wf.name}: job {job_id} checks out a pull request's tree as its workspace")
+                continue
+            for step in steps:
+                where = str(step.get("working-directory", ""))
+                script = str(step.get("run", ""))
+                uses = str(step.get("uses", ""))
+                # the one use allowed: the harness's --repo argument names the tree
+                mentions = script.replace(f'--repo "$GITHUB_WORKSPACE/{tree}"', "")
+                if where.split("/")[0] == tree or uses.startswith(f"./{tree}") or tree in mentions:
+                    problems.append(
+                        f"{wf.name}: job {job_id} runs something of the pull request's tree {tree}/ "
+                        f"(step {step.get('name', step.get('uses', '?'))!r})"
+                    )
+    return problems
 
 
 def permissions_empty_at_top_and_per_job(wf: Workflow) -> list[str]:
@@ -138,8 +223,14 @@ def checkout_keeps_no_credentials(wf: Workflow) -> list[str]:
         with_ = step.get("with") or {}
         if with_.get("persist-credentials") is not False:
             problems.append(f"{wf.name}: a checkout in job {job_id} keeps the token (persist-credentials)")
-        if with_.get("allow-unsafe-pr-checkout") not in (None, False):
-            problems.append(f"{wf.name}: a checkout in job {job_id} opts into checking out fork code")
+        unsafe = with_.get("allow-unsafe-pr-checkout")
+        if unsafe not in (None, False) and not (
+            unsafe == "${{ inputs.pull-request-tree }}" and "workflow_call" in wf.triggers
+        ):
+            problems.append(
+                f"{wf.name}: a checkout in job {job_id} opts into checking out fork code other "
+                "than through the reusable gate's pull-request-tree input"
+            )
     return problems
 
 
@@ -360,8 +451,10 @@ FORK_GATE_CASES = [
 
 
 def forks_wait_for_approval(wf: Workflow) -> list[str]:
-    if "pull_request" not in wf.triggers:
+    triggers = wf.triggers & {"pull_request", "pull_request_target"}
+    if not triggers:
         return []
+    event_name = sorted(triggers)[0]
     problems = []
     for job_id, job in wf.jobs.items():
         if not (runs_self_hosted(job) or "uses" in job):
@@ -373,7 +466,7 @@ def forks_wait_for_approval(wf: Workflow) -> list[str]:
         try:
             expression = Expression(str(condition))
             for event, allowed in FORK_GATE_CASES:
-                context = {"github": {"event": event, "repository": REPOSITORY, "event_name": "pull_request"}}
+                context = {"github": {"event": event, "repository": REPOSITORY, "event_name": event_name}}
                 if expression.evaluate(context) != allowed:
                     label = event.get("label", {}).get("name", "") or ",".join(
                         x["name"] for x in event["pull_request"]["labels"]
@@ -392,8 +485,78 @@ def forks_wait_for_approval(wf: Workflow) -> list[str]:
     return problems
 
 
+GATE_PATH = ".github/workflows/gate.yml"
+
+
+def run_event(
+    event: str,
+    path: str = GATE_PATH,
+    *,
+    repo: str = REPOSITORY,
+    head_repo: str = REPOSITORY,
+    conclusion: str = "success",
+) -> dict[str, Any]:
+    return {
+        "action": "completed",
+        "workflow_run": {
+            "id": 77,
+            "name": "gate",
+            "event": event,
+            "path": path,
+            "conclusion": conclusion,
+            "head_sha": "a" * 40,
+            "display_title": f"gate: pull request #5 at {'b' * 40}",
+            "repository": {"full_name": repo},
+            "head_repository": {"full_name": head_repo},
+        },
+    }
+
+
+# (workflow_run event, whether a job that may write takes it)
+GATE_RUN_CASES = [
+    (run_event("pull_request_target"), True),
+    # a workflow a fork's pull request adds, named "gate"
+    (run_event("pull_request", ".github/workflows/evil.yml", head_repo="mallory/diskbench"), False),
+    # the fork's own edit of gate.yml, run on pull_request
+    (run_event("pull_request", head_repo="mallory/diskbench"), False),
+    (run_event("pull_request"), False),
+    (run_event("pull_request_target", ".github/workflows/other.yml"), False),
+    (run_event("push"), False),
+    (run_event("pull_request_target", repo="mallory/diskbench", head_repo="mallory/diskbench"), False),
+]
+
+
+def workflow_run_takes_only_the_gate(wf: Workflow) -> list[str]:
+    if "workflow_run" not in wf.triggers:
+        return []
+    problems = []
+    for job_id, job in wf.jobs.items():
+        if "write" not in (job.get("permissions") or {}).values():
+            continue
+        condition = job.get("if")
+        if condition is None:
+            problems.append(f"{wf.name}: job {job_id} may write for any completed run: it has no if:")
+            continue
+        try:
+            expression = Expression(str(condition))
+            for event, allowed in GATE_RUN_CASES:
+                context = {"github": {"event": event, "repository": REPOSITORY, "event_name": "workflow_run"}}
+                if expression.evaluate(context) != allowed:
+                    run = event["workflow_run"]
+                    problems.append(
+                        f"{wf.name}: job {job_id} {'skips' if allowed else 'takes'} a {run['event']} run of "
+                        f"{run['path']} in {run['repository']['full_name']}"
+                    )
+        except ValueError as exc:
+            problems.append(f"{wf.name}: job {job_id}: cannot check its if: ({exc})")
+    return problems
+
+
 RULES: list[Rule] = [
-    no_pull_request_target,
+    pull_request_target_is_gated_and_read_only,
+    no_self_hosted_from_pull_request,
+    pull_request_tree_is_data,
+    workflow_run_takes_only_the_gate,
     permissions_empty_at_top_and_per_job,
     no_write_where_pull_requests_trigger,
     remote_uses_pinned,
@@ -428,31 +591,107 @@ def test_every_workflow_keeps_the_rule(rule: Rule) -> None:
 
 def test_the_pr_gate_reaches_the_kvm_runner_through_a_gated_job() -> None:
     gate = parse("gate.yml", (WORKFLOWS / "gate.yml").read_text(encoding="utf-8"))
-    assert gate.triggers == {"pull_request"}
+    # the base branch's file runs, whatever the pull request changes in its own copy
+    assert gate.triggers == {"pull_request_target"}
     bench = gate.jobs["bench"]
     assert bench["uses"] == "./.github/workflows/gate-reusable.yml"
     assert json.loads(bench["with"]["runner-labels"]) == ["self-hosted", "linux", "x64", "kvm"]
     assert forks_wait_for_approval(gate) == []
+    # the harness from base; the pull request's tree, at the approved head commit, as data
+    assert bench["with"]["diskbench-ref"] == "${{ github.sha }}"
+    assert bench["with"]["subject-ref"] == "${{ github.event.pull_request.head.sha }}"
+    assert bench["with"]["pull-request-tree"] is True
+    assert "build-command" not in bench["with"], "nothing the pull request brings runs on the runner"
+    assert gate.doc["run-name"] == (
+        "gate: pull request #${{ github.event.pull_request.number }} at ${{ github.event.pull_request.head.sha }}"
+    )
     reusable = parse("gate-reusable.yml", (WORKFLOWS / "gate-reusable.yml").read_text(encoding="utf-8"))
     gate_job = reusable.jobs["gate"]
     assert runs_self_hosted(gate_job)
     script = next(s["run"] for s in gate_job["steps"] if s.get("id") == "gate")
     assert "--accel kvm" in script
     assert "diskbench gate" in script
+    assert (
+        next(
+            s
+            for s in gate_job["steps"]
+            if s.get("name") == "Set up (venv, guest; the apt packages were installed once as root)"
+        )["working-directory"]
+        == "diskbench"
+    )
+    assert pull_request_tree_is_data(reusable) == []
+
+
+def test_no_self_hosted_job_is_reachable_from_a_pull_request_trigger() -> None:
+    pr_workflows = [wf for wf in real_workflows() if "pull_request" in wf.triggers]
+    assert [wf.name for wf in pr_workflows] == ["ci.yml"]
+    assert all(not reaches_self_hosted(job) for wf in pr_workflows for job in wf.jobs.values())
+    # and the rule sees through a reusable workflow
+    gate = parse("gate.yml", (WORKFLOWS / "gate.yml").read_text(encoding="utf-8"))
+    assert reaches_self_hosted(gate.jobs["bench"])
 
 
 def test_the_comment_workflow_runs_the_action_from_the_default_branch() -> None:
     wf = parse("gate-comment.yml", (WORKFLOWS / "gate-comment.yml").read_text(encoding="utf-8"))
     gate = parse("gate.yml", (WORKFLOWS / "gate.yml").read_text(encoding="utf-8"))
     assert wf.triggers == {"workflow_run"}
-    # workflow_run names the gate by its name:
+    # workflow_run names the gate by its name: any workflow so named triggers it, so the jobs'
+    # if: check the run's file, event and repository (workflow_run_takes_only_the_gate)
     assert wf.doc[True]["workflow_run"] == {"workflows": [gate.doc["name"]], "types": ["completed"]}
+    assert workflow_run_takes_only_the_gate(wf) == []
     comment = wf.jobs["comment"]
     assert comment["runs-on"] == "ubuntu-latest"
     assert comment["permissions"] == {"actions": "read", "contents": "read", "pull-requests": "write"}
     uses = [s.get("uses", "") for s in comment["steps"]]
     assert "./.github/actions/gate-comment" in uses
+    action = next(s for s in comment["steps"] if s.get("uses") == "./.github/actions/gate-comment")
+    assert action["with"]["pr-number"] == "${{ steps.artifact.outputs.pr }}"
     assert wf.jobs["unlabel"]["permissions"] == {"pull-requests": "write"}
+
+
+FAKE_GH = """#!/bin/sh
+case "$2" in
+  */pulls/*) echo "$FAKE_PR_HEAD" ;;
+  */artifacts) echo "$FAKE_ARTIFACTS" ;;
+  *) echo "unexpected gh $*" >&2; exit 1 ;;
+esac
+"""
+
+
+@pytest.mark.parametrize(
+    ("title", "pr_head", "artifacts", "expected"),
+    [
+        (f"gate: pull request #5 at {'b' * 40}", "b" * 40, "1", {"pr": "5", "found": "true"}),
+        # pushed again since the gate measured: the verdict is not the pull request's any more
+        (f"gate: pull request #5 at {'b' * 40}", "c" * 40, "1", {"pr": "5", "found": "false"}),
+        # approved, then pushed before the job ran: skipped, no artifact
+        (f"gate: pull request #5 at {'b' * 40}", "b" * 40, "0", {"pr": "5", "found": "false"}),
+        ("gate: pull request #5 at main", "b" * 40, "1", {"found": "false"}),
+        (f"gate: pull request #5 at {'b' * 40}\n::error::x", "b" * 40, "1", {"found": "false"}),
+    ],
+)
+def test_the_comment_step_posts_only_for_the_current_head(
+    tmp_path: Path, title: str, pr_head: str, artifacts: str, expected: dict[str, str]
+) -> None:
+    wf = parse("gate-comment.yml", (WORKFLOWS / "gate-comment.yml").read_text(encoding="utf-8"))
+    step = wf.jobs["comment"]["steps"][0]
+    assert step["id"] == "artifact"
+    (tmp_path / "gh").write_text(FAKE_GH)
+    (tmp_path / "gh").chmod(0o755)
+    out = tmp_path / "github_output"
+    env = {
+        "PATH": f"{tmp_path}:/usr/bin:/bin",
+        "GITHUB_OUTPUT": str(out),
+        "REPO": REPOSITORY,
+        "RUN_ID": "77",
+        "TITLE": title,
+        "FAKE_PR_HEAD": pr_head,
+        "FAKE_ARTIFACTS": artifacts,
+    }
+    done = subprocess.run(["bash", "-e", "-c", step["run"]], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert dict(line.split("=", 1) for line in out.read_text().splitlines()) == expected
+    assert "::" not in done.stdout
 
 
 def test_only_the_history_job_may_write_contents() -> None:
@@ -507,14 +746,57 @@ GOOD_STEP = """
 """
 
 BAD: dict[Rule, tuple[str, str]] = {
-    no_pull_request_target: (
+    pull_request_target_is_gated_and_read_only: (
         """
 on: pull_request_target
 permissions: {}
 jobs:
-  x: {runs-on: ubuntu-latest, permissions: {}, steps: [{run: 'true'}]}
+  x: {runs-on: ubuntu-latest, permissions: {contents: write}, steps: [{run: 'true'}]}
 """,
-        "pull_request_target",
+        "must be limited to branches: [main]",
+    ),
+    no_self_hosted_from_pull_request: (
+        """
+on: pull_request
+permissions: {}
+jobs:
+  bench:
+    if: github.event.action == 'labeled' && github.event.label.name == 'safe-to-bench'
+    permissions: {contents: read}
+    uses: ./.github/workflows/gate-reusable.yml
+    with: {base: a, head: b}
+""",
+        "job bench reaches a self-hosted runner from pull_request",
+    ),
+    pull_request_tree_is_data: (
+        """
+on: workflow_call
+permissions: {}
+jobs:
+  x:
+    runs-on: [self-hosted, kvm]
+    permissions: {}
+    steps:
+      - uses: actions/checkout@0123456789abcdef0123456789abcdef01234567 # v7.0.1
+        with: {path: subject, persist-credentials: false, allow-unsafe-pr-checkout: true}
+      - name: Build
+        run: make -C subject
+""",
+        "runs something of the pull request's tree subject/ (step 'Build')",
+    ),
+    workflow_run_takes_only_the_gate: (
+        """
+on:
+  workflow_run: {workflows: [gate], types: [completed]}
+permissions: {}
+jobs:
+  comment:
+    if: github.event.workflow_run.conclusion == 'success'
+    runs-on: ubuntu-latest
+    permissions: {pull-requests: write}
+    steps: [{run: 'true'}]
+""",
+        "takes a pull_request run of .github/workflows/evil.yml",
     ),
     permissions_empty_at_top_and_per_job: (
         """
