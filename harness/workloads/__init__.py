@@ -1,5 +1,10 @@
 """Workloads on the host side: what each metric means, and parsers of guest output.
 
+Each workload is one module here that declares ``WORKLOAD``: its parameters,
+checks, what the guest is told and its output parser
+(:mod:`~harness.workloads.params`); :mod:`~harness.workloads.registry` lists
+them, built-in and registered.
+
 Pure: no I/O.  Every figure a sample can carry has a :class:`Metric` here,
 so comparisons and reports know its unit and whether higher or lower is
 better without guessing from the name; :func:`metric_info` looks one up.

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.errors import SpecError
-from harness.workloads import Metric, OutputParser
+from harness.workloads import Metric, OutputParser, Parsed, expect_keys
 
 MIB = 1024**2
 # a cell's values of every registered parameter, by name
@@ -71,9 +71,7 @@ class Param:
 
 
 def _no_outputs(workload: str) -> OutputParser:
-    def parse(outputs: Mapping[str, str]) -> tuple[dict[str, float], dict[str, Any]]:
-        from harness.workloads import expect_keys
-
+    def parse(outputs: Mapping[str, str]) -> Parsed:
         expect_keys(workload, outputs, ())
         return {}, {}
 
