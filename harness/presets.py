@@ -82,17 +82,7 @@ def cell_values(cell: Cell) -> dict[str, Any]:
         "aio": drv.aio.value,
         "interface": drv.interface.value,
         "workload": wl.name.value,
-        "payload": wl.payload,
-        "dd_mib": wl.dd_mib,
-        "dd_chunk_mib": wl.dd_chunk_mib,
-        "fs": wl.fs,
-        "bonnie_size_mib": wl.bonnie_size_mib,
-        "bonnie_ram_mib": wl.bonnie_ram_mib,
-        "bonnie_files": wl.bonnie_files,
-        "fio_target": wl.fio_target,
-        "fio_size_mib": wl.fio_size_mib,
-        "fio_ios": wl.fio_ios,
-        "fio_fsync_ios": wl.fio_fsync_ios,
+        **wl.params(),
         "cache_state": cell.cache_state.value,
     }
 

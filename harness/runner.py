@@ -83,11 +83,12 @@ def vm_config(cell: Cell, guest: Guest, opts: RunOptions, image: Path) -> VMConf
                 serial=PAYLOAD_SERIAL,
             )
         )
-    if cell.workload.name is Workload.FIO:
+    tools = cell.workload.kind.tools
+    if tools:
         if guest.tools is None:
             raise GuestBuildError(
-                "the fio workload needs the guest's tools drive, and this guest has none: "
-                "add fio to [tools] in images/recipe.toml and rebuild (`diskbench guest build`)"
+                f"the {cell.workload.name} workload needs the guest's tools drive, and this guest has none: "
+                f"add {', '.join(tools)} to [tools] in images/recipe.toml and rebuild (`diskbench guest build`)"
             )
         drives.append(
             Drive(
@@ -127,15 +128,12 @@ def vm_config(cell: Cell, guest: Guest, opts: RunOptions, image: Path) -> VMConf
 WORKLOAD_PREFIX = "diskbench."
 
 
-def check_fio_targets(cell: Cell, outputs: dict[str, str]) -> None:
-    """The guest ran fio on the targets the cell asked for, no other (its figures are named by target)."""
-    wanted = {"both": {"raw", "file"}}.get(cell.workload.fio_target, {cell.workload.fio_target})
-    sent = {key.split("_")[1] for key in outputs}
-    if sent != wanted:
-        raise ProtocolError(
-            f"fio ran on {', '.join(sorted(sent)) or 'nothing'}, the cell asked for "
-            f"{', '.join(sorted(wanted))} (diskbench.fio_target={cell.workload.fio_target})"
-        )
+def check_outputs(cell: Cell, outputs: dict[str, str]) -> None:
+    """The report's outputs agree with what the cell asked for, as its workload checks them
+    (fio: the targets it ran); :class:`ProtocolError` if not."""
+    check = cell.workload.kind.check_outputs
+    if check is not None:
+        check(cell.workload.params(), outputs)
 
 
 def workload_line(cell: Cell, opts: RunOptions) -> str:
@@ -364,8 +362,7 @@ def run_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: 
         report = parse_report(run.event, workload=cell.workload.name.value)
         try:
             extra_metrics, extra_fields = parse_outputs(report.workload, report.outputs)
-            if cell.workload.name is Workload.FIO:
-                check_fio_targets(cell, report.outputs)
+            check_outputs(cell, report.outputs)
         except ProtocolError as exc:
             if report.status == "ok":
                 raise

@@ -8,13 +8,19 @@ allowed, so the CLI can print it and exit 2 before an image is created.
 from __future__ import annotations
 
 import itertools
-import re
+import typing
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import Enum, StrEnum
 from typing import Any
 
 from harness.errors import SpecError
+from harness.sizes import format_size as format_size  # re-exported: spelled here before
+from harness.sizes import parse_size as parse_size
+from harness.workloads import registry
+from harness.workloads.params import WorkloadKind
+from harness.workloads.registry import Workload as Workload  # re-exported: the cell's word
+from harness.workloads.registry import parse_workload
 
 
 class Format(StrEnum):
@@ -47,14 +53,6 @@ class Interface(StrEnum):
     IDE = "ide"
     AHCI = "ahci"
     NVME = "nvme"
-
-
-class Workload(StrEnum):
-    INSTALL = "install"
-    DD = "dd"
-    BONNIE = "bonnie"
-    MKFS = "mkfs"
-    FIO = "fio"
 
 
 class CacheState(StrEnum):
@@ -95,31 +93,6 @@ SECRET_DATA = "diskbench"
 def secret_object() -> str:
     """The ``--object``/``-object`` value that holds the LUKS passphrase."""
     return f"secret,id={SECRET_ID},data={SECRET_DATA}"
-
-
-FILESYSTEMS = ("ext4", "ext2")
-FIO_TARGETS = ("both", "raw", "file")
-
-_SIZE_RE = re.compile(r"^\s*(\d+)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
-
-
-def parse_size(text: str | int, *, what: str = "size") -> int:
-    """``"64K"`` -> 65536. Sizes are binary, as qemu-img reads them."""
-    if isinstance(text, int):
-        return text
-    match = _SIZE_RE.match(text)
-    if not match:
-        raise SpecError(f"{what} {text!r} is not a size: use a number with an optional K, M, G or T suffix")
-    return int(match.group(1)) * _UNITS[match.group(2).lower()]
-
-
-def format_size(size: int) -> str:
-    """65536 -> ``"64k"``: the shortest exact binary spelling, for cell ids."""
-    for suffix, unit in (("t", 1024**4), ("g", 1024**3), ("m", 1024**2), ("k", 1024)):
-        if size >= unit and size % unit == 0:
-            return f"{size // unit}{suffix}"
-    return str(size)
 
 
 def _choice(enum: type[Enum], value: str | Enum, what: str) -> Any:
@@ -195,60 +168,57 @@ class DriveSpec:
 
 @dataclass(frozen=True)
 class WorkloadSpec:
-    """What the guest runs, with its parameters."""
+    """What the guest runs, with its parameters.
+
+    It holds the value of every registered workload's parameters (see
+    :mod:`harness.workloads.registry`), not only its own, so that every
+    record's ``workload`` dict has the same keys in the same order; each is
+    read as an attribute (``spec.dd_mib``).  The workload's own declaration
+    (:attr:`kind`) says which of them it uses.
+    """
 
     name: Workload = Workload.INSTALL
-    payload: str = "full"
-    dd_mib: int = 256
-    dd_chunk_mib: int = 2
-    fs: str = "ext4"
-    bonnie_size_mib: int = 512
-    bonnie_ram_mib: int = 256
-    bonnie_files: int = 0
-    # fio (images/workloads/fio.fio): targets, MiB of the sequential jobs, IOs of each random
-    # 4 KiB job, writes of the fsync-per-write job
-    fio_target: str = "both"
-    fio_size_mib: int = 64
-    fio_ios: int = 2000
-    fio_fsync_ios: int = 200
+    values: tuple[tuple[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        # a parameter not given has its default, so equal cells compare equal
+        held = dict(self.values)
+        full = {name: held.pop(name, default) for name, default in registry.defaults().items()}
+        object.__setattr__(self, "values", (*full.items(), *held.items()))
+
+    def __getattr__(self, key: str) -> Any:
+        if not key.startswith("_"):
+            for name, value in self.__dict__.get("values", ()):
+                if name == key:
+                    return value
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {key!r}")
+
+    @property
+    def kind(self) -> WorkloadKind:
+        return registry.kind(self.name)
+
+    def params(self) -> dict[str, Any]:
+        """Every parameter's value by name, in the registry's order."""
+        return dict(self.values)
 
     def kernel_args(self) -> list[str]:
-        args = [f"diskbench.workload={self.name.value}"]
-        if self.name is Workload.DD:
-            args += [
-                f"diskbench.fs={self.fs}",
-                f"diskbench.dd_mib={self.dd_mib}",
-                f"diskbench.dd_chunk_mib={self.dd_chunk_mib}",
-            ]
-        elif self.name is Workload.BONNIE:
-            args += [
-                f"diskbench.fs={self.fs}",
-                f"diskbench.bonnie_size_mib={self.bonnie_size_mib}",
-                f"diskbench.bonnie_ram_mib={self.bonnie_ram_mib}",
-                f"diskbench.bonnie_files={self.bonnie_files}",
-            ]
-        elif self.name is Workload.MKFS:
-            args.append(f"diskbench.fs={self.fs}")
-        elif self.name is Workload.FIO:
-            args += [
-                f"diskbench.fio_target={self.fio_target}",
-                f"diskbench.fio_size_mib={self.fio_size_mib}",
-                f"diskbench.fio_ios={self.fio_ios}",
-                f"diskbench.fio_fsync_ios={self.fio_fsync_ios}",
-            ]
-        return args
+        return self.kind.kernel_args(self.params())
 
     @property
     def slug(self) -> str:
-        if self.name is Workload.INSTALL:
-            return f"install-{self.payload}"
-        if self.name is Workload.BONNIE:
-            return f"bonnie-{self.bonnie_size_mib}m-r{self.bonnie_ram_mib}m-n{self.bonnie_files}-{self.fs}"
-        if self.name is Workload.MKFS:
-            return f"mkfs-{self.fs}"
-        if self.name is Workload.FIO:
-            return f"fio-{self.fio_target}-{self.fio_size_mib}m-{self.fio_ios}x-{self.fio_fsync_ios}f"
-        return f"dd-{self.dd_mib}m-{self.dd_chunk_mib}m-{self.fs}"
+        return self.kind.slug(self.params())
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name.value, **self.params()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> WorkloadSpec:
+        """A record's ``workload`` dict as it is, unchecked (see :meth:`Cell.from_dict` for checked).
+
+        KeyError without a name, ValueError for a name no workload has.
+        """
+        known = registry.params()
+        return cls(name=Workload(data["name"]), values=tuple((k, v) for k, v in data.items() if k in known))
 
 
 @dataclass(frozen=True)
@@ -273,9 +243,13 @@ class Cell:
                 return {k: plain(v) for k, v in value.items()}
             return value
 
-        data = {k: plain(v) for k, v in asdict(self).items()}
-        data["id"] = self.id
-        return data
+        return {
+            "image": plain(asdict(self.image)),
+            "drive": plain(asdict(self.drive)),
+            "workload": self.workload.as_dict(),
+            "cache_state": self.cache_state.value,
+            "id": self.id,
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Cell:
@@ -294,32 +268,9 @@ class Cell:
             aio=drive["aio"],
             interface=drive["interface"],
             workload=workload["name"],
-            payload=workload.get("payload", "full"),
-            dd_mib=workload.get("dd_mib", 256),
-            dd_chunk_mib=workload.get("dd_chunk_mib", 2),
-            fs=workload.get("fs", "ext4"),
-            bonnie_size_mib=workload.get("bonnie_size_mib", 512),
-            bonnie_ram_mib=workload.get("bonnie_ram_mib", 256),
-            bonnie_files=workload.get("bonnie_files", 0),
-            fio_target=workload.get("fio_target", "both"),
-            fio_size_mib=workload.get("fio_size_mib", 64),
-            fio_ios=workload.get("fio_ios", 2000),
-            fio_fsync_ios=workload.get("fio_fsync_ios", 200),
             cache_state=data.get("cache_state", "fresh"),
+            **{name: workload.get(name, default) for name, default in registry.defaults().items()},
         )
-
-
-def filesystem_room(disk_size: int, fs: str) -> int:
-    """Bytes a file can surely take on a fresh ``fs`` filled to the whole disk.
-
-    mke2fs takes inode tables (up to 1/16 of a small disk), bitmaps and, for
-    ext4, a journal; the rest minus a margin is room.  Generous enough for
-    seed 001's 256 MiB on a 300 MiB ext2 image, strict enough to refuse what
-    cannot fit.
-    """
-    if fs == "ext2":
-        return disk_size - disk_size // 16 - 2 * 1024**2
-    return disk_size - disk_size // 8 - 8 * 1024**2
 
 
 def _validate_cluster_size(value: str | int | None, fmt: Format) -> int | None:
@@ -346,20 +297,15 @@ def make_cell(
     aio: str | Aio = Aio.THREADS,
     interface: str | Interface = Interface.VIRTIO_BLK,
     workload: str | Workload = Workload.INSTALL,
-    payload: str = "full",
-    dd_mib: int = 256,
-    dd_chunk_mib: int = 2,
-    fs: str = "ext4",
-    bonnie_size_mib: int = 512,
-    bonnie_ram_mib: int = 256,
-    bonnie_files: int = 0,
-    fio_target: str = "both",
-    fio_size_mib: int = 64,
-    fio_ios: int = 2000,
-    fio_fsync_ios: int = 200,
     cache_state: str | CacheState = CacheState.FRESH,
+    **params: Any,
 ) -> Cell:
-    """Build one validated cell from user-facing spellings."""
+    """Build one validated cell from user-facing spellings.
+
+    ``params`` are the workloads' parameters (:func:`workload_params`), each
+    checked whatever the cell's workload; the workload's own cross checks
+    with the disk's size follow.
+    """
     fmt: Format = _choice(Format, format, "format")
     prealloc = str(preallocation).strip().lower()
     if prealloc not in PREALLOCATION[fmt]:
@@ -398,52 +344,12 @@ def make_cell(
             "use cache=none or cache=directsync, or aio=threads"
         )
     iface: Interface = _choice(Interface, interface, "interface")
-    wl: Workload = _choice(Workload, workload, "workload")
-    if payload not in PAYLOADS:
-        raise SpecError(f"unknown payload {payload!r}: use one of {', '.join(PAYLOADS)}")
-    if fs not in FILESYSTEMS:
-        raise SpecError(f"unknown filesystem {fs!r}: use one of {', '.join(FILESYSTEMS)}")
-    if dd_mib <= 0 or dd_chunk_mib <= 0 or dd_mib % dd_chunk_mib:
-        raise SpecError(
-            f"dd size {dd_mib} MiB in {dd_chunk_mib} MiB chunks: use positive sizes, "
-            "the total a multiple of the chunk"
-        )
-    if bonnie_size_mib <= 0 or bonnie_ram_mib < 0 or bonnie_files < 0:
-        raise SpecError(
-            f"bonnie size {bonnie_size_mib} MiB, ram {bonnie_ram_mib} MiB, files {bonnie_files}: "
-            "use a positive size and non-negative ram and files"
-        )
-    if wl is Workload.BONNIE and bonnie_size_mib < 2 * bonnie_ram_mib:
-        raise SpecError(
-            f"bonnie++ test size {bonnie_size_mib} MiB is less than twice its ram {bonnie_ram_mib} MiB: "
-            "bonnie++ refuses that; use a size of at least 2x ram"
-        )
-    if wl is Workload.BONNIE and bonnie_size_mib * 1024**2 > disk_size // 2:
-        raise SpecError(
-            f"bonnie++ test size {bonnie_size_mib} MiB does not fit a {format_size(disk_size)} disk: "
-            "use a disk at least twice as large"
-        )
-    fio_target = str(fio_target).strip().lower()
-    if fio_target not in FIO_TARGETS:
-        raise SpecError(f"unknown fio target {fio_target!r}: use one of {', '.join(FIO_TARGETS)}")
-    for what, value in (
-        ("fio_size_mib", fio_size_mib),
-        ("fio_ios", fio_ios),
-        ("fio_fsync_ios", fio_fsync_ios),
-    ):
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10**7:
-            raise SpecError(f"{what} {value!r}: use a whole number from 1 to 10000000")
-    if wl is Workload.FIO and fio_size_mib * 1024**2 > filesystem_room(disk_size, "ext4"):
-        raise SpecError(
-            f"fio size {fio_size_mib} MiB does not fit a {format_size(disk_size)} disk: ext4 leaves "
-            f"about {filesystem_room(disk_size, 'ext4') // 1024**2} MiB there; use a larger disk"
-        )
+    wl = parse_workload(workload)
+    values = registry.checked_values(params)
+    check_disk = wl.kind.check_disk
+    if check_disk is not None:
+        check_disk(values, disk_size)
     state: CacheState = _choice(CacheState, cache_state, "cache state")
-    if wl is Workload.DD and dd_mib * 1024**2 > filesystem_room(disk_size, fs):
-        raise SpecError(
-            f"dd of {dd_mib} MiB does not fit a {format_size(disk_size)} disk: {fs} leaves about "
-            f"{filesystem_room(disk_size, fs) // 1024**2} MiB there; use a larger disk"
-        )
     return Cell(
         image=ImageSpec(
             format=fmt,
@@ -455,22 +361,21 @@ def make_cell(
             encrypt=encrypt,
         ),
         drive=DriveSpec(cache=cache_mode, aio=aio_mode, interface=iface),
-        workload=WorkloadSpec(
-            name=wl,
-            payload=payload,
-            dd_mib=dd_mib,
-            dd_chunk_mib=dd_chunk_mib,
-            fs=fs,
-            bonnie_size_mib=bonnie_size_mib,
-            bonnie_ram_mib=bonnie_ram_mib,
-            bonnie_files=bonnie_files,
-            fio_target=fio_target,
-            fio_size_mib=fio_size_mib,
-            fio_ios=fio_ios,
-            fio_fsync_ios=fio_fsync_ios,
-        ),
+        workload=WorkloadSpec(name=wl, values=tuple(values.items())),
         cache_state=state,
     )
+
+
+def workload_params() -> tuple[str, ...]:
+    """The workloads' parameter names: :func:`make_cell` keywords besides its own."""
+    return tuple(registry.params())
+
+
+def axis_names() -> tuple[str, ...]:
+    """Every :func:`make_cell` keyword, in its order, the workloads' parameters after ``workload``."""
+    own = [name for name in typing.get_type_hints(make_cell) if name not in ("return", "params")]
+    at = own.index("workload") + 1
+    return (*own[:at], *workload_params(), *own[at:])
 
 
 def expand(

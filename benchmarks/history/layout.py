@@ -168,13 +168,11 @@ def workload_figures(workload: str) -> tuple[Figure, ...]:
 
 def _module_metrics(workload: str) -> tuple[Metric, ...]:
     """The figures a workload's module declares (bonnie's rates, mkfs's sizes)."""
-    from harness import workloads
+    from harness.workloads import registry
 
-    try:
-        module = workloads._workload_modules()[workload]
-    except (AttributeError, KeyError):
+    if workload not in registry.names():
         return ()
-    return tuple(getattr(module, "METRICS", ()))
+    return registry.kind(workload).metrics
 
 
 # -- the machine name ---------------------------------------------------------------

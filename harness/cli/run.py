@@ -8,8 +8,9 @@ from typing import Any
 from harness.cli.common import add_machine_options, choices, err
 from harness.errors import ExitCode, SpecError
 from harness.preflight import check_numbers, check_tools
-from harness.spec import PAYLOADS, Aio, Cache, Cell, Format, Interface, Workload, expand, split_list
+from harness.spec import Aio, Cache, Cell, Format, Interface, expand, split_list
 from harness.workdir import hold
+from harness.workloads import registry
 
 
 def add_parser(sub: Any) -> None:
@@ -50,25 +51,16 @@ def add_parser(sub: Any) -> None:
         "--aio", default="threads", help=f"drive aio: {choices(Aio)} (native needs a direct cache mode)"
     )
     axes.add_argument("--interface", default="virtio-blk", help=f"bus: {choices(Interface)}")
-    axes.add_argument("--workload", default="install", help=f"guest workload: {choices(Workload)}")
+    axes.add_argument("--workload", default="install", help=f"guest workload: {','.join(registry.names())}")
     wl = run.add_argument_group("workload parameters")
-    wl.add_argument("--payload", default="full", choices=PAYLOADS, help="install: package set to install")
-    wl.add_argument("--dd-mib", type=int, default=256, help="dd: MiB to write")
-    wl.add_argument("--dd-chunk-mib", type=int, default=2, help="dd: chunk size in MiB")
-    wl.add_argument("--fs", default="ext4", help="dd, bonnie, mkfs: filesystem (ext4, ext2)")
-    wl.add_argument("--bonnie-size-mib", type=int, default=512, help="bonnie: test size (-s), >= 2x ram")
-    wl.add_argument("--bonnie-ram-mib", type=int, default=256, help="bonnie: RAM it assumes (-r)")
-    wl.add_argument("--bonnie-files", type=int, default=0, help="bonnie: files in 1024s (-n); 0 skips")
-    wl.add_argument(
-        "--fio-target",
-        default="both",
-        help="fio: the raw disk, a file on ext4 made on it, or both (raw, file, both)",
-    )
-    wl.add_argument(
-        "--fio-size-mib", type=int, default=64, help="fio: MiB of the sequential jobs (and the file)"
-    )
-    wl.add_argument("--fio-ios", type=int, default=2000, help="fio: 4 KiB IOs of each random job")
-    wl.add_argument("--fio-fsync-ios", type=int, default=200, help="fio: writes of the fsync-per-write job")
+    for param in registry.params().values():
+        wl.add_argument(
+            param.flag,
+            type=param.type,
+            default=param.default,
+            choices=param.choices if param.flag_choices else None,
+            help=f"{', '.join(registry.users(param))}: {param.help}",
+        )
     rn = run.add_argument_group("how to run")
     rn.add_argument("--repeat", type=int, default=3, help="samples per cell")
     add_machine_options(rn)
@@ -101,18 +93,8 @@ def cells_from_args(args: argparse.Namespace) -> tuple[list[Cell], list[str]]:
     fixed = {
         "size": args.size,
         "lazy_refcounts": args.lazy_refcounts,
-        "payload": args.payload,
-        "dd_mib": args.dd_mib,
-        "dd_chunk_mib": args.dd_chunk_mib,
-        "fs": args.fs,
         "compat": args.compat,
-        "bonnie_size_mib": args.bonnie_size_mib,
-        "bonnie_ram_mib": args.bonnie_ram_mib,
-        "bonnie_files": args.bonnie_files,
-        "fio_target": args.fio_target,
-        "fio_size_mib": args.fio_size_mib,
-        "fio_ios": args.fio_ios,
-        "fio_fsync_ios": args.fio_fsync_ios,
+        **{name: getattr(args, name) for name in registry.params()},
     }
     return expand(axes, skip_format_mismatch=len(axes["format"]) > 1, **fixed)
 

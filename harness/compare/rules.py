@@ -263,14 +263,10 @@ class CellResult:
 
 def _workload_slug(workload: Mapping[str, Any]) -> str:
     """The workload part of a cell id (``install-full``, ``dd-256m-2m-ext4``)."""
-    from harness.spec import Workload, WorkloadSpec
+    from harness.spec import WorkloadSpec
 
     try:
-        spec = WorkloadSpec(
-            name=Workload(workload["name"]),
-            **{k: workload[k] for k in workload if k != "name" and k in WorkloadSpec.__dataclass_fields__},
-        )
-        return spec.slug
+        return WorkloadSpec.from_dict(workload).slug
     except (KeyError, TypeError, ValueError):
         return str(workload.get("name", "?"))
 

@@ -20,7 +20,6 @@ from harness.spec import (
     CacheState,
     Cell,
     Format,
-    Workload,
     split_list,
 )
 from harness.sweep.specfile import Excluded, Plan
@@ -81,12 +80,11 @@ def select(cells: Sequence[Cell], *, only: str | None = None, shard: str | None 
 
 # -- estimates: time and disk -------------------------------------------------
 
-# Rough seconds per sample under TCG on two cores (boot included), used only
-# until this sweep has measured its own samples.
-_TCG_SAMPLE_S = {"install-small": 45.0, "install-full": 120.0}
+# Each workload declares rough seconds per sample under TCG on two cores (boot
+# included), used only until this sweep has measured its own samples; one that
+# declares none is taken to need this long.
+_TCG_SAMPLE_S = 60.0
 _KVM_SPEEDUP = 4.0
-# What an install writes, roughly twice the payload image measured today.
-_INSTALL_WRITE_BYTES = {"small": 160 * MIB, "full": 320 * MIB}
 
 
 def estimate_create_s(cell: Cell) -> float:
@@ -109,21 +107,8 @@ def estimate_create_s(cell: Cell) -> float:
 
 def estimate_sample_s(cell: Cell, *, accel: str = "tcg") -> float:
     """A prior for one sample's wall time, before any sample was measured."""
-    wl = cell.workload
-    if wl.name is Workload.INSTALL:
-        secs = _TCG_SAMPLE_S[f"install-{wl.payload}"]
-    elif wl.name is Workload.DD:
-        secs = 10.0 + wl.dd_mib * 0.1
-    elif wl.name is Workload.BONNIE:
-        # the file tests (-n, in 1024s) run at about 100 files/s under TCG
-        secs = 30.0 + wl.bonnie_size_mib * 0.12 + wl.bonnie_files * 20.0
-    elif wl.name is Workload.FIO:
-        # per target: two sequential passes and four random jobs at about 1 ms an IO under TCG
-        targets = 2 if wl.fio_target == "both" else 1
-        secs = 10.0 + targets * (wl.fio_size_mib * 0.05 + (4 * wl.fio_ios + wl.fio_fsync_ios * 5) * 1e-3)
-    else:
-        # mkfs with every inode table written: about 1 s per GiB under TCG (5 GiB: 4-8 s)
-        secs = 15.0 + cell.image.size / 1024**3 * 1.5
+    estimate = cell.workload.kind.estimate_s
+    secs = _TCG_SAMPLE_S if estimate is None else estimate(cell.workload.params(), cell.image.size)
     if cell.cache_state is not CacheState.FRESH:
         secs *= 2  # the unmeasured first run on the same image
     return (secs / _KVM_SPEEDUP if accel == "kvm" else secs) + estimate_create_s(cell)
@@ -131,18 +116,9 @@ def estimate_sample_s(cell: Cell, *, accel: str = "tcg") -> float:
 
 def workload_write_bytes(cell: Cell) -> int:
     """Bytes the guest writes to the disk at most: its data plus the filesystem's own."""
-    wl = cell.workload
     fs_overhead = min(cell.image.size // 16, 256 * MIB)
-    if wl.name is Workload.INSTALL:
-        data = _INSTALL_WRITE_BYTES[wl.payload]
-    elif wl.name is Workload.DD:
-        data = wl.dd_mib * MIB
-    elif wl.name is Workload.BONNIE:
-        data = wl.bonnie_size_mib * MIB + wl.bonnie_files * 1024 * 1024
-    elif wl.name is Workload.FIO:
-        data = wl.fio_size_mib * MIB
-    else:
-        data = 0
+    written = cell.workload.kind.write_bytes
+    data = 0 if written is None else written(cell.workload.params())
     return data + fs_overhead
 
 

@@ -22,14 +22,17 @@ from harness.spec import (
     PREALLOCATION,
     Cell,
     Format,
+    axis_names,
     make_cell,
     parse_size,
 )
 from harness.untrusted import toml_loads
+from harness.workloads import registry
 
 TOP_KEYS = ("name", "description", "repeat", "axes", "params", "exclude")
-# the axis names: make_cell's keywords, so the two can never drift apart
-AXES: tuple[str, ...] = tuple(p for p in typing.get_type_hints(make_cell) if p != "return")
+# the axis names: make_cell's keywords, so the two can never drift apart (those of the
+# workloads registered when this module was imported: axis_names() is always current)
+AXES: tuple[str, ...] = axis_names()
 SIZE_KEYS = ("size", "cluster_size")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -202,7 +205,11 @@ def _value_pattern(value: Any) -> re.Pattern[str]:
 
 
 def _allowed_types(key: str) -> tuple[type, ...]:
-    """The TOML types an axis takes, read from make_cell's hints (an Enum is spelled as a str)."""
+    """The TOML types an axis takes: a workload parameter's, or read from make_cell's hints
+    (an Enum is spelled as a str)."""
+    param = registry.params().get(key)
+    if param is not None:
+        return (param.type,)
     hint = typing.get_type_hints(make_cell)[key]
     found: list[type] = []
     for arg in typing.get_args(hint) or (hint,):
@@ -298,9 +305,10 @@ def parse_spec(
     def fail(line: int, message: str) -> SpecError:
         return SpecError(f"{source}:{line}: {message}")
 
+    known = axis_names()
     for key in data:
         if key not in TOP_KEYS and key not in extra_keys:
-            hint = " (axes go under [axes] or [params])" if key in AXES else ""
+            hint = " (axes go under [axes] or [params])" if key in known else ""
             allowed = ", ".join((*TOP_KEYS, *extra_keys))
             raise fail(loc.line_of("", key), f"unknown key {key!r}{hint}: use {allowed}")
     name = data.get("name", default_name)
@@ -322,9 +330,9 @@ def parse_spec(
         if not isinstance(value, dict):
             raise fail(loc.line_of("", table), f"{table} must be a table: write [{table}]")
         for key in value:
-            if key not in AXES:
+            if key not in known:
                 raise fail(
-                    loc.line_of(table, key), f"unknown axis {key!r} in [{table}]: use {', '.join(AXES)}"
+                    loc.line_of(table, key), f"unknown axis {key!r} in [{table}]: use {', '.join(known)}"
                 )
         tables[table] = value
     axes_in, params = tables["axes"], tables["params"]
@@ -373,10 +381,10 @@ def parse_spec(
         for key, wanted in table.items():
             if key == "reason":
                 continue
-            if key not in AXES:
+            if key not in known:
                 raise fail(
                     loc.line_of("exclude", key, index=index),
-                    f"unknown axis {key!r} in [[exclude]]: use reason and any of {', '.join(AXES)}",
+                    f"unknown axis {key!r} in [[exclude]]: use reason and any of {', '.join(known)}",
                 )
             values = wanted if isinstance(wanted, list) else [wanted]
             for value in values:

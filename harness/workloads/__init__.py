@@ -1,5 +1,10 @@
 """Workloads on the host side: what each metric means, and parsers of guest output.
 
+Each workload is one module here that declares ``WORKLOAD``: its parameters,
+checks, what the guest is told and its output parser
+(:mod:`~harness.workloads.params`); :mod:`~harness.workloads.registry` lists
+them, built-in and registered.
+
 Pure: no I/O.  Every figure a sample can carry has a :class:`Metric` here,
 so comparisons and reports know its unit and whether higher or lower is
 better without guessing from the name; :func:`metric_info` looks one up.
@@ -10,7 +15,8 @@ of tools whose output is easier to parse in Python (bonnie++'s CSV line,
 mke2fs's messages).  :func:`parse_outputs` turns ``outputs`` into more
 figures plus record fields, dispatching to the workload's module
 (:mod:`~harness.workloads.bonnie`, :mod:`~harness.workloads.mkfs`,
-:mod:`~harness.workloads.dd`, :mod:`~harness.workloads.install`, :mod:`~harness.workloads.fio`); output it
+:mod:`~harness.workloads.dd`, :mod:`~harness.workloads.install`, :mod:`~harness.workloads.fio`,
+or one :mod:`~harness.workloads.registry` was given); output it
 cannot read raises :class:`~harness.errors.ProtocolError`, so a sample fails
 instead of carrying a made-up number.
 """
@@ -121,22 +127,21 @@ _PATTERNS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], Metric]], ...]
 
 
 @functools.cache
-def _workload_modules() -> dict[str, Any]:
-    # Imported here, not at the top: the modules import Metric from this package.
-    from harness.workloads import bonnie, dd, fio, install, mkfs
-
-    return {"bonnie": bonnie, "dd": dd, "fio": fio, "install": install, "mkfs": mkfs}
-
-
-@functools.cache
 def _registry() -> dict[str, Metric]:
+    from harness.workloads import registry
+
     metrics = {m.name: m for m in COMMON_METRICS}
-    for module in _workload_modules().values():
-        for metric in module.METRICS:
+    for kind in registry.kinds():
+        for metric in kind.metrics:
             if metric.name in metrics and metrics[metric.name] != metric:
                 raise AssertionError(f"metric {metric.name} is defined twice, differently")
             metrics[metric.name] = metric
     return metrics
+
+
+def forget_metrics() -> None:
+    """Drop the metric table: the registry calls it when a workload is added or removed."""
+    _registry.cache_clear()
 
 
 def all_metrics() -> dict[str, Metric]:
@@ -167,11 +172,11 @@ def parse_outputs(workload: str, outputs: Mapping[str, str]) -> Parsed:
     ``fields`` go into the sample as they are (``bonnie_csv``, ``too_fast``...).
     Raises :class:`ProtocolError` for an unknown workload or output it cannot read.
     """
-    module = _workload_modules().get(workload)
-    if module is None:
+    from harness.workloads import registry
+
+    if workload not in registry.names():
         raise ProtocolError(f"no parser for the outputs of workload {workload!r}")
-    parse: OutputParser = module.parse_outputs
-    return parse(outputs)
+    return registry.kind(workload).parser()(outputs)
 
 
 def expect_keys(workload: str, outputs: Mapping[str, str], required: tuple[str, ...]) -> None:

@@ -22,8 +22,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from harness.errors import ProtocolError
+from harness.errors import ProtocolError, SpecError
+from harness.sizes import format_size
 from harness.workloads import Metric, Parsed, expect_keys, info
+from harness.workloads.params import FS, MIB, Param, Values, WorkloadKind
 
 OUTPUT_KEY = "bonnie_csv"
 
@@ -173,3 +175,47 @@ def _latency_us(column: str, value: str) -> float:
 def parse_outputs(outputs: Mapping[str, str]) -> Parsed:
     expect_keys("bonnie", outputs, (OUTPUT_KEY,))
     return parse_csv_line(outputs[OUTPUT_KEY])
+
+
+# -- parameters ------------------------------------------------------------------
+
+BONNIE_SIZE_MIB = Param("bonnie_size_mib", 512, "test size (-s), >= 2x ram", slug="{}m")
+BONNIE_RAM_MIB = Param("bonnie_ram_mib", 256, "RAM it assumes (-r)", slug="r{}m")
+BONNIE_FILES = Param("bonnie_files", 0, "files in 1024s (-n); 0 skips", slug="n{}")
+
+
+def check(v: Values) -> None:
+    size, ram, files = v["bonnie_size_mib"], v["bonnie_ram_mib"], v["bonnie_files"]
+    if size <= 0 or ram < 0 or files < 0:
+        raise SpecError(
+            f"bonnie size {size} MiB, ram {ram} MiB, files {files}: "
+            "use a positive size and non-negative ram and files"
+        )
+
+
+def check_disk(v: Values, disk_size: int) -> None:
+    size, ram = v["bonnie_size_mib"], v["bonnie_ram_mib"]
+    if size < 2 * ram:
+        raise SpecError(
+            f"bonnie++ test size {size} MiB is less than twice its ram {ram} MiB: "
+            "bonnie++ refuses that; use a size of at least 2x ram"
+        )
+    if size * MIB > disk_size // 2:
+        raise SpecError(
+            f"bonnie++ test size {size} MiB does not fit a {format_size(disk_size)} disk: "
+            "use a disk at least twice as large"
+        )
+
+
+WORKLOAD = WorkloadKind(
+    "bonnie",
+    params=(BONNIE_SIZE_MIB, BONNIE_RAM_MIB, BONNIE_FILES, FS),
+    told=(FS, BONNIE_SIZE_MIB, BONNIE_RAM_MIB, BONNIE_FILES),
+    check=check,
+    check_disk=check_disk,
+    # the file tests (-n, in 1024s) run at about 100 files/s under TCG
+    estimate_s=lambda v, disk_size: 30.0 + v["bonnie_size_mib"] * 0.12 + v["bonnie_files"] * 20.0,
+    write_bytes=lambda v: v["bonnie_size_mib"] * MIB + v["bonnie_files"] * 1024 * 1024,
+    metrics=METRICS,
+    parse_outputs=parse_outputs,
+)

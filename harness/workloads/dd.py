@@ -8,12 +8,48 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from harness.errors import SpecError
+from harness.sizes import format_size
 from harness.workloads import Metric, Parsed, expect_keys
+from harness.workloads.params import FS, MIB, Param, Values, WorkloadKind, filesystem_room
 
 # bytes and mib_per_s are common metrics (harness.workloads.COMMON_METRICS)
 METRICS: tuple[Metric, ...] = ()
+
+DD_MIB = Param("dd_mib", 256, "MiB to write", slug="{}m")
+DD_CHUNK_MIB = Param("dd_chunk_mib", 2, "chunk size in MiB", slug="{}m")
+
+
+def check(v: Values) -> None:
+    if v["dd_mib"] <= 0 or v["dd_chunk_mib"] <= 0 or v["dd_mib"] % v["dd_chunk_mib"]:
+        raise SpecError(
+            f"dd size {v['dd_mib']} MiB in {v['dd_chunk_mib']} MiB chunks: use positive sizes, "
+            "the total a multiple of the chunk"
+        )
+
+
+def check_disk(v: Values, disk_size: int) -> None:
+    room = filesystem_room(disk_size, v["fs"])
+    if v["dd_mib"] * MIB > room:
+        raise SpecError(
+            f"dd of {v['dd_mib']} MiB does not fit a {format_size(disk_size)} disk: {v['fs']} leaves about "
+            f"{room // MIB} MiB there; use a larger disk"
+        )
 
 
 def parse_outputs(outputs: Mapping[str, str]) -> Parsed:
     expect_keys("dd", outputs, ())
     return {}, {}
+
+
+WORKLOAD = WorkloadKind(
+    "dd",
+    params=(DD_MIB, DD_CHUNK_MIB, FS),
+    told=(FS, DD_MIB, DD_CHUNK_MIB),
+    check=check,
+    check_disk=check_disk,
+    estimate_s=lambda v, disk_size: 10.0 + v["dd_mib"] * 0.1,
+    write_bytes=lambda v: v["dd_mib"] * MIB,
+    metrics=METRICS,
+    parse_outputs=parse_outputs,
+)

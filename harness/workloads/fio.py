@@ -29,9 +29,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from harness.errors import ProtocolError
+from harness.errors import ProtocolError, SpecError
+from harness.sizes import format_size
 from harness.untrusted import strict_json
 from harness.workloads import Metric, Parsed
+from harness.workloads.params import MIB, Param, Values, WorkloadKind, filesystem_room
 
 #: the guest's outputs, per target it ran (diskbench.fio_target: raw, file or both); each
 #: target's jobs are named with its prefix (raw-..., file-...), so their figures never collide
@@ -140,3 +142,65 @@ def parse_outputs(outputs: Mapping[str, str]) -> Parsed:
             target_figures, docs[key.split("_")[1]] = parse_fio_json(outputs[key], _PREFIX[key])
             figures.update(target_figures)
     return figures, {"fio_json": docs}
+
+
+# -- parameters ------------------------------------------------------------------
+
+FIO_TARGETS = ("both", "raw", "file")
+_COUNT = (1, 10**7)
+FIO_TARGET = Param(
+    "fio_target",
+    "both",
+    "the raw disk, a file on ext4 made on it, or both (raw, file, both)",
+    choices=FIO_TARGETS,
+    what="fio target",
+    fold=True,
+)
+FIO_SIZE_MIB = Param(
+    "fio_size_mib", 64, "MiB of the sequential jobs (and the file)", slug="{}m", bounds=_COUNT
+)
+FIO_IOS = Param("fio_ios", 2000, "4 KiB IOs of each random job", slug="{}x", bounds=_COUNT)
+FIO_FSYNC_IOS = Param("fio_fsync_ios", 200, "writes of the fsync-per-write job", slug="{}f", bounds=_COUNT)
+
+
+def check_disk(v: Values, disk_size: int) -> None:
+    room = filesystem_room(disk_size, "ext4")
+    if v["fio_size_mib"] * MIB > room:
+        raise SpecError(
+            f"fio size {v['fio_size_mib']} MiB does not fit a {format_size(disk_size)} disk: ext4 leaves "
+            f"about {room // MIB} MiB there; use a larger disk"
+        )
+
+
+def estimate_s(v: Values, disk_size: int) -> float:
+    # per target: two sequential passes and four random jobs at about 1 ms an IO under TCG
+    targets = 2 if v["fio_target"] == "both" else 1
+    return 10.0 + float(
+        targets * (v["fio_size_mib"] * 0.05 + (4 * v["fio_ios"] + v["fio_fsync_ios"] * 5) * 1e-3)
+    )
+
+
+def check_targets(v: Values, outputs: Mapping[str, str]) -> None:
+    """The guest ran fio on the targets the cell asked for, no other (its figures are named by target)."""
+    target = v["fio_target"]
+    wanted = {"both": {"raw", "file"}}.get(target, {target})
+    sent = {key.split("_")[1] for key in outputs}
+    if sent != wanted:
+        raise ProtocolError(
+            f"fio ran on {', '.join(sorted(sent)) or 'nothing'}, the cell asked for "
+            f"{', '.join(sorted(wanted))} (diskbench.fio_target={target})"
+        )
+
+
+WORKLOAD = WorkloadKind(
+    "fio",
+    params=(FIO_TARGET, FIO_SIZE_MIB, FIO_IOS, FIO_FSYNC_IOS),
+    told=(FIO_TARGET, FIO_SIZE_MIB, FIO_IOS, FIO_FSYNC_IOS),
+    check_disk=check_disk,
+    estimate_s=estimate_s,
+    write_bytes=lambda v: v["fio_size_mib"] * MIB,
+    tools=("fio",),
+    check_outputs=check_targets,
+    metrics=METRICS,
+    parse_outputs=parse_outputs,
+)

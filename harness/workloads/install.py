@@ -10,11 +10,33 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from harness.workloads import Metric, Parsed, expect_keys
+from harness.workloads.params import MIB, Param, WorkloadKind
 
 # files, bytes and packages are common metrics (harness.workloads.COMMON_METRICS)
 METRICS: tuple[Metric, ...] = ()
+
+# The payload is a drive of its own (the runner attaches it), so the guest is told nothing.
+PAYLOADS = ("small", "full")
+PAYLOAD = Param(
+    "payload", "full", "package set to install", choices=PAYLOADS, what="payload", flag_choices=True
+)
+
+# Rough seconds per sample under TCG on two cores (boot included).
+_TCG_SAMPLE_S = {"small": 45.0, "full": 120.0}
+# What an install writes, roughly twice the payload image measured today.
+_WRITE_BYTES = {"small": 160 * MIB, "full": 320 * MIB}
 
 
 def parse_outputs(outputs: Mapping[str, str]) -> Parsed:
     expect_keys("install", outputs, ())
     return {}, {}
+
+
+WORKLOAD = WorkloadKind(
+    "install",
+    params=(PAYLOAD,),
+    estimate_s=lambda v, disk_size: _TCG_SAMPLE_S[v["payload"]],
+    write_bytes=lambda v: _WRITE_BYTES[v["payload"]],
+    metrics=METRICS,
+    parse_outputs=parse_outputs,
+)

@@ -1,0 +1,144 @@
+"""A workload's parameters, declared once, and the workload itself as the registry knows it.  Pure.
+
+A :class:`Param` says everything the rest of the harness derives from a
+parameter: its name (the ``make_cell`` keyword, the sweep spec's axis, the
+record's key), its type and default, its check, the ``diskbench run`` flag
+and help text, how it is spelled in the cell id and what the guest is told
+(``diskbench.NAME=VALUE``).  A :class:`WorkloadKind` lists its parameters and
+adds what needs several of them or the disk's size: cross checks, the cell id's
+workload part, the sample-time and write estimates planning uses, the guest's
+tools it needs and the parser of its outputs.  A parameter shared by several
+workloads (:data:`FS`) is one object that each lists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from harness.errors import SpecError
+from harness.workloads import Metric, OutputParser, Parsed, expect_keys
+
+MIB = 1024**2
+# a cell's values of every registered parameter, by name
+Values = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Param:
+    """One workload parameter.
+
+    ``help`` is the run flag's help without the workloads that take it (the
+    CLI prefixes them).  ``slug`` is a format string for the cell id's part.
+    ``choices`` and ``bounds`` are its own checks; ``fold`` spells a choice
+    case-insensitively; ``what`` names it in the unknown-choice message;
+    ``flag_choices`` lets the run flag's parser list the choices too.
+    """
+
+    name: str
+    default: int | str
+    help: str
+    slug: str = "{}"
+    choices: tuple[str, ...] = ()
+    what: str = ""
+    fold: bool = False
+    bounds: tuple[int, int] | None = None
+    flag_choices: bool = False
+
+    @property
+    def type(self) -> type[int] | type[str]:
+        """The type a value has (a sweep spec's TOML value and the run flag's)."""
+        return int if isinstance(self.default, int) else str
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    def check(self, value: Any) -> Any:
+        """``value`` as a cell holds it, or :class:`SpecError` naming it and what is allowed."""
+        if self.fold:
+            value = str(value).strip().lower()
+        if self.choices and value not in self.choices:
+            raise SpecError(
+                f"unknown {self.what or self.name} {value!r}: use one of {', '.join(self.choices)}"
+            )
+        if self.bounds is not None:
+            low, high = self.bounds
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise SpecError(f"{self.name} {value!r}: use a whole number from {low} to {high}")
+        return value
+
+
+def _no_outputs(workload: str) -> OutputParser:
+    def parse(outputs: Mapping[str, str]) -> Parsed:
+        expect_keys(workload, outputs, ())
+        return {}, {}
+
+    return parse
+
+
+@dataclass(frozen=True)
+class WorkloadKind:
+    """A workload: its name, parameters and what needs more than one parameter.
+
+    ``params`` are in the order of the cell id's workload part; ``told`` are
+    the ones the guest gets, in the order it gets them.  ``check`` sees the
+    values of every parameter and runs for every cell, whatever its workload
+    (a bad value is bad wherever it is given); ``check_disk`` runs for this
+    workload's cells only, with the disk's size in bytes.  ``estimate_s`` is a
+    prior for one sample's seconds under TCG, boot included (disk size given);
+    ``write_bytes`` what the guest writes at most besides the filesystem's own.
+    ``tools`` are the files it needs on the guest's tools drive;
+    ``check_outputs`` checks a report's outputs against the cell's values.
+    """
+
+    name: str
+    params: tuple[Param, ...] = ()
+    told: tuple[Param, ...] = ()
+    check: Callable[[Values], None] | None = None
+    check_disk: Callable[[Values, int], None] | None = None
+    estimate_s: Callable[[Values, int], float] | None = None
+    write_bytes: Callable[[Values], int] | None = None
+    tools: tuple[str, ...] = ()
+    check_outputs: Callable[[Values, Mapping[str, str]], None] | None = None
+    metrics: tuple[Metric, ...] = ()
+    parse_outputs: OutputParser | None = None
+
+    def slug(self, values: Values) -> str:
+        """The workload part of a cell id: ``dd-256m-2m-ext4``."""
+        return "-".join([self.name, *(p.slug.format(values[p.name]) for p in self.params)])
+
+    def kernel_args(self, values: Values) -> list[str]:
+        """What the guest is told: ``diskbench.workload=NAME`` and ``diskbench.KEY=VALUE``."""
+        return [
+            f"diskbench.workload={self.name}",
+            *(f"diskbench.{p.name}={values[p.name]}" for p in self.told),
+        ]
+
+    def parser(self) -> OutputParser:
+        return self.parse_outputs or _no_outputs(self.name)
+
+
+# -- the filesystem, shared by dd, bonnie and mkfs ------------------------------
+
+FS = Param(
+    "fs",
+    "ext4",
+    "filesystem (ext4, ext2)",
+    choices=("ext4", "ext2"),
+    what="filesystem",
+)
+
+
+def filesystem_room(disk_size: int, fs: str) -> int:
+    """Bytes a file can surely take on a fresh ``fs`` filled to the whole disk.
+
+    mke2fs takes inode tables (up to 1/16 of a small disk), bitmaps and, for
+    ext4, a journal; the rest minus a margin is room.  Generous enough for
+    seed 001's 256 MiB on a 300 MiB ext2 image, strict enough to refuse what
+    cannot fit.
+    """
+    if fs == "ext2":
+        return disk_size - disk_size // 16 - 2 * 1024**2
+    return disk_size - disk_size // 8 - 8 * 1024**2
