@@ -12,14 +12,17 @@ from typing import Any
 import pytest
 
 from harness import proc
+from harness.binaries import Binaries
 from harness.errors import CommandError
-from harness.images import filesystem_type, qemu_img_binary
+from harness.images import filesystem_type
 from harness.paths import default_work_dir
 
 # small enough that the whole file runs in about a minute on two cores; a KVM
 # runner passes the seeds' sizes (300M for seed 001, 4G for seed 002)
 DEFAULT_SIZE = "128M"
 DEFAULT_ROUNDS = 5
+# this pytest process is the command: it reads the environment here, once, and hands the value down
+QEMU_IMG = os.environ.get("DISKBENCH_QEMU_IMG") or Binaries.default().qemu_img
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -38,13 +41,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.fixture(scope="session")
+def qemu_img() -> str:
+    """The qemu-img every benchmark runs (``$DISKBENCH_QEMU_IMG``, else the one on PATH)."""
+    return QEMU_IMG
+
+
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
     """The qemu-img and the work dir's filesystem are part of the machine.
 
     pytest-benchmark warns when the machine info of a compared run differs:
     a new qemu-img or a work dir on another filesystem shows up there.
     """
-    binary = qemu_img_binary()
+    binary = QEMU_IMG
     try:
         result = proc.run([binary, "--version"], timeout_s=30, check=False)
         version = result.stdout.splitlines()[0] if result.ok and result.stdout else "unknown"

@@ -148,25 +148,27 @@ def populated_raw(bench_dir: Path, pytestconfig: pytest.Config) -> tuple[Path, i
 
 
 @pytest.fixture(scope="session")
-def populated_qcow2(bench_dir: Path, populated_raw: tuple[Path, int]) -> Path:
+def populated_qcow2(bench_dir: Path, populated_raw: tuple[Path, int], qemu_img: str) -> Path:
     path = bench_dir / "populated.qcow2"
-    _convert(populated_raw[0], path)
+    _convert(populated_raw[0], path, qemu_img)
     return path
 
 
-def _convert(src: Path, dst: Path) -> proc.CommandResult:
-    argv = [images.qemu_img_binary(), "convert", "-f", "raw", "-O", "qcow2", str(src), str(dst)]
+def _convert(src: Path, dst: Path, qemu_img: str) -> proc.CommandResult:
+    argv = [qemu_img, "convert", "-f", "raw", "-O", "qcow2", str(src), str(dst)]
     return proc.run(argv, timeout_s=3600, error_cls=ImageError)
 
 
 @pytest.mark.parametrize(("fmt", "preallocation"), PREALLOCATION_CASES)
 def test_create_preallocation(
-    benchmark: Any, bench_dir: Path, rounds: int, size: int, fmt: str, preallocation: str
+    benchmark: Any, bench_dir: Path, rounds: int, size: int, fmt: str, preallocation: str, qemu_img: str
 ) -> None:
     spec = make_cell(format=fmt, preallocation=preallocation, size=size).image
     path = bench_dir / f"create.{fmt}"
     benchmark.group = f"qemu-img create: preallocation ({_label(size)})"
-    created = benchmark.pedantic(images.create, args=(path, spec), setup=_fresh(path), rounds=rounds)
+    created = benchmark.pedantic(
+        images.create, args=(path, spec), kwargs={"qemu_img": qemu_img}, setup=_fresh(path), rounds=rounds
+    )
     benchmark.extra_info.update(_image_info(spec, created))
     # falloc and full really reserve the whole disk; off and metadata leave it sparse
     if preallocation in ("falloc", "full"):
@@ -177,30 +179,32 @@ def test_create_preallocation(
 
 @pytest.mark.parametrize("cluster_size", CLUSTER_SIZES)
 def test_create_cluster_size(
-    benchmark: Any, bench_dir: Path, rounds: int, size: int, cluster_size: str
+    benchmark: Any, bench_dir: Path, rounds: int, size: int, cluster_size: str, qemu_img: str
 ) -> None:
     spec = make_cell(format="qcow2", preallocation="metadata", cluster_size=cluster_size, size=size).image
     path = bench_dir / "create-cs.qcow2"
     benchmark.group = f"qemu-img create: qcow2 cluster_size, preallocation=metadata ({_label(size)})"
-    created = benchmark.pedantic(images.create, args=(path, spec), setup=_fresh(path), rounds=rounds)
+    created = benchmark.pedantic(
+        images.create, args=(path, spec), kwargs={"qemu_img": qemu_img}, setup=_fresh(path), rounds=rounds
+    )
     benchmark.extra_info.update(_image_info(spec, created))
     assert created.spec.cluster_size == parse_size(cluster_size)
 
 
 def test_convert_raw_to_qcow2(
-    benchmark: Any, bench_dir: Path, rounds: int, size: int, populated_raw: tuple[Path, int]
+    benchmark: Any, bench_dir: Path, rounds: int, size: int, populated_raw: tuple[Path, int], qemu_img: str
 ) -> None:
     src, data_bytes = populated_raw
     dst = bench_dir / "converted.qcow2"
     benchmark.group = f"qemu-img convert and check ({_label(size)})"
-    benchmark.pedantic(_convert, args=(src, dst), setup=_fresh(dst), rounds=rounds)
-    mapped = images.mapped_bytes(dst, Format.QCOW2)
+    benchmark.pedantic(_convert, args=(src, dst, qemu_img), setup=_fresh(dst), rounds=rounds)
+    mapped = images.mapped_bytes(dst, Format.QCOW2, qemu_img=qemu_img)
     benchmark.extra_info.update(
         {
             "format": "qcow2",
             "source_format": "raw",
             "preallocation": "off",
-            "cluster_size": images.info(dst).get("cluster-size"),
+            "cluster_size": images.info(dst, qemu_img=qemu_img).get("cluster-size"),
             "size": size,
             "source_data_bytes": data_bytes,
             "source_allocated_bytes": images.allocated_bytes(src),
@@ -214,15 +218,22 @@ def test_convert_raw_to_qcow2(
 
 
 def test_check_populated_qcow2(
-    benchmark: Any, rounds: int, size: int, populated_qcow2: Path, populated_raw: tuple[Path, int]
+    benchmark: Any,
+    rounds: int,
+    size: int,
+    populated_qcow2: Path,
+    populated_raw: tuple[Path, int],
+    qemu_img: str,
 ) -> None:
     benchmark.group = f"qemu-img convert and check ({_label(size)})"
-    result = benchmark.pedantic(images.check, args=(populated_qcow2, Format.QCOW2), rounds=rounds)
+    result = benchmark.pedantic(
+        images.check, args=(populated_qcow2, Format.QCOW2), kwargs={"qemu_img": qemu_img}, rounds=rounds
+    )
     benchmark.extra_info.update(
         {
             "format": "qcow2",
             "preallocation": "off",
-            "cluster_size": images.info(populated_qcow2).get("cluster-size"),
+            "cluster_size": images.info(populated_qcow2, qemu_img=qemu_img).get("cluster-size"),
             "size": size,
             "data_bytes": populated_raw[1],
             "allocated_bytes": images.allocated_bytes(populated_qcow2),

@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness import confine
+from harness.binaries import QEMU
 from harness.errors import AccelError, UsageError, VMError
 from harness.machine import boot_id, tool_version
 from harness.paths import cache_dir
-from harness.vm import Machine, VMConfig, qemu_binary
+from harness.vm import Machine, VMConfig
 
 ACCELS = ("auto", "kvm", "tcg")
 KVM_PROBE_TIMEOUT_S = 30.0
@@ -43,8 +44,10 @@ def kvm_device_problem(dev: str = "/dev/kvm") -> str | None:
     return confine.device_problem(dev, confine.account())
 
 
-def probe_kvm(kernel: Path, initrd: Path, *, timeout_s: float = KVM_PROBE_TIMEOUT_S) -> str | None:
-    """Boot the guest under KVM; None if it reached ready, else why not."""
+def probe_kvm(
+    kernel: Path, initrd: Path, *, qemu: str = QEMU, timeout_s: float = KVM_PROBE_TIMEOUT_S
+) -> str | None:
+    """Boot the guest under KVM with ``qemu``; None if it reached ready, else why not."""
     problem = kvm_device_problem()
     if problem:
         return problem
@@ -54,6 +57,7 @@ def probe_kvm(kernel: Path, initrd: Path, *, timeout_s: float = KVM_PROBE_TIMEOU
         append=["diskbench.workload=probe"],
         drives=[],
         accel="kvm",
+        qemu=qemu,
     )
     with tempfile.TemporaryDirectory(prefix="diskbench-probe-") as tmp:
         try:
@@ -66,8 +70,7 @@ def probe_kvm(kernel: Path, initrd: Path, *, timeout_s: float = KVM_PROBE_TIMEOU
     return None
 
 
-def _cache_key(kernel: Path) -> str:
-    qemu = qemu_binary()
+def _cache_key(kernel: Path, qemu: str) -> str:
     return "|".join([boot_id(), qemu, tool_version(qemu), str(kernel), str(kernel.stat().st_size)])
 
 
@@ -78,8 +81,9 @@ def choose_accel(
     *,
     warn: Callable[[str], None],
     use_cache: bool = True,
+    qemu: str = QEMU,
 ) -> AccelChoice:
-    """Resolve ``auto|kvm|tcg`` into the accelerator that really works here.
+    """Resolve ``auto|kvm|tcg`` into the accelerator that really works here for ``qemu``.
 
     The probe result is cached per host boot and QEMU binary, so ``auto``
     costs one probe boot per reboot, not one per run.
@@ -89,7 +93,7 @@ def choose_accel(
     if requested == "tcg":
         return AccelChoice("tcg", "requested with --accel tcg")
     cache_file = cache_dir() / "accel.json"
-    key = _cache_key(kernel)
+    key = _cache_key(kernel, qemu)
     problem: str | None
     cached: dict[str, str | None] = {}
     if use_cache and cache_file.exists():
@@ -100,7 +104,7 @@ def choose_accel(
     if cached.get("key") == key:
         problem = cached.get("problem")
     else:
-        problem = probe_kvm(kernel, initrd)
+        problem = probe_kvm(kernel, initrd, qemu=qemu)
         if use_cache:
             cache_file.parent.mkdir(parents=True, exist_ok=True)
             tmp = cache_file.with_suffix(".tmp")

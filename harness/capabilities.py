@@ -7,9 +7,9 @@ from functools import lru_cache
 from pathlib import Path
 
 from harness import confine, proc
+from harness.binaries import ON_PATH, Binaries
 from harness.errors import CommandError
 from harness.spec import Aio, Cache, Cell
-from harness.vm import qemu_binary
 
 _QMP_QUIT = '{"execute":"qmp_capabilities"}\n{"execute":"quit"}\n'
 
@@ -59,17 +59,15 @@ def encryption_problem(qemu_img: str, encrypt: str, work_dir: Path) -> str | Non
     return None
 
 
-def unsupported_reason(cell: Cell, work_dir: Path) -> str | None:
-    """Why this QEMU cannot run ``cell`` here: aio modes other than threads and encryption are probed."""
+def unsupported_reason(cell: Cell, work_dir: Path, binaries: Binaries = ON_PATH) -> str | None:
+    """Why ``binaries`` cannot run ``cell`` here: aio modes other than threads and encryption are probed."""
     if cell.image.encrypted:
-        from harness.images import qemu_img_binary
-
-        problem = encryption_problem(qemu_img_binary(), cell.image.encrypt, work_dir.resolve())
+        problem = encryption_problem(binaries.qemu_img, cell.image.encrypt, work_dir.resolve())
         if problem is not None:
             return f"encrypt={cell.image.encrypt} does not work with this qemu-img: {problem}"
     if cell.drive.aio is Aio.THREADS:
         return None
-    problem = aio_problem(qemu_binary(), cell.drive.aio, cell.drive.cache, work_dir.resolve())
+    problem = aio_problem(binaries.qemu, cell.drive.aio, cell.drive.cache, work_dir.resolve())
     if problem is None:
         return None
     return f"aio={cell.drive.aio.value} with cache={cell.drive.cache.value} does not work here: {problem}"

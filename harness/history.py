@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import proc
+from harness.binaries import ON_PATH, Binaries
 from harness.errors import CommandError, InfraError, UsageError
 from harness.pages import localize
 from harness.paths import default_work_dir
@@ -229,13 +230,14 @@ def asv_command() -> list[str]:
     return [sys.executable, "-m", "asv"]
 
 
-def detect_accel(log: Log) -> str:
-    """The accelerator guests really run under here (a KVM probe boot, cached per host boot)."""
+def detect_accel(log: Log, binaries: Binaries = ON_PATH) -> str:
+    """The accelerator guests really run under here with ``binaries`` (a KVM probe boot, cached
+    per host boot)."""
     from harness.accel import choose_accel
     from harness.guest import build_guest
 
     guest = build_guest(log=log)
-    return choose_accel("auto", guest.kernel, guest.initrd, warn=log).accel
+    return choose_accel("auto", guest.kernel, guest.initrd, warn=log, qemu=binaries.qemu).accel
 
 
 def machine_args(name: str) -> list[str]:
@@ -272,10 +274,15 @@ def run_history(
     work_dir: Path | None = None,
     accel: str | None = None,
     log: Log = lambda _msg: None,
+    binaries: Binaries = ON_PATH,
+    suite_environ: Mapping[str, str] | None = None,
 ) -> HistoryResult:
     """Measure the commits with asv and publish the pages; return where they are.
 
-    ``accel`` skips the detection (tests, or a caller that has just probed).
+    ``accel`` skips the detection (tests, or a caller that has just probed), which
+    boots ``binaries``' QEMU.  The suite runs in asv's own process: ``suite_environ``
+    is what it is handed besides the machine and where records go (the caller's
+    binaries, in the variables the suite reads).
     """
     conf = load_asv_config(config)
     if repo is not None and not (repo / ".git").exists():
@@ -297,13 +304,14 @@ def run_history(
                     f"{conf.path} tracks {conf.repo}: clone it and pass --repo PATH (history reads its commits)"
                 )
             hashes = select_commits(tracked, conf.branch, commits=commits, range_=range_)
-            here = accel or detect_accel(log)
+            here = accel or detect_accel(log, binaries)
             name = check_machine(machine, here) if machine else machine_name(socket.gethostname(), here)
             log(f"history: {len(hashes)} commit(s) of {tracked} on asv machine {name}; asv log: {log_path}")
             _asv(asv, ["machine", "--config", str(config_path), *machine_args(name)], log_path, "asv machine")
             hashfile = Path(tmp) / "commits.txt"
             hashfile.write_text("\n".join(hashes) + "\n", encoding="utf-8")
             env = {
+                **(suite_environ or {}),
                 ENV_MACHINE: name,
                 ENV_RECORDS: str(conf.results_dir.parent / "history"),
                 "DISKBENCH_WORK_DIR": str((work_dir or default_work_dir()).resolve()),

@@ -1,6 +1,7 @@
 """The disk under test: ``qemu-img create``, allocation, integrity.
 
-I/O only: every figure here is measured with the real ``qemu-img`` or ``stat``.
+I/O only: every figure here is measured with the real ``qemu-img`` or ``stat``.  Each
+function runs the ``qemu_img`` given (default: the one on PATH).
 """
 
 from __future__ import annotations
@@ -15,15 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from harness import confine, proc
+from harness.binaries import QEMU_IMG
 from harness.errors import CommandError, ImageError, UsageError
 from harness.spec import SECRET_ID, Cache, Format, ImageSpec, secret_object
 
 MEMORY_FILESYSTEMS = {"tmpfs", "ramfs"}
-
-
-def qemu_img_binary() -> str:
-    """``$DISKBENCH_QEMU_IMG`` or ``qemu-img`` on PATH."""
-    return os.environ.get("DISKBENCH_QEMU_IMG") or "qemu-img"
 
 
 @dataclass(frozen=True)
@@ -120,7 +117,7 @@ def image_args(path: Path, fmt: Format, *, encrypted: bool = False) -> list[str]
     return ["--object", secret_object(), "--image-opts", opts]
 
 
-def create(path: Path, spec: ImageSpec, *, qemu_img: str | None = None) -> CreatedImage:
+def create(path: Path, spec: ImageSpec, *, qemu_img: str = QEMU_IMG) -> CreatedImage:
     """Create a fresh image (replacing any old one) and time it.
 
     ``create_s`` is the time of ``qemu-img create`` plus, for the raw
@@ -135,7 +132,7 @@ def create(path: Path, spec: ImageSpec, *, qemu_img: str | None = None) -> Creat
         try:
             with confine.Handoff(confine.account()) as handoff:
                 argv = [
-                    qemu_img or qemu_img_binary(),
+                    qemu_img,
                     "create",
                     "-q",
                     *(["--object", secret_object()] if spec.encrypted else []),
@@ -172,10 +169,10 @@ def create(path: Path, spec: ImageSpec, *, qemu_img: str | None = None) -> Creat
     )
 
 
-def info(path: Path, *, qemu_img: str | None = None) -> dict[str, Any]:
+def info(path: Path, *, qemu_img: str = QEMU_IMG) -> dict[str, Any]:
     with confine.Handoff(confine.account()) as handoff:
         result = proc.run(
-            [qemu_img or qemu_img_binary(), "info", "-U", "--output=json", handoff.read(path)],
+            [qemu_img, "info", "-U", "--output=json", handoff.read(path)],
             timeout_s=60,
             error_cls=ImageError,
             confined=handoff.popen_kwargs(),
@@ -185,13 +182,13 @@ def info(path: Path, *, qemu_img: str | None = None) -> dict[str, Any]:
 
 
 def mapped_bytes(
-    path: Path, fmt: Format, *, qemu_img: str | None = None, encrypted: bool = False
+    path: Path, fmt: Format, *, qemu_img: str = QEMU_IMG, encrypted: bool = False
 ) -> dict[str, int]:
     """What ``qemu-img map`` says is data vs zero, in guest-visible bytes."""
     with confine.Handoff(confine.account()) as handoff:
         result = proc.run(
             [
-                qemu_img or qemu_img_binary(),
+                qemu_img,
                 "map",
                 "-U",
                 "--output=json",
@@ -211,12 +208,12 @@ def mapped_bytes(
     return {"data_bytes": data, "zero_bytes": zero}
 
 
-def check(path: Path, fmt: Format, *, qemu_img: str | None = None, encrypted: bool = False) -> CheckResult:
+def check(path: Path, fmt: Format, *, qemu_img: str = QEMU_IMG, encrypted: bool = False) -> CheckResult:
     """``qemu-img check --output=json``; exit codes are figures, not failures."""
     with confine.Handoff(confine.account()) as handoff:
         result = proc.run(
             [
-                qemu_img or qemu_img_binary(),
+                qemu_img,
                 "check",
                 "--output=json",
                 *image_args(Path(handoff.read(path)), fmt, encrypted=encrypted),

@@ -13,6 +13,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from harness.binaries import QEMU_IMG
 from harness.errors import ImageError, SpecError
 from harness.spec import Cell, Format, format_size
 
@@ -58,8 +59,8 @@ def check_deadline(flag: str, value: float | None, *, none_ok: bool = True) -> N
         raise SpecError(f"{flag} {value} is not allowed: use a finite number of seconds above 0")
 
 
-def check_images(cells: Sequence[Cell], work_dir: Path, *, qemu_img: str | None = None) -> None:
-    """Every image size within qemu-img's limits and the work dir's filesystem; qemu-img measure agrees."""
+def check_images(cells: Sequence[Cell], work_dir: Path, *, qemu_img: str = QEMU_IMG) -> None:
+    """Every image size within qemu-img's limits and the work dir's filesystem; ``qemu_img measure`` agrees."""
     from harness.images import filesystem_type
     from harness.sweep import measure_image
 

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from harness import proc
+from harness.binaries import ON_PATH, Binaries
 from harness.errors import CommandError
-from harness.images import filesystem_type, qemu_img_binary
-from harness.vm import qemu_binary
+from harness.images import filesystem_type
 
 
 def cpu_model() -> str:
@@ -52,8 +52,8 @@ def tool_version(binary: str) -> str:
         result = proc.run([binary, "--version"], timeout_s=30)
     except CommandError as exc:
         raise CommandError(
-            f"{binary} cannot run ({exc.message}): run scripts/setup.sh, or set "
-            "DISKBENCH_QEMU / DISKBENCH_QEMU_IMG to working binaries",
+            f"{binary} cannot run ({exc.message}): run scripts/setup.sh, or pass working binaries "
+            "(--qemu, --qemu-img)",
             argv=exc.argv,
         ) from exc
     first = result.stdout.strip().splitlines()
@@ -65,10 +65,12 @@ def short_version(text: str) -> str:
     return match.group(1) if match else text
 
 
-def machine_info(work_dir: Path, *, accel: str, accel_reason: str) -> dict[str, Any]:
-    """Everything that makes two samples comparable or not."""
-    qemu = qemu_binary()
-    qemu_img = qemu_img_binary()
+def machine_info(
+    work_dir: Path, *, accel: str, accel_reason: str, binaries: Binaries = ON_PATH
+) -> dict[str, Any]:
+    """Everything that makes two samples comparable or not, ``binaries`` among it, as given."""
+    qemu = binaries.qemu
+    qemu_img = binaries.qemu_img
     uname = os.uname()
     return {
         "hostname": socket.gethostname(),

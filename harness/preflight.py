@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness import limits
+from harness.binaries import QEMU_IMG
 from harness.errors import SpecError
 from harness.spec import Cell, Workload
 
@@ -22,13 +23,15 @@ def check_numbers(
     workload_timeout_s: float,
     mem_mib: int | None = None,
     smp: int | None = None,
+    qemu_img: str = QEMU_IMG,
 ) -> None:
-    """Every numeric flag and image size (see :mod:`harness.limits`); the guest's size if given."""
+    """Every numeric flag and image size (see :mod:`harness.limits`, measured with ``qemu_img``);
+    the guest's size if given."""
     if mem_mib is not None or smp is not None:
         limits.check_guest(mem_mib=256 if mem_mib is None else mem_mib, smp=1 if smp is None else smp)
     limits.check_deadline("--boot-timeout-s", boot_timeout_s)
     limits.check_deadline("--workload-timeout-s", workload_timeout_s, none_ok=False)
-    limits.check_images(cells, work_dir)
+    limits.check_images(cells, work_dir, qemu_img=qemu_img)
 
 
 def check_tools(cells: Sequence[Cell], recipe_dir: Path | None = None) -> None:

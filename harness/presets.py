@@ -37,6 +37,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from harness.binaries import ON_PATH, Binaries
 from harness.errors import SpecError, UsageError
 from harness.paths import REPO_ROOT
 from harness.spec import Cell, format_size, parse_size
@@ -639,7 +640,7 @@ def check_shape(ref: SeedReference, resolve: Resolve) -> list[ShapeCheck]:
 # -- probes: what a preset reports but cannot run ------------------------------------------------------
 
 
-def probe_compressed_writes(work_dir: Path) -> dict[str, Any]:
+def probe_compressed_writes(work_dir: Path, binaries: Binaries = ON_PATH) -> dict[str, Any]:
     """Whether a guest could write to a compressed qcow2: QEMU's compress filter, probed.
 
     qcow2 compresses only what ``qemu-img convert -c`` writes or what goes
@@ -650,9 +651,8 @@ def probe_compressed_writes(work_dir: Path) -> dict[str, Any]:
 
     from harness import proc
     from harness.errors import CommandError
-    from harness.images import qemu_img_binary
 
-    qemu_io = str(Path(qemu_img_binary()).with_name("qemu-io")) if "/" in qemu_img_binary() else "qemu-io"
+    qemu_io = binaries.qemu_io
     work_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".diskbench-compress-", dir=work_dir) as tmp:
         image = Path(tmp) / "probe.qcow2"
@@ -661,7 +661,7 @@ def probe_compressed_writes(work_dir: Path) -> dict[str, Any]:
             "file": {"driver": "qcow2", "file": {"driver": "file", "filename": str(image)}},
         }
         steps = [
-            ("create", [qemu_img_binary(), "create", "-q", "-f", "qcow2", str(image), "16M"]),
+            ("create", [binaries.qemu_img, "create", "-q", "-f", "qcow2", str(image), "16M"]),
             ("write", [qemu_io, "-c", "write -P 0x5a 0 64k", "json:" + json.dumps(node)]),
             ("rewrite", [qemu_io, "-c", "write -P 0xa5 0 64k", "json:" + json.dumps(node)]),
         ]
@@ -684,18 +684,20 @@ def probe_compressed_writes(work_dir: Path) -> dict[str, Any]:
     return {"supported": True, "reason": "two writes to one cluster through the compress filter worked"}
 
 
-PROBES: dict[str, Callable[[Path], dict[str, Any]]] = {"compressed-writes": probe_compressed_writes}
+PROBES: dict[str, Callable[[Path, Binaries], dict[str, Any]]] = {"compressed-writes": probe_compressed_writes}
 PROBE_LABELS = {"compressed-writes": "qcow2 compressed (compress filter)"}
 
 
-def record_probes(spec: SweepSpec, directory: Path, work_dir: Path) -> list[str]:
+def record_probes(
+    spec: SweepSpec, directory: Path, work_dir: Path, binaries: Binaries = ON_PATH
+) -> list[str]:
     """Run the probes of the preset ``spec`` is (if any); write ``DIR/probes/NAME.json``; say what."""
     base, _scale = split_scaled_name(spec.name)
     if base not in list_presets():
         return []
     notes = []
     for probe in load_preset(base).probes:
-        result = PROBES[probe](work_dir)
+        result = PROBES[probe](work_dir, binaries)
         out = directory / "probes" / f"{probe}.json"
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps({"probe": probe, "label": PROBE_LABELS[probe], **result}, indent=1) + "\n")

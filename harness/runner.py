@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from harness import confine, images, snapshot
+from harness.binaries import ON_PATH, Binaries
 from harness.errors import GuestBuildError, HarnessError, ProtocolError
 from harness.files import write_json_atomic
 from harness.latency import BOUNDARIES_NS, histograms_from_blockstats, latency_metrics
@@ -63,6 +64,8 @@ class RunOptions:
     latency_histograms: bool = True
     # cold | snapshot | auto (see harness.snapshot)
     start: str = "cold"
+    # the QEMU and qemu-img every sample runs
+    binaries: Binaries = ON_PATH
 
 
 def new_run_id() -> str:
@@ -121,6 +124,7 @@ def vm_config(cell: Cell, guest: Guest, opts: RunOptions, image: Path) -> VMConf
         accel=opts.accel,
         mem_mib=opts.mem_mib,
         smp=opts.smp,
+        qemu=opts.binaries.qemu,
         control=True,
     )
 
@@ -228,8 +232,8 @@ class GuestRun:
     start_fallback: str | None = None
 
 
-def _create_scratch(path: Path, cell: Cell) -> None:
-    images.create(path, cell.image)
+def _create_scratch(path: Path, cell: Cell, qemu_img: str) -> None:
+    images.create(path, cell.image, qemu_img=qemu_img)
 
 
 def boot_and_run(cell: Cell, guest: Guest, opts: RunOptions, image: Path, log_dir: Path) -> GuestRun:
@@ -247,7 +251,7 @@ def boot_and_run(cell: Cell, guest: Guest, opts: RunOptions, image: Path, log_di
         cell=cell,
         recipe_hash=guest.recipe_hash,
         disk_bytes=cell.image.size,
-        make_scratch=lambda path: _create_scratch(path, cell),
+        make_scratch=lambda path: _create_scratch(path, cell, opts.binaries.qemu_img),
         scratch_path=opts.work_dir / f"{cell.id}.snapshot-scratch.{cell.image.format.value}",
         boot_timeout_s=opts.boot_timeout_s,
         wait_ready=wait_ready,
@@ -331,7 +335,7 @@ def run_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: 
     }
     try:
         touch_guest(guest)
-        created = images.create(image_path, cell.image)
+        created = images.create(image_path, cell.image, qemu_img=opts.binaries.qemu_img)
         host["create_s"] = created.create_s
         host["allocated_before"] = created.allocated_bytes
         if created.retries:
@@ -379,10 +383,14 @@ def run_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: 
                 else v
                 for k, v in outputs.items()
             }
-        check = images.check(image_path, cell.image.format, encrypted=cell.image.encrypted)
+        check = images.check(
+            image_path, cell.image.format, qemu_img=opts.binaries.qemu_img, encrypted=cell.image.encrypted
+        )
         host["check"] = {"rc": check.returncode, "verdict": check.verdict, "report": check.report}
         host["allocated_after"] = images.allocated_bytes(image_path)
-        host["map_after"] = images.mapped_bytes(image_path, cell.image.format, encrypted=cell.image.encrypted)
+        host["map_after"] = images.mapped_bytes(
+            image_path, cell.image.format, qemu_img=opts.binaries.qemu_img, encrypted=cell.image.encrypted
+        )
         host["wall_s"] = time.monotonic() - t0
         host["overhead_s"] = host["wall_s"] - run.boot_s - report.total_s
         host["written_bytes_source"] = "wchar" if cell.drive.aio is Aio.THREADS else "write_bytes"

@@ -15,6 +15,7 @@ from typing import Any
 
 from harness import images
 from harness.accel import choose_accel
+from harness.binaries import ON_PATH, Binaries
 from harness.machine import machine_info
 from harness.policy import Policy
 from harness.record.identity import fingerprint
@@ -93,10 +94,12 @@ def open_session(
     run_id: str | None = None,
     policy: Policy | None = None,
     recipe_dir: Path | None = None,
+    binaries: Binaries = ON_PATH,
 ) -> Session:
     """Check the work dir, build the guest, choose the accelerator: once per session.
 
-    ``policy`` adds its extra drive options to every sample and is recorded
+    ``binaries`` are the QEMU and qemu-img every sample of the session runs
+    (and the machine info names).  ``policy`` adds its extra drive options to every sample and is recorded
     in the subject; ``recipe_dir`` builds the guest of another checkout's
     ``images/`` (a gate's base or head).
     """
@@ -107,7 +110,7 @@ def open_session(
     fstype = images.check_work_dir(work_dir, set(caches))
     if guest is None:
         guest = build_guest(recipe_dir=recipe_dir or IMAGES_DIR, log=progress)
-    choice = choose_accel(accel, guest.kernel, guest.initrd, warn=progress)
+    choice = choose_accel(accel, guest.kernel, guest.initrd, warn=progress, qemu=binaries.qemu)
     progress(f"accel: {choice.accel} ({choice.reason}); work dir {work_dir} on {fstype}")
     opts = RunOptions(
         accel=choice.accel,
@@ -124,8 +127,9 @@ def open_session(
         extra_append=tuple(extra_append),
         start=start,
         drive_options=policy.drive_options if policy else (),
+        binaries=binaries,
     )
-    machine = machine_info(work_dir, accel=choice.accel, accel_reason=choice.reason)
+    machine = machine_info(work_dir, accel=choice.accel, accel_reason=choice.reason, binaries=binaries)
     subject = guest_subject(guest)
     if policy is not None:
         subject["policy"] = policy.as_dict()
@@ -153,14 +157,16 @@ def run_cells(
     progress: Callable[[str], None] = lambda _msg: None,
     **session_args: Any,
 ) -> RunResult:
-    """Measure every cell ``repeat`` times; bad input fails before anything is created."""
+    """Measure every cell ``repeat`` times; bad input fails before anything is created.
+
+    ``session_args`` are :func:`open_session`'s, ``binaries`` among them."""
     from harness.capabilities import unsupported_reason
     from harness.errors import UsageError
 
     session = open_session(caches={c.drive.cache for c in cells}, progress=progress, **session_args)
     # probed in the work dir open_session has checked, as a sweep does, before any image exists
     for cell in cells:
-        reason = unsupported_reason(cell, session.opts.work_dir)
+        reason = unsupported_reason(cell, session.opts.work_dir, session.opts.binaries)
         if reason:
             raise UsageError(f"{cell.id}: {reason}: use aio=threads")
     records = []

@@ -99,15 +99,18 @@ def setup_cache() -> dict[str, Any]:
     commit = str(subject.get("commit") or environ.get("ASV_COMMIT") or "unknown")
     for key, variable in (("qemu", "DISKBENCH_QEMU"), ("qemu_img", "DISKBENCH_QEMU_IMG")):
         if subject.get(key):
+            # a commit's harness from before binaries were values reads them from here
             os.environ[variable] = str(subject[key])
             log(f"{variable}={subject[key]}")
+    binaries = binaries_args(os.environ)
 
     spec = sweep.load_spec(layout.spec_path(environ))
     repeat = layout.repeat_of(spec, environ)
     policy = load_policy(subject_dir, subject)
     recipe = subject_dir / subject["recipe"] if subject.get("recipe") else None
     guest = build_guest(recipe_dir=recipe, log=log) if recipe else build_guest(log=log)
-    choice = choose_accel("auto", guest.kernel, guest.initrd, warn=log)
+    qemu = {"qemu": binaries["binaries"].qemu} if binaries else {}
+    choice = choose_accel("auto", guest.kernel, guest.initrd, warn=log, **qemu)
     if choice.accel != wanted:
         raise HistoryRefused(
             f"asv machine {machine!r} says {wanted}, but this host runs guests under {choice.accel} "
@@ -148,11 +151,12 @@ def setup_cache() -> dict[str, Any]:
         "progress": progress.note,
         "run_id": "history",
         "guest": guest,
+        **binaries,
     }
     if policy is not None:
         session_args["policy"] = policy
     session = open_session(**session_args)
-    to_run, unsupported = sweep.drop_unsupported(list(cells.values()), session.opts.work_dir)
+    to_run, unsupported = sweep.drop_unsupported(list(cells.values()), session.opts.work_dir, **binaries)
     for cell_id, reason in unsupported:
         log(f"not run on this host (a gap in the graphs): {cell_id}: {reason}")
     result = sweep.run_sweep(
@@ -180,6 +184,22 @@ def setup_cache() -> dict[str, Any]:
 
 
 setup_cache.timeout = SETUP_TIMEOUT_S  # type: ignore[attr-defined]
+
+
+def binaries_args(environ: Mapping[str, str]) -> dict[str, Any]:
+    """``{"binaries": Binaries(...)}`` from the environment, for a commit's harness that takes them as a
+    value; ``{}`` for one from before, which reads the environment itself."""
+    try:
+        from harness.binaries import Binaries
+    except ImportError:
+        return {}
+    default = Binaries.default()
+    return {
+        "binaries": Binaries(
+            qemu=environ.get("DISKBENCH_QEMU") or default.qemu,
+            qemu_img=environ.get("DISKBENCH_QEMU_IMG") or default.qemu_img,
+        )
+    }
 
 
 def load_policy(subject_dir: Path, subject: Mapping[str, Any]) -> Any:

@@ -16,7 +16,7 @@ from types import ModuleType
 
 from harness import __version__
 from harness.cli import accel, compare, gate, guest, history, merge, report, run, show, sweep
-from harness.cli.common import err, executable
+from harness.cli.common import ENV_QEMU, ENV_QEMU_IMG, err, resolve_binaries
 from harness.errors import ExitCode, HarnessError
 from harness.untrusted import inert_output
 
@@ -37,13 +37,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--qemu",
         metavar="PATH",
-        help="qemu-system-x86_64 to run guests with (default $DISKBENCH_QEMU, else the one on PATH); "
+        help=f"qemu-system-x86_64 to run guests with (default ${ENV_QEMU}, else the one on PATH); "
         "recorded in every record's machine info",
     )
     parser.add_argument(
         "--qemu-img",
         metavar="PATH",
-        help="qemu-img to create and check images with (default $DISKBENCH_QEMU_IMG, else the one on PATH)",
+        help=f"qemu-img to create and check images with (default ${ENV_QEMU_IMG}, else the one on PATH)",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in COMMANDS:
@@ -54,16 +54,6 @@ def build_parser() -> argparse.ArgumentParser:
 def handlers() -> dict[str, Callable[[argparse.Namespace], int]]:
     """Command name -> its ``run``."""
     return {command.__name__.rsplit(".", 1)[1]: command.run for command in COMMANDS}
-
-
-def use_binaries(*, qemu: str | None, qemu_img: str | None) -> None:
-    """``--qemu``/``--qemu-img``: the environment is how every part of the harness finds them."""
-    for value, flag, name in (
-        (qemu, "--qemu", "DISKBENCH_QEMU"),
-        (qemu_img, "--qemu-img", "DISKBENCH_QEMU_IMG"),
-    ):
-        if value:
-            os.environ[name] = executable(flag, value)
 
 
 def _terminate(signum: int, _frame: object) -> None:
@@ -86,7 +76,8 @@ def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        use_binaries(qemu=args.qemu, qemu_img=args.qemu_img)
+        # decided once, then handed down as a value (``args.binaries``) to what runs QEMU or qemu-img
+        args.binaries = resolve_binaries(qemu=args.qemu, qemu_img=args.qemu_img, environ=os.environ)
         handler = handlers().get(args.command or "")
         if handler is None:
             parser.print_help()

@@ -20,6 +20,8 @@ def run(args: argparse.Namespace) -> int:
     from harness.guest import build_guest
 
     art = build_guest(log=err)
-    choice = choose_accel(args.accel, art.kernel, art.initrd, warn=err, use_cache=not args.no_cache)
+    choice = choose_accel(
+        args.accel, art.kernel, art.initrd, warn=err, use_cache=not args.no_cache, qemu=args.binaries.qemu
+    )
     print(f"accel: {choice.accel} ({choice.reason})")
     return ExitCode.OK

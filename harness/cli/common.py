@@ -8,10 +8,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Mapping
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from harness.binaries import Binaries
 from harness.compare.settings import Settings, check_gated_metric, parse_percent, parse_rule
 from harness.errors import UsageError
 from harness.paths import default_results_dir, default_work_dir
@@ -78,6 +80,29 @@ def executable(flag: str, value: str) -> str:
     if not path.is_file() or not os.access(path, os.X_OK):
         raise UsageError(f"{flag} {value}: not an executable file: pass the path of a built binary")
     return str(path)
+
+
+# where the binaries come from when no flag names them; read here and nowhere below the CLI
+ENV_QEMU = "DISKBENCH_QEMU"
+ENV_QEMU_IMG = "DISKBENCH_QEMU_IMG"
+
+
+def resolve_binaries(*, qemu: str | None, qemu_img: str | None, environ: Mapping[str, str]) -> Binaries:
+    """The binaries of this run, decided once: ``--qemu``/``--qemu-img`` (an executable file, made
+    absolute; bad input if not), else ``$DISKBENCH_QEMU``/``$DISKBENCH_QEMU_IMG`` as given, else
+    the names on PATH."""
+    default = Binaries.default()
+    return Binaries(
+        qemu=executable("--qemu", qemu) if qemu else environ.get(ENV_QEMU) or default.qemu,
+        qemu_img=executable("--qemu-img", qemu_img)
+        if qemu_img
+        else environ.get(ENV_QEMU_IMG) or default.qemu_img,
+    )
+
+
+def binaries_environ(binaries: Binaries) -> dict[str, str]:
+    """The environment that hands ``binaries`` to another diskbench process (the history suite's)."""
+    return {ENV_QEMU: binaries.qemu, ENV_QEMU_IMG: binaries.qemu_img}
 
 
 def add_compare_options(parser: Any) -> None:

@@ -127,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
         workload_timeout_s=args.workload_timeout_s,
         start=args.start,
         progress=err,
+        binaries=args.binaries,
     )
     print(result.markdown, end="")
     print(f"comparison: {result.out_dir / 'comparison.json'}")

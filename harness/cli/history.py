@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from harness.cli.common import err
+from harness.cli.common import binaries_environ, err
 from harness.errors import ExitCode
 from harness.history import run_history
 from harness.paths import REPO_ROOT, default_work_dir
@@ -69,6 +69,8 @@ def run(args: argparse.Namespace) -> int:
         repo=args.repo,
         work_dir=args.work_dir,
         log=err,
+        binaries=args.binaries,
+        suite_environ=binaries_environ(args.binaries),
     )
     if result.commits:
         print(f"measured {len(result.commits)} commit(s) on asv machine {result.machine}")

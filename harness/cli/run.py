@@ -110,11 +110,14 @@ def run(args: argparse.Namespace) -> int:
         workload_timeout_s=args.workload_timeout_s,
         mem_mib=args.mem_mib,
         smp=args.smp,
+        qemu_img=args.binaries.qemu_img,
     )
     check_tools(cells)
     from harness.sweep import check_free_space
 
-    check_free_space(args.work_dir, cells)  # too little is exit 3 before any image exists
+    check_free_space(
+        args.work_dir, cells, qemu_img=args.binaries.qemu_img
+    )  # too little is exit 3 before any image exists
     for note in skipped:
         err(f"skipped: {note}")
     with hold(args.results_dir, args.work_dir):
@@ -137,6 +140,7 @@ def _run_cells(args: argparse.Namespace, cells: Any) -> int:
         keep_images=args.keep_images,
         start=args.start,
         progress=err,
+        binaries=args.binaries,
     )
     print(result.table, end="")
     print(f"records: {result.run_dir}")

@@ -91,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
         work_dir=args.work_dir,
         boot_timeout_s=args.boot_timeout_s,
         workload_timeout_s=args.workload_timeout_s,
+        qemu_img=args.binaries.qemu_img,
     )
     check_tools(cells)
     directory = sweep.sweep_dir(args.results_dir, spec.name)
@@ -108,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         return ExitCode.OK
     if args.dry_run:
         try:
-            print(sweep.check_free_space(args.work_dir, cells))
+            print(sweep.check_free_space(args.work_dir, cells, qemu_img=args.binaries.qemu_img))
         except HarnessError as exc:
             print(f"disk: NOT ENOUGH: {exc.message}")
         if recorded:
@@ -126,7 +127,7 @@ def _run_sweep(
     from harness.report import render
     from harness.session import open_session
 
-    err(sweep.check_free_space(args.work_dir, cells))
+    err(sweep.check_free_space(args.work_dir, cells, qemu_img=args.binaries.qemu_img))
     progress = Progress()
     session = open_session(
         caches={c.drive.cache for c in cells},
@@ -140,10 +141,11 @@ def _run_sweep(
         progress=progress.note,
         run_id=f"sweep-{spec.name}",
         policy=policy,
+        binaries=args.binaries,
     )
-    for note in presets.record_probes(spec, directory, session.opts.work_dir):
+    for note in presets.record_probes(spec, directory, session.opts.work_dir, args.binaries):
         progress.note(note)
-    cells, unsupported = sweep.drop_unsupported(cells, session.opts.work_dir)
+    cells, unsupported = sweep.drop_unsupported(cells, session.opts.work_dir, args.binaries)
     for cell_id, reason in unsupported:
         progress.note(f"excluded on this host: {cell_id}: {reason}")
     result = sweep.run_sweep(

@@ -161,17 +161,17 @@ def _run_one(side: GateSide, name: str, number: int, out_dir: Path, progress: Ca
     """Bring ``side``'s record of cell ``name`` to ``number`` samples."""
     cell = side.cells[name]
     path = out_dir / "records" / side.subject.label / f"{cell.id}.json"
-    with side.subject.binaries():
-        _, record = side.session.run_cell(
-            cell,
-            path=path,
-            existing=side.records.get(name),
-            log_root=out_dir / "logs" / side.subject.label / cell.id,
-            progress=progress,
-            label=f"[{side.subject.label}] ",
-            of=number,
-            upto=number,
-        )
+    # the side's binaries travel in its session's options
+    _, record = side.session.run_cell(
+        cell,
+        path=path,
+        existing=side.records.get(name),
+        log_root=out_dir / "logs" / side.subject.label / cell.id,
+        progress=progress,
+        label=f"[{side.subject.label}] ",
+        of=number,
+        upto=number,
+    )
     side.records[name] = record
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from harness.binaries import ON_PATH, Binaries
 from harness.compare import CellResult, Settings, build_comparison, render_markdown
 from harness.errors import InfraError, SpecError, UsageError
 from harness.files import write_json_atomic, write_text_atomic
@@ -55,10 +56,12 @@ def run_gate(
     workload_timeout_s: float = 1800.0,
     progress: Callable[[str], None] = lambda _m: None,
     start: str = "auto",
+    binaries: Binaries = ON_PATH,
 ) -> GateResult:
     """Prepare both sides, run the cells interleaved, compare, write the outputs.
 
-    Values left None come from ``spec`` (see :meth:`GateOptions.decide`).
+    Values left None come from ``spec`` (see :meth:`GateOptions.decide`).  A side
+    that brings no QEMU of its own (``base.qemu``, a build) runs ``binaries``.
     """
     repo = repo_toplevel(repo)
     options = GateOptions.decide(
@@ -84,6 +87,7 @@ def run_gate(
         out_dir=out_dir,
         work_dir=work_dir,
         progress=progress,
+        binaries=binaries,
     )
 
 
@@ -97,8 +101,10 @@ def gate_revisions(
     out_dir: Path,
     work_dir: Path,
     progress: Callable[[str], None] = lambda _m: None,
+    binaries: Binaries = ON_PATH,
 ) -> GateResult:
-    """The gate of ``sources`` (base, head) in the git checkout ``repo``, with ``options`` decided."""
+    """The gate of ``sources`` (base, head) in the git checkout ``repo``, with ``options`` decided;
+    ``binaries`` for a side that brings none."""
     # every cell x gated metric is one test of the family that shares alpha
     settings = replace(settings, comparisons=len(spec.cells) * len(settings.metrics))
     started = time.monotonic()
@@ -110,7 +116,9 @@ def gate_revisions(
         log=progress,
     ) as subjects:
         out_dir.mkdir(parents=True, exist_ok=True)
-        sides = open_sides(subjects, spec, options, out_dir=out_dir, work_dir=work_dir, progress=progress)
+        sides = open_sides(
+            subjects, spec, options, out_dir=out_dir, work_dir=work_dir, progress=progress, binaries=binaries
+        )
         canary_before = host_canary(work_dir) if options.canary else []
         if canary_before:
             progress(f"gate: host canary before: {statistics.median(canary_before):.0f} MiB/s")
@@ -146,8 +154,10 @@ def open_sides(
     out_dir: Path,
     work_dir: Path,
     progress: Callable[[str], None],
+    binaries: Binaries = ON_PATH,
 ) -> dict[str, GateSide]:
-    """Each side's cells under its own policy, and a session on its guest and QEMU.
+    """Each side's cells under its own policy, and a session on its guest and QEMU
+    (its own binaries, else ``binaries``).
 
     Both sides must get the same accelerator: a gate never compares kvm with tcg.
     """
@@ -165,21 +175,21 @@ def open_sides(
                 f"{spec.source}: two cells are the same cell under the policy of {subject.label}: "
                 "make the cells differ in a value the policy does not set"
             )
-        with subject.binaries():
-            session = open_session(
-                caches={c.drive.cache for c in cells.values()},
-                repeat=1,
-                accel=options.accel,
-                work_dir=work_dir,
-                results_dir=out_dir,
-                boot_timeout_s=options.boot_timeout_s,
-                workload_timeout_s=options.workload_timeout_s,
-                start=options.start,
-                progress=progress,
-                policy=subject.policy,
-                recipe_dir=subject.recipe_dir,
-                run_id=subject.label,
-            )
+        session = open_session(
+            caches={c.drive.cache for c in cells.values()},
+            repeat=1,
+            accel=options.accel,
+            work_dir=work_dir,
+            results_dir=out_dir,
+            boot_timeout_s=options.boot_timeout_s,
+            workload_timeout_s=options.workload_timeout_s,
+            start=options.start,
+            progress=progress,
+            policy=subject.policy,
+            recipe_dir=subject.recipe_dir,
+            run_id=subject.label,
+            binaries=subject.binaries(binaries),
+        )
         session.subject["rev"] = subject.rev
         session.subject["commit"] = subject.commit
         sides[subject.label] = GateSide(subject=subject, session=session, cells=cells)

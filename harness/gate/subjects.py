@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import proc
+from harness.binaries import Binaries
 from harness.errors import CommandError, InfraError, UsageError
 from harness.paths import IMAGES_DIR
 from harness.policy import POLICY_FILE, Policy, load_policy
@@ -57,21 +58,9 @@ class Subject:
             "qemu_img": self.qemu_img,
         }
 
-    @contextlib.contextmanager
-    def binaries(self) -> Iterator[None]:
-        """Point the harness at this side's QEMU (it reads the environment at each use)."""
-        saved = {k: os.environ.get(k) for k in ("DISKBENCH_QEMU", "DISKBENCH_QEMU_IMG")}
-        try:
-            for key, value in (("DISKBENCH_QEMU", self.qemu), ("DISKBENCH_QEMU_IMG", self.qemu_img)):
-                if value:
-                    os.environ[key] = value
-            yield
-        finally:
-            for key, old in saved.items():
-                if old is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = old
+    def binaries(self, default: Binaries) -> Binaries:
+        """This side's QEMU and qemu-img: its own where it brings them, else ``default`` (the run's)."""
+        return Binaries(qemu=self.qemu or default.qemu, qemu_img=self.qemu_img or default.qemu_img)
 
 
 def git(repo: Path, *args: str, timeout_s: float = 120.0) -> str:

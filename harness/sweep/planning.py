@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness import proc
+from harness.binaries import ON_PATH, QEMU_IMG, Binaries
 from harness.errors import ImageError, InfraError, SpecError
 from harness.spec import (
     WRITTEN,
@@ -149,18 +150,16 @@ def image_need_bytes(cell: Cell, measure: Measure) -> int:
 LUKS_HEADER_BYTES = 4 * MIB
 
 
-def measure_image(cell: Cell, *, qemu_img: str | None = None) -> Measure:
+def measure_image(cell: Cell, *, qemu_img: str = QEMU_IMG) -> Measure:
     """``qemu-img measure`` for the image ``cell`` would create.
 
     An encrypted image is measured without its encryption plus :data:`LUKS_HEADER_BYTES`:
     measuring LUKS makes qemu-img time its key derivation first, and on a busy host that timing
     fails ("Unable to get accurate CPU usage") one time in five or more.
     """
-    from harness.images import qemu_img_binary
-
     options = [o for o in cell.image.create_options() if not o.startswith("encrypt.")]
     argv = [
-        qemu_img or qemu_img_binary(),
+        qemu_img,
         "measure",
         "--output=json",
         "-O",
@@ -208,13 +207,14 @@ def largest_image(
     return best
 
 
-def check_free_space(work_dir: Path, cells: Sequence[Cell]) -> str:
-    """Refuse to start when the work dir cannot hold the largest image; say the figures.
+def check_free_space(work_dir: Path, cells: Sequence[Cell], *, qemu_img: str = QEMU_IMG) -> str:
+    """Refuse to start when the work dir cannot hold the largest image (``qemu_img`` measures it);
+    say the figures.
 
     One sample's image exists at a time (each is removed after its sample),
     so the largest one is what must fit.
     """
-    cell, need = largest_image(cells)
+    cell, need = largest_image(cells, lambda c: measure_image(c, qemu_img=qemu_img))
     free = free_bytes(work_dir)
     what = f"the largest image ({cell.id}) needs up to {_gib(need)}"
     if free < need:
@@ -229,8 +229,10 @@ def _gib(n: int) -> str:
     return f"{n / 1024**3:.2f} GiB"
 
 
-def drop_unsupported(cells: Sequence[Cell], work_dir: Path) -> tuple[list[Cell], list[tuple[str, str]]]:
-    """Leave out cells this QEMU cannot open here (io_uring, native aio), with the reason.
+def drop_unsupported(
+    cells: Sequence[Cell], work_dir: Path, binaries: Binaries = ON_PATH
+) -> tuple[list[Cell], list[tuple[str, str]]]:
+    """Leave out cells ``binaries`` cannot run here (io_uring, native aio, encryption), with the reason.
 
     Probed once per aio/cache pair without a guest, so a host whose QEMU
     lacks io_uring excludes those cells instead of failing each sample.
@@ -240,7 +242,7 @@ def drop_unsupported(cells: Sequence[Cell], work_dir: Path) -> tuple[list[Cell],
     kept: list[Cell] = []
     dropped: list[tuple[str, str]] = []
     for cell in cells:
-        reason = unsupported_reason(cell, work_dir)
+        reason = unsupported_reason(cell, work_dir, binaries)
         if reason:
             dropped.append((cell.id, reason))
         else:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.binaries import Binaries
 from harness.capabilities import aio_problem, unsupported_reason
 from harness.spec import Aio, Cache, make_cell
-from harness.vm import qemu_binary
 
 pytestmark = pytest.mark.integration
 
@@ -19,7 +19,7 @@ def test_threads_is_never_probed(disk_dir: Path) -> None:
 
 def test_native_aio_with_cache_none_opens_on_a_disk_filesystem(disk_dir: Path) -> None:
     disk_dir.mkdir(parents=True, exist_ok=True)
-    assert aio_problem(qemu_binary(), Aio.NATIVE, Cache.NONE, disk_dir) is None
+    assert aio_problem(Binaries.default().qemu, Aio.NATIVE, Cache.NONE, disk_dir) is None
 
 
 def test_a_binary_that_cannot_open_the_drive_gives_its_reason(disk_dir: Path) -> None:
@@ -27,3 +27,12 @@ def test_a_binary_that_cannot_open_the_drive_gives_its_reason(disk_dir: Path) ->
     # qemu-img is not a system emulator: its complaint is the reason, not a crash
     problem = aio_problem("qemu-img", Aio.IO_URING, Cache.NONE, disk_dir)
     assert problem is not None and problem != ""
+
+
+def test_a_cell_is_probed_with_the_binaries_given(disk_dir: Path) -> None:
+    disk_dir.mkdir(parents=True, exist_ok=True)
+    cell = make_cell(aio="native", cache="none")
+    assert unsupported_reason(cell, disk_dir) is None
+    # the same cell, with a "QEMU" that cannot open the drive: the given binary is the one probed
+    reason = unsupported_reason(cell, disk_dir, Binaries(qemu="qemu-img"))
+    assert reason is not None and reason.startswith("aio=native with cache=none does not work here: ")

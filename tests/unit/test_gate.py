@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from harness.binaries import Binaries
 from harness.compare import CellResult, Kind, MetricResult, Settings, Verdict
 from harness.errors import SpecError
 from harness.gate import (
@@ -287,6 +288,17 @@ def _sides(spec: GateSpec, calls: list[tuple[str, str, int]]) -> dict[str, GateS
         cells = {gc.name: gc.resolve(policy) for gc in spec.cells}
         sides[label] = GateSide(subject=subject, session=session, cells=cells)
     return sides
+
+
+def test_each_side_runs_its_own_binaries_else_the_runs() -> None:
+    policy = parse_policy((Path(GATE_SPEC).parent.parent / "policy.toml").read_text())
+    run = Binaries("/usr/bin/qemu-system-x86_64", "/usr/bin/qemu-img")
+    base = Subject("base", "base", "0" * 40, Path("/c"), policy, Path("/i"), None, None)
+    head = Subject("head", "head", "1" * 40, Path("/c"), policy, Path("/i"), "/b/qemu-system-x86_64", None)
+    assert base.binaries(run) == run
+    assert head.binaries(run) == Binaries("/b/qemu-system-x86_64", "/usr/bin/qemu-img")
+    # the comparison names what the side brought, not the run's default
+    assert (head.describe()["qemu"], head.describe()["qemu_img"]) == ("/b/qemu-system-x86_64", None)
 
 
 def test_rounds_interleave_both_sides_in_the_seeds_order_until_max_rounds(tmp_path: Path) -> None:

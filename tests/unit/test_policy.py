@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
+from harness.binaries import Binaries
+from harness.cli import build_parser, main
+from harness.cli.common import resolve_binaries
 from harness.errors import SpecError
 from harness.policy import Policy, load_policy, parse_policy
 from harness.runner import RunOptions, vm_config
@@ -263,6 +265,20 @@ def test_run_options_pass_the_policys_drive_options_to_the_disk_under_test(tmp_p
     assert "cache=none" in drive_arg.split(",") and "aio=native" in drive_arg.split(",")
 
 
+def test_run_options_binaries_are_the_qemu_each_sample_runs(tmp_path: Path) -> None:
+    given = Binaries(qemu="/opt/q/qemu-system-x86_64", qemu_img="/opt/q/qemu-img")
+    opts = RunOptions(
+        accel="tcg", accel_reason="test", work_dir=tmp_path, results_dir=tmp_path, run_id="t", binaries=given
+    )
+    cell = make_cell(workload="dd")
+    config = vm_config(cell, FakeGuest(), opts, tmp_path / "disk.qcow2")
+    argv = config.argv(qmp_path=tmp_path / "q", console=tmp_path / "c", report=tmp_path / "r")
+    assert argv[0] == "/opt/q/qemu-system-x86_64"
+    # none given: the one on PATH
+    plain = RunOptions(accel="tcg", accel_reason="test", work_dir=tmp_path, results_dir=tmp_path, run_id="t")
+    assert vm_config(cell, FakeGuest(), plain, tmp_path / "disk.qcow2").qemu == "qemu-system-x86_64"
+
+
 SPEC = """\
 name = "p"
 
@@ -357,15 +373,32 @@ def test_binary_flags_refuse_a_non_executable_path(
 def test_binary_flags_point_the_harness_at_an_executable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flag: str, variable: str
 ) -> None:
-    # setenv first, so monkeypatch restores the caller's environment after main changed it
     monkeypatch.setenv(variable, "before")
     exe = tmp_path / "bin" / "qemu-x"
     exe.parent.mkdir()
     exe.write_text("#!/bin/sh\nexit 0\n")
     exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
     (tmp_path / "records").mkdir()
-    assert _exit_code([flag, str(exe), "show", str(tmp_path / "records")]) == 0
-    assert os.environ[variable] == str(exe.resolve())
+    argv = [flag, str(exe), "show", str(tmp_path / "records")]
+    args = build_parser().parse_args(argv)
+    binaries = resolve_binaries(qemu=args.qemu, qemu_img=args.qemu_img, environ=os.environ)
+    # the flag wins over the environment, made absolute; the other binary is the environment's or PATH's
+    assert getattr(binaries, flag.removeprefix("--").replace("-", "_")) == str(exe.resolve())
+    assert _exit_code(argv) == 0
+    # a value handed down, never written to the environment
+    assert os.environ[variable] == "before"
+
+
+def test_binaries_without_flags_come_from_the_environment_else_path() -> None:
+    assert resolve_binaries(qemu=None, qemu_img=None, environ={}) == Binaries(
+        "qemu-system-x86_64", "qemu-img"
+    )
+    environ = {"DISKBENCH_QEMU": "build/qemu-system-x86_64", "DISKBENCH_QEMU_IMG": "/opt/q/qemu-img"}
+    given = resolve_binaries(qemu=None, qemu_img=None, environ=environ)
+    # as given (records name the binaries exactly so); qemu-io is the one beside qemu-img
+    assert given == Binaries("build/qemu-system-x86_64", "/opt/q/qemu-img")
+    assert given.qemu_io == "/opt/q/qemu-io"
+    assert Binaries.default().qemu_io == "qemu-io"
 
 
 def test_a_raw_policys_preallocation_leaves_qcow2_cells_alone() -> None:
