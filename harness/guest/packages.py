@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import stat
@@ -12,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import CommandError, GuestBuildError
+from harness.guest.logs import Log, reported_to
 from harness.guest.recipe import (
     PIN_COMMAND,
-    Log,
     PayloadPackage,
     Recipe,
     RecipeError,
@@ -23,6 +24,8 @@ from harness.guest.recipe import (
 )
 from harness.paths import IMAGES_DIR
 from harness.proc import run
+
+logger = logging.getLogger(__name__)
 
 
 def deb_filename(name: str, version: str, arch: str) -> str:
@@ -118,15 +121,21 @@ def locate_debs(pins: Mapping[str, str], cwd: Path) -> dict[str, AptFile]:
     return found
 
 
-def fetch_debs(pins: Mapping[str, str], debs: Path, log: Log) -> dict[str, Path]:
+def fetch_debs(pins: Mapping[str, str], debs: Path, log: Log | None = None) -> dict[str, Path]:
     """Download each ``name=version`` into ``debs`` unless already there; name -> path.
 
     What apt would fetch is checked first (:func:`locate_debs`: exact packages
     only, at most :data:`MAX_RECIPE_BYTES` in all); each download is checked
     again (its own Package, Version and size) before it enters the shared
     cache, which is then pruned (:func:`prune_package_cache`). A pin the mirror
-    no longer has fails with the package named and the re-pin command.
+    no longer has fails with the package named and the re-pin command. Progress is logged
+    (INFO); ``log`` takes it instead (:func:`~harness.guest.logs.reported_to`).
     """
+    with reported_to(log):
+        return _fetch_debs(pins, debs)
+
+
+def _fetch_debs(pins: Mapping[str, str], debs: Path) -> dict[str, Path]:
     debs.mkdir(parents=True, exist_ok=True)
     found: dict[str, Path] = {}
     missing: dict[str, str] = {}
@@ -145,11 +154,23 @@ def fetch_debs(pins: Mapping[str, str], debs: Path, log: Log) -> dict[str, Path]
                 f"cap of {MAX_RECIPE_BYTES / 2**30:.2f} GiB per recipe: pin fewer or smaller packages"
             )
         if missing:
-            log(f"guest: downloading {len(missing)} packages into {debs}")
-        for name, version in sorted(missing.items()):
+            logger.info("guest: downloading %d packages into %s", len(missing), debs)
+        step = _progress_step(len(missing))
+        done_bytes = 0
+        for done, (name, version) in enumerate(sorted(missing.items()), start=1):
             found[name] = _download(name, version, located[name], Path(tmp) / name, debs)
-    prune_package_cache(debs, keep=found.values(), log=log)
+            done_bytes += located[name].size
+            if done % step == 0 or done == len(missing):
+                logger.info(
+                    "guest: downloaded %d/%d packages (%.1f MiB)", done, len(missing), done_bytes / 2**20
+                )
+    prune_package_cache(debs, keep=found.values())
     return found
+
+
+def _progress_step(count: int) -> int:
+    """Downloads between two progress lines: every tenth of ``count``, at most every 10."""
+    return max(1, min(10, -(-count // 10)))
 
 
 def _download(name: str, version: str, expected: AptFile, tmp: Path, debs: Path) -> Path:
@@ -193,7 +214,7 @@ def prune_package_cache(
     directory: Path,
     *,
     keep: Iterable[Path],
-    log: Log,
+    log: Log | None = None,
     max_bytes: int | None = None,
     idle_s: float = PACKAGE_IDLE_S,
 ) -> list[Path]:
@@ -201,8 +222,16 @@ def prune_package_cache(
     (default :data:`PACKAGE_CACHE_BYTES`).
 
     ``keep`` (what the current recipe uses) is marked used now and never
-    removed, nor is a package used within ``idle_s``. Returns what was removed.
+    removed, nor is a package used within ``idle_s``. Returns what was removed (and logs it;
+    ``log`` takes that line instead, :func:`~harness.guest.logs.reported_to`).
     """
+    with reported_to(log):
+        return _prune_package_cache(directory, keep=keep, max_bytes=max_bytes, idle_s=idle_s)
+
+
+def _prune_package_cache(
+    directory: Path, *, keep: Iterable[Path], max_bytes: int | None, idle_s: float
+) -> list[Path]:
     max_bytes = PACKAGE_CACHE_BYTES if max_bytes is None else max_bytes
     now = time.time()
     kept = set()
@@ -228,7 +257,9 @@ def prune_package_cache(
         total -= size
         removed.append(path)
     if removed:
-        log(f"guest: pruned {len(removed)} packages from {directory} (now {total / 2**20:.0f} MiB)")
+        logger.info(
+            "guest: pruned %d packages from %s (now %.0f MiB)", len(removed), directory, total / 2**20
+        )
     return removed
 
 
@@ -359,14 +390,20 @@ def _deb_fields(deb: Path) -> dict[str, str]:
     return fields
 
 
-def pin_recipe(recipe_dir: Path = IMAGES_DIR, log: Log = print) -> Recipe:
+def pin_recipe(recipe_dir: Path = IMAGES_DIR, log: Log | None = None) -> Recipe:
     """Re-pin every package to the mirror's current candidate and rewrite the lock files.
 
     The payload set is what ``debootstrap --variant=minbase --download-only``
     fetches (needs root; it installs nothing). The "essential" packages are
     debootstrap's required set (:func:`required_closure`), which it extracts
-    before letting the target's dpkg unpack everything.
+    before letting the target's dpkg unpack everything. Progress is logged (INFO); ``log``
+    takes it instead (:func:`~harness.guest.logs.reported_to`).
     """
+    with reported_to(log):
+        return _pin_recipe(recipe_dir)
+
+
+def _pin_recipe(recipe_dir: Path) -> Recipe:
     recipe = load_recipe(recipe_dir, require_lock=False)
     names = list(dict.fromkeys([recipe.kernel_package, *recipe.initramfs_packages, *recipe.tools_packages]))
     cands = _candidates(names)
@@ -378,7 +415,7 @@ def pin_recipe(recipe_dir: Path = IMAGES_DIR, log: Log = print) -> Recipe:
     for name in names:
         old = pinned[name]
         if old != cands[name]:
-            log(f"guest pin: {name} {old} -> {cands[name]}")
+            logger.info("guest pin: %s %s -> %s", name, old, cands[name])
     toml_path = recipe_dir / "recipe.toml"
     new_toml = rewrite_recipe_pins(
         toml_path.read_text(),
@@ -386,7 +423,7 @@ def pin_recipe(recipe_dir: Path = IMAGES_DIR, log: Log = print) -> Recipe:
         {n: cands[n] for n in (*recipe.initramfs_packages, *recipe.tools_packages)},
     )
 
-    log(f"guest pin: debootstrap --variant={recipe.variant} --download-only {recipe.suite}")
+    logger.info("guest pin: debootstrap --variant=%s --download-only %s", recipe.variant, recipe.suite)
     with tempfile.TemporaryDirectory(dir="/var/tmp", prefix="diskbench-pin-") as tmp:
         target = Path(tmp) / "target"
         run(
@@ -424,7 +461,9 @@ def pin_recipe(recipe_dir: Path = IMAGES_DIR, log: Log = print) -> Recipe:
         )
     _write_atomic(toml_path, new_toml)
     _write_atomic(recipe_dir / "payload.lock", lock)
-    log(f"guest pin: {len(packages)} payload packages, {sum(p.essential for p in packages)} essential")
+    logger.info(
+        "guest pin: %d payload packages, %d essential", len(packages), sum(p.essential for p in packages)
+    )
     return load_recipe(recipe_dir)
 
 
