@@ -4,8 +4,10 @@ The package follows the build's concepts:
 
 * :mod:`harness.guest.recipe`: ``images/recipe.toml`` and ``payload.lock``,
   parsed, path-checked and hashed;
-* :mod:`harness.guest.packages`: fetching pinned ``.deb`` files, unpacking,
-  repacking, re-pinning (``apt-cache policy``, debootstrap's required set);
+* :mod:`harness.guest.packages`: fetching pinned ``.deb`` files into the shared
+  cache, unpacking, repacking;
+* :mod:`harness.guest.pin`: re-pinning (``apt-cache policy``, debootstrap's
+  required set);
 * :mod:`harness.guest.elf`: ELF sections, the dynamic loader, DT_NEEDED,
   ``vmlinux`` out of a bzImage, ``.modinfo`` and module load order;
 * :mod:`harness.guest.cpio`: the initramfs archive format;
@@ -50,12 +52,14 @@ from harness.guest.packages import (
     extract_deb,
     fetch_debs,
     locate_debs,
-    parse_apt_policy,
-    parse_depends,
     parse_print_uris,
-    pin_recipe,
     prune_package_cache,
     repack_uncompressed,
+)
+from harness.guest.pin import (
+    parse_apt_policy,
+    parse_depends,
+    pin_recipe,
     required_closure,
     rewrite_recipe_pins,
 )
