@@ -40,8 +40,9 @@ class _ToCallback(logging.Handler):
 
 @contextmanager
 def reported_to(log: Log | None) -> Iterator[None]:
-    """Within it, what :mod:`harness.guest` logs at INFO and above goes to ``log`` instead of
-    logging's handlers; with ``log`` None, nothing changes (the records reach logging as usual)."""
+    """Within it, what :mod:`harness.guest` logs at INFO and above in this thread goes to
+    ``log`` instead of logging's handlers (the build runs in one thread; another thread's records
+    of the package are held back meanwhile); with ``log`` None, nothing changes."""
     if log is None:
         yield
         return
