@@ -16,7 +16,7 @@ from types import ModuleType
 
 from harness import __version__
 from harness.cli import accel, compare, gate, guest, history, merge, report, run, show, sweep
-from harness.cli.common import ENV_QEMU, ENV_QEMU_IMG, err, resolve_binaries
+from harness.cli.common import ENV_QEMU, ENV_QEMU_IMG, configure_logging, err, resolve_binaries
 from harness.errors import ExitCode, HarnessError
 from harness.untrusted import inert_output
 
@@ -66,8 +66,10 @@ def _terminate(signum: int, _frame: object) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """The CLI. Everything it prints goes through :func:`harness.untrusted.inert_output`: an
     error may quote a pull request's policy key or symlink, a line a guest's reason, and none of
-    them may become a command of the CI runner that reads the log."""
+    them may become a command of the CI runner that reads the log; what modules log goes there
+    too (:func:`~harness.cli.common.configure_logging`)."""
     with inert_output():
+        configure_logging()
         return _main(argv)
 
 

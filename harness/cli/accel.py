@@ -19,7 +19,7 @@ def run(args: argparse.Namespace) -> int:
     from harness.accel import choose_accel
     from harness.guest import build_guest
 
-    art = build_guest(log=err)
+    art = build_guest()
     choice = choose_accel(
         args.accel, art.kernel, art.initrd, warn=err, use_cache=not args.no_cache, qemu=args.binaries.qemu
     )

@@ -1,4 +1,5 @@
-"""What several commands share: printing to stderr, the machine options, the comparison options.
+"""What several commands share: printing to stderr, logging's configuration, the machine options,
+the comparison options.
 
 argparse lives only in :mod:`harness.cli`; the domain functions take plain values.
 """
@@ -6,6 +7,7 @@ argparse lives only in :mod:`harness.cli`; the domain functions take plain value
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Mapping
@@ -22,6 +24,30 @@ from harness.paths import default_results_dir, default_work_dir
 def err(msg: str) -> None:
     """One line to stderr, at once (progress and warnings; stdout carries the result)."""
     print(msg, file=sys.stderr, flush=True)
+
+
+class _StderrLines(logging.Handler):
+    """Each record as one line, written as :func:`err` writes it: to ``sys.stderr`` as it is at
+    that moment, which within :func:`harness.cli.main` is the inert stream wrapping it."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            err(self.format(record))
+        except Exception:  # noqa: BLE001 - logging's own rule: a failing handler reports, never raises
+            self.handleError(record)
+
+
+def configure_logging() -> None:
+    """What the harness's modules log at INFO and above goes to stderr, each message a line.
+
+    The one place logging is configured; calling it again replaces its handler."""
+    top = logging.getLogger("harness")
+    for handler in [h for h in top.handlers if isinstance(h, _StderrLines)]:
+        top.removeHandler(handler)
+    handler = _StderrLines(logging.INFO)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    top.addHandler(handler)
+    top.setLevel(logging.INFO)
 
 
 def choices(enum: type[Enum]) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from harness.cli.common import err
 from harness.errors import ExitCode, SpecError
 
 
@@ -23,12 +22,12 @@ def run(args: argparse.Namespace) -> int:
     from harness.guest import build_guest, pin_recipe
 
     if args.guest_command == "build":
-        art = build_guest(log=err, force=args.force)
+        art = build_guest(force=args.force)  # progress: logged to stderr
         print(f"guest {art.recipe_hash}: kernel {art.kernel}, initrd {art.initrd}")
         for name, path in sorted(art.payloads.items()):
             print(f"payload {name}: {path}")
         return ExitCode.OK
     if args.guest_command == "pin":
-        pin_recipe(log=err)
+        pin_recipe()
         return ExitCode.OK
     raise SpecError("diskbench guest: give an action: build or pin")

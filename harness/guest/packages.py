@@ -1,28 +1,23 @@
-"""Debian packages of the guest: fetching pinned versions, unpacking, repacking, re-pinning."""
+"""Debian packages of the guest: fetching pinned versions into the shared cache, unpacking, repacking."""
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import stat
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import CommandError, GuestBuildError
-from harness.guest.recipe import (
-    PIN_COMMAND,
-    Log,
-    PayloadPackage,
-    Recipe,
-    RecipeError,
-    format_payload_lock,
-    load_recipe,
-)
-from harness.paths import IMAGES_DIR
+from harness.guest.logs import Log, reported_to
+from harness.guest.recipe import PIN_COMMAND, RecipeError
 from harness.proc import run
+
+logger = logging.getLogger(__name__)
 
 
 def deb_filename(name: str, version: str, arch: str) -> str:
@@ -118,15 +113,21 @@ def locate_debs(pins: Mapping[str, str], cwd: Path) -> dict[str, AptFile]:
     return found
 
 
-def fetch_debs(pins: Mapping[str, str], debs: Path, log: Log) -> dict[str, Path]:
+def fetch_debs(pins: Mapping[str, str], debs: Path, log: Log | None = None) -> dict[str, Path]:
     """Download each ``name=version`` into ``debs`` unless already there; name -> path.
 
     What apt would fetch is checked first (:func:`locate_debs`: exact packages
     only, at most :data:`MAX_RECIPE_BYTES` in all); each download is checked
     again (its own Package, Version and size) before it enters the shared
     cache, which is then pruned (:func:`prune_package_cache`). A pin the mirror
-    no longer has fails with the package named and the re-pin command.
+    no longer has fails with the package named and the re-pin command. Progress is logged
+    (INFO); ``log`` takes it instead (:func:`~harness.guest.logs.reported_to`).
     """
+    with reported_to(log):
+        return _fetch_debs(pins, debs)
+
+
+def _fetch_debs(pins: Mapping[str, str], debs: Path) -> dict[str, Path]:
     debs.mkdir(parents=True, exist_ok=True)
     found: dict[str, Path] = {}
     missing: dict[str, str] = {}
@@ -145,11 +146,23 @@ def fetch_debs(pins: Mapping[str, str], debs: Path, log: Log) -> dict[str, Path]
                 f"cap of {MAX_RECIPE_BYTES / 2**30:.2f} GiB per recipe: pin fewer or smaller packages"
             )
         if missing:
-            log(f"guest: downloading {len(missing)} packages into {debs}")
-        for name, version in sorted(missing.items()):
+            logger.info("guest: downloading %d packages into %s", len(missing), debs)
+        step = _progress_step(len(missing))
+        done_bytes = 0
+        for done, (name, version) in enumerate(sorted(missing.items()), start=1):
             found[name] = _download(name, version, located[name], Path(tmp) / name, debs)
-    prune_package_cache(debs, keep=found.values(), log=log)
+            done_bytes += located[name].size
+            if done % step == 0 or done == len(missing):
+                logger.info(
+                    "guest: downloaded %d/%d packages (%.1f MiB)", done, len(missing), done_bytes / 2**20
+                )
+    prune_package_cache(debs, keep=found.values())
     return found
+
+
+def _progress_step(count: int) -> int:
+    """Downloads between two progress lines: every tenth of ``count``, at most every 10."""
+    return max(1, min(10, -(-count // 10)))
 
 
 def _download(name: str, version: str, expected: AptFile, tmp: Path, debs: Path) -> Path:
@@ -174,7 +187,7 @@ def _download(name: str, version: str, expected: AptFile, tmp: Path, debs: Path)
             f"apt-get download {name}={version} gave {', '.join(got[:5]) or 'nothing'}, "
             f"not just {expected.filename}; nothing of it was cached"
         )
-    fields = _deb_fields(deb)
+    fields = deb_fields(deb)
     size = deb.stat().st_size
     if (fields.get("Package"), fields.get("Version"), size) != (name, version, expected.size) or fields.get(
         "Architecture"
@@ -193,7 +206,7 @@ def prune_package_cache(
     directory: Path,
     *,
     keep: Iterable[Path],
-    log: Log,
+    log: Log | None = None,
     max_bytes: int | None = None,
     idle_s: float = PACKAGE_IDLE_S,
 ) -> list[Path]:
@@ -201,8 +214,16 @@ def prune_package_cache(
     (default :data:`PACKAGE_CACHE_BYTES`).
 
     ``keep`` (what the current recipe uses) is marked used now and never
-    removed, nor is a package used within ``idle_s``. Returns what was removed.
+    removed, nor is a package used within ``idle_s``. Returns what was removed (and logs it;
+    ``log`` takes that line instead, :func:`~harness.guest.logs.reported_to`).
     """
+    with reported_to(log):
+        return _prune_package_cache(directory, keep=keep, max_bytes=max_bytes, idle_s=idle_s)
+
+
+def _prune_package_cache(
+    directory: Path, *, keep: Iterable[Path], max_bytes: int | None, idle_s: float
+) -> list[Path]:
     max_bytes = PACKAGE_CACHE_BYTES if max_bytes is None else max_bytes
     now = time.time()
     kept = set()
@@ -228,7 +249,9 @@ def prune_package_cache(
         total -= size
         removed.append(path)
     if removed:
-        log(f"guest: pruned {len(removed)} packages from {directory} (now {total / 2**20:.0f} MiB)")
+        logger.info(
+            "guest: pruned %d packages from %s (now %.0f MiB)", len(removed), directory, total / 2**20
+        )
     return removed
 
 
@@ -254,88 +277,8 @@ def repack_uncompressed(deb: Path, out: Path, tmp_root: Path) -> None:
         os.replace(part, out)
 
 
-def parse_apt_policy(text: str) -> dict[str, str | None]:
-    """Candidate version per package from ``apt-cache policy A B ...`` (None: no candidate)."""
-    out: dict[str, str | None] = {}
-    current: str | None = None
-    for line in text.splitlines():
-        if line and not line[0].isspace() and line.endswith(":"):
-            current = line[:-1]
-        elif current is not None and line.strip().startswith("Candidate:"):
-            value = line.split(":", 1)[1].strip()
-            out[current] = None if value == "(none)" else value
-    return out
-
-
-def rewrite_recipe_pins(text: str, kernel_version: str, packages: Mapping[str, str]) -> str:
-    """``recipe.toml`` with new versions, comments and layout kept (pure)."""
-    section = ""
-    lines = []
-    for line in text.splitlines(keepends=True):
-        m = re.match(r"^\s*\[([^\]]+)\]", line)
-        if m:
-            section = m.group(1).strip()
-        kv = re.match(r'^(\s*)("?)([A-Za-z0-9.+_-]+)\2(\s*=\s*)"([^"]*)"(.*)$', line, re.S)
-        if kv and section == "kernel" and kv.group(3) == "version":
-            line = f'{kv.group(1)}version{kv.group(4)}"{kernel_version}"{kv.group(6)}'
-        elif kv and section in ("initramfs.packages", "tools.packages") and kv.group(3) in packages:
-            name = kv.group(3)
-            q = kv.group(2)
-            line = f'{kv.group(1)}{q}{name}{q}{kv.group(4)}"{packages[name]}"{kv.group(6)}'
-        lines.append(line)
-    return "".join(lines)
-
-
-def _candidates(names: Sequence[str]) -> dict[str, str]:
-    result = run(["apt-cache", "policy", *names], timeout_s=120, error_cls=GuestBuildError)
-    policy = parse_apt_policy(result.stdout)
-    missing = [n for n in names if not policy.get(n)]
-    if missing:
-        raise GuestBuildError(
-            f"no candidate version in the apt sources for: {', '.join(missing)}; "
-            f"run `apt-get update`, or change images/recipe.toml"
-        )
-    return {n: str(policy[n]) for n in names}
-
-
-def parse_depends(value: str) -> list[list[str]]:
-    """A Depends-style field as alternatives of package names (versions and arch dropped)."""
-    groups = []
-    for group in value.split(","):
-        alts = []
-        for alt in group.split("|"):
-            name = alt.strip().split(" ", 1)[0].split("(", 1)[0].split(":", 1)[0].strip()
-            if name:
-                alts.append(name)
-        if alts:
-            groups.append(alts)
-    return groups
-
-
-def required_closure(controls: Mapping[str, Mapping[str, str]]) -> set[str]:
-    """debootstrap's "required" set: Essential/Priority-required packages and their dependencies.
-
-    ``controls`` maps package name to its control fields. Dependencies are
-    followed through Depends and Pre-Depends within the given packages; of
-    alternatives, the first one present counts (as debootstrap resolves them).
-    """
-    todo = [n for n, f in controls.items() if f.get("Essential") == "yes" or f.get("Priority") == "required"]
-    seen: set[str] = set()
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        f = controls[name]
-        for key in ("Pre-Depends", "Depends"):
-            for alts in parse_depends(f.get(key, "")):
-                present = [a for a in alts if a in controls]
-                if present:
-                    todo.append(present[0])
-    return seen
-
-
-def _deb_fields(deb: Path) -> dict[str, str]:
+def deb_fields(deb: Path) -> dict[str, str]:
+    """The control fields of ``deb`` that the build and the pinning read."""
     result = run(
         [
             "dpkg-deb",
@@ -357,104 +300,3 @@ def _deb_fields(deb: Path) -> dict[str, str]:
         key, _, value = line.partition(":")
         fields[key.strip()] = value.strip()
     return fields
-
-
-def pin_recipe(recipe_dir: Path = IMAGES_DIR, log: Log = print) -> Recipe:
-    """Re-pin every package to the mirror's current candidate and rewrite the lock files.
-
-    The payload set is what ``debootstrap --variant=minbase --download-only``
-    fetches (needs root; it installs nothing). The "essential" packages are
-    debootstrap's required set (:func:`required_closure`), which it extracts
-    before letting the target's dpkg unpack everything.
-    """
-    recipe = load_recipe(recipe_dir, require_lock=False)
-    names = list(dict.fromkeys([recipe.kernel_package, *recipe.initramfs_packages, *recipe.tools_packages]))
-    cands = _candidates(names)
-    pinned = {
-        **recipe.tools_packages,
-        **recipe.initramfs_packages,
-        recipe.kernel_package: recipe.kernel_version,
-    }
-    for name in names:
-        old = pinned[name]
-        if old != cands[name]:
-            log(f"guest pin: {name} {old} -> {cands[name]}")
-    toml_path = recipe_dir / "recipe.toml"
-    new_toml = rewrite_recipe_pins(
-        toml_path.read_text(),
-        cands[recipe.kernel_package],
-        {n: cands[n] for n in (*recipe.initramfs_packages, *recipe.tools_packages)},
-    )
-
-    log(f"guest pin: debootstrap --variant={recipe.variant} --download-only {recipe.suite}")
-    with tempfile.TemporaryDirectory(dir="/var/tmp", prefix="diskbench-pin-") as tmp:
-        target = Path(tmp) / "target"
-        run(
-            [
-                "debootstrap", f"--variant={recipe.variant}", "--download-only",
-                recipe.suite, target, _apt_mirror(),
-            ],
-            timeout_s=1200,
-            error_cls=GuestBuildError,
-        )  # fmt: skip
-        archives = target / "var" / "cache" / "apt" / "archives"
-        controls = {}
-        for deb in sorted(archives.glob("*.deb")):
-            f = _deb_fields(deb)
-            controls[f["Package"]] = f
-        required = required_closure(controls)
-        packages = [PayloadPackage(n, f["Version"], n in required) for n, f in sorted(controls.items())]
-    if not packages:
-        raise GuestBuildError("debootstrap --download-only fetched no packages")
-    lock = format_payload_lock(
-        packages,
-        header=(
-            f"Install payload: debootstrap --variant={recipe.variant} --download-only {recipe.suite}\n"
-            f"Generated by `{PIN_COMMAND}`; columns: package version essential|base\n"
-            "essential = Essential: yes or Priority: required, and their dependencies\n"
-            "(debootstrap's required set, extracted first)"
-        ),
-    )
-    old_small = set(recipe.payload_small)
-    dropped = old_small - {p.name for p in packages}
-    if dropped:
-        raise GuestBuildError(
-            f"payload.small names packages that are no longer in the payload: "
-            f"{', '.join(sorted(dropped))}; edit [payload] small in images/recipe.toml"
-        )
-    _write_atomic(toml_path, new_toml)
-    _write_atomic(recipe_dir / "payload.lock", lock)
-    log(f"guest pin: {len(packages)} payload packages, {sum(p.essential for p in packages)} essential")
-    return load_recipe(recipe_dir)
-
-
-def _apt_mirror() -> str:
-    """The Debian mirror URL of the host's apt sources (the only network there is)."""
-    for src in _apt_source_lines():
-        m = re.search(r"(https?://\S+/debian)/?(\s|$)", src)
-        if m:
-            return m.group(1)
-    return "http://deb.debian.org/debian"
-
-
-def _apt_source_lines() -> Iterator[str]:
-    listdir = Path("/etc/apt/sources.list.d")
-    sources = [
-        Path("/etc/apt/sources.list"),
-        *sorted(listdir.glob("*.list")),
-        *sorted(listdir.glob("*.sources")),
-    ]
-    for path in sources:
-        try:
-            text = path.read_text()
-        except OSError:
-            continue
-        for line in text.splitlines():
-            if line.startswith(("deb ", "URIs:")) and "security" not in line:
-                yield line
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)

@@ -15,7 +15,7 @@ import os
 import re
 import stat
 import tomllib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,8 +32,6 @@ PIN_COMMAND = "diskbench guest pin"
 #: The most packages one recipe may pin (kernel, initramfs, tools and payload together); the
 #: shipped one has about 130. Over it is exit 2, before anything is fetched.
 MAX_RECIPE_PACKAGES = 400
-
-Log = Callable[[str], None]
 
 
 class RecipeError(GuestBuildError):

@@ -144,6 +144,18 @@ def test_an_exact_pin_is_fetched_checked_and_cached(archive: Path, tmp_path: Pat
     assert len(apt_calls(archive)) == 2
 
 
+def test_the_download_says_how_far_it_is(archive: Path, tmp_path: Path) -> None:
+    build_deb(archive, "zlib1g-dev", "1:1.2.13-1", payload=3 << 20)  # served in place of the small one
+    debs = tmp_path / "debs"
+    lines: list[str] = []
+    guest.fetch_debs({"zlib1g": "1:1.2.13-1", "zlib1g-dev": "1:1.2.13-1"}, debs, lines.append)
+    assert lines == [
+        f"guest: downloading 2 packages into {debs}",
+        "guest: downloaded 1/2 packages (0.0 MiB)",
+        "guest: downloaded 2/2 packages (3.0 MiB)",
+    ]
+
+
 def test_a_download_that_is_not_the_package_asked_for_stays_out(archive: Path, tmp_path: Path) -> None:
     """The mirror serves another package under the asked-for file name: its own fields say so."""
     index = json.loads((archive / "index.json").read_text())

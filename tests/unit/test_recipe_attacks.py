@@ -222,11 +222,11 @@ def _lib(path: Path, soname: str = "") -> Path:
 
 
 def _tools_image(tmp_path: Path, root: Path, tools: list[str]) -> Path:
-    from harness.guest.build import _write_tools_image
+    from harness.guest.drives import write_tools_image
 
     got = guest.collect_with_libraries(guest.Tree(root), tools, packages_table="tools.packages")
     tree = tmp_path / "out" / "tools-tree"
-    _write_tools_image(tmp_path / "out" / "tools.img", tree, got, tools, guest.Tree(root))
+    write_tools_image(tmp_path / "out" / "tools.img", tree, got, tools, guest.Tree(root))
     return tree
 
 
