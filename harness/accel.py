@@ -18,7 +18,7 @@ from pathlib import Path
 from harness import confine
 from harness.binaries import QEMU
 from harness.errors import AccelError, UsageError, VMError
-from harness.machine import boot_id, tool_version
+from harness.host import boot_id, tool_version
 from harness.paths import cache_dir
 from harness.vm import Machine, VMConfig
 

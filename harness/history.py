@@ -242,7 +242,7 @@ def detect_accel(log: Log, binaries: Binaries = ON_PATH) -> str:
 
 def machine_args(name: str) -> list[str]:
     """``asv machine`` answers from this host's identity, so it asks nothing."""
-    from harness.machine import cpu_model, mem_total_kib
+    from harness.host import cpu_model, mem_total_kib
 
     uname = os.uname()
     return [

@@ -16,7 +16,7 @@ from typing import Any
 from harness import images
 from harness.accel import choose_accel
 from harness.binaries import ON_PATH, Binaries
-from harness.machine import machine_info
+from harness.host import machine_info
 from harness.policy import Policy
 from harness.record.identity import fingerprint
 from harness.report import render

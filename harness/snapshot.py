@@ -48,7 +48,7 @@ from typing import Any
 
 from harness import confine
 from harness.errors import HarnessError, VMError
-from harness.machine import tool_version
+from harness.host import tool_version
 from harness.paths import cache_dir
 from harness.spec import Cache, CacheState, Cell, Interface
 from harness.vm import Drive, Machine, VMConfig

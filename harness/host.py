@@ -1,4 +1,7 @@
-"""Machine identity: what a sample must never be mixed across."""
+"""The host this runs on: what a record says of it (kernel, CPU, accel, QEMU versions, the image file system); a sample is never mixed across it.
+
+A QEMU process is :class:`harness.vm.Machine`; this module describes the host.
+"""
 
 from __future__ import annotations
 
