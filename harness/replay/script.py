@@ -15,12 +15,15 @@ does on an error) is a mismatch, and the sample fails with it.
 
 **Script.**  Every request becomes one qemu-io command, in the stream's
 order.  qemu-io runs its ``-c`` commands back to back and services
-completions only while it waits in ``aio_flush`` (a drain: every request in
-flight completes), so the requests between two drains are in flight
-together.  A drain is put before a request whenever the requests issued
-since the last one outnumber the request's recorded ``depth``: no request
-sees more in flight than it did in the guest, and a stream at depth 0 runs
-one request at a time.  A flush is a drain and ``flush``; a discard a drain
+completions only while it waits, in ``aio_flush`` (a drain: every request in
+flight completes) or in a synchronous command, so the requests between two
+drains are in flight together.  A batch ends before a request whenever the
+requests issued since the last drain outnumber the request's recorded
+``depth``: no request sees more in flight than it did in the guest.  A batch
+of one request (a stream at depth 0 is all such) is a synchronous ``read`` or
+``write``: QEMU lifts a throttle while a drain runs, so a throttle binds on
+those, and only loosely on a concurrent batch, whose throttled requests the
+drain releases.  A flush is a drain and ``flush``; a discard a drain
 and ``discard`` (qemu-io has no asynchronous discard); a write-zeroes request
 a drain and a synchronous ``write -z`` (7.2's ``aio_write -z`` reports no
 valid time).  Writes whose data was all zeros write a zero pattern (so
@@ -177,36 +180,44 @@ def graph_mismatch(guest: Sequence[tuple[str, str]], replay: Sequence[tuple[str,
 def commands(requests: Iterable[Request]) -> list[str]:
     """The qemu-io commands replaying ``requests`` (see the module's doc)."""
     out: list[str] = []
-    open_batch = 0
+    batch: list[Request] = []
 
-    def drain() -> None:
-        nonlocal open_batch
-        if open_batch:
+    def close() -> None:
+        if len(batch) == 1:
+            # alone in flight: a synchronous command, which waits without a drain (a drain
+            # would lift a throttle while it runs)
+            out.append(_io(batch[0], sync=True))
+        elif batch:
+            out.extend(_io(request, sync=False) for request in batch)
             out.append("aio_flush")
-            open_batch = 0
+        batch.clear()
 
     for request in requests:
         fua = "-f " if request.fua else ""
         if request.kind is Kind.FLUSH:
-            drain()
+            close()
             out.append("flush")
         elif request.kind is Kind.DISCARD:
-            drain()
+            close()
             out.append(f"discard {request.offset} {request.bytes}")
         elif request.kind is Kind.WRITE_ZEROES:
-            drain()
+            close()
             out.append(f"write -z {fua}{request.offset} {request.bytes}")
         else:
-            if open_batch > request.depth:
-                drain()
-            if request.kind is Kind.READ:
-                out.append(f"aio_read {request.offset} {request.bytes}")
-            else:
-                pattern = "0" if request.zero else DATA_PATTERN
-                out.append(f"aio_write {fua}-P {pattern} {request.offset} {request.bytes}")
-            open_batch += 1
-    drain()
+            if len(batch) > request.depth:
+                close()
+            batch.append(request)
+    close()
     return out
+
+
+def _io(request: Request, *, sync: bool) -> str:
+    prefix = "" if sync else "aio_"
+    if request.kind is Kind.READ:
+        return f"{prefix}read {request.offset} {request.bytes}"
+    fua = "-f " if request.fua else ""
+    pattern = "0" if request.zero else DATA_PATTERN
+    return f"{prefix}write {fua}-P {pattern} {request.offset} {request.bytes}"
 
 
 def command_args(cmds: Sequence[str]) -> list[str]:
