@@ -96,14 +96,18 @@ class Trace:
     logged_us: dict[int, int] = field(default_factory=dict)
 
 
-def parse_log(fh: BinaryIO, *, sector_bytes: int = 512, max_entries: int = MAX_REQUESTS * 4) -> list[LogEntry]:
+def parse_log(
+    fh: BinaryIO, *, sector_bytes: int = 512, max_entries: int = MAX_REQUESTS * 4
+) -> list[LogEntry]:
     """The entries of a blklogwrites log, read to its end (its superblock counts only up to the last flush)."""
     head = fh.read(sector_bytes)
     if len(head) < 28:
         raise ProtocolError("the write log has no superblock: blklogwrites did not run")
     magic, version, _count, sector = struct.unpack_from("<QQQI", head)
     if magic != LOG_MAGIC or version != LOG_VERSION or sector != sector_bytes:
-        raise ProtocolError(f"the write log's superblock is not dm-log-writes v1 with {sector_bytes}-byte sectors")
+        raise ProtocolError(
+            f"the write log's superblock is not dm-log-writes v1 with {sector_bytes}-byte sectors"
+        )
     entries: list[LogEntry] = []
     position = sector_bytes
     while True:
@@ -226,24 +230,26 @@ def merge(
             timed.append((issue.time_us, seq, Request(Kind.READ, issue.offset, issue.bytes), None))
             continue
         queue = pending.get((issue.offset, issue.bytes))
-        entry = queue.popleft() if queue else None
-        done = trace.logged_us[entry.log_offset] if entry else None
-        if entry is None:
+        found = queue.popleft() if queue else None
+        done = trace.logged_us[found.log_offset] if found else None
+        if found is None:
             unmatched += 1
-        zero = issue.kind is Kind.WRITE_ZEROES or (entry is not None and entry.zero)
-        fua = bool(issue.flags & REQ_FUA) or (entry is not None and entry.fua)
+        zero = issue.kind is Kind.WRITE_ZEROES or (found is not None and found.zero)
+        fua = bool(issue.flags & REQ_FUA) or (found is not None and found.fua)
         timed.append((issue.time_us, seq, Request(issue.kind, issue.offset, issue.bytes, zero, fua), done))
-    for seq, entry in enumerate(traced, start=len(trace.issues)):
-        if entry.kind in (Kind.FLUSH, Kind.DISCARD):
-            done = trace.logged_us[entry.log_offset]
-            timed.append((done, seq, Request(entry.kind, entry.offset, entry.bytes), done))
+    for seq, logged in enumerate(traced, start=len(trace.issues)):
+        if logged.kind in (Kind.FLUSH, Kind.DISCARD):
+            done = trace.logged_us[logged.log_offset]
+            timed.append((done, seq, Request(logged.kind, logged.offset, logged.bytes), done))
     timed.sort(key=lambda item: (item[0], item[1]))
     requests = []
     in_flight: list[int] = []
     for issued, _seq, request, done in timed:
         while in_flight and in_flight[0] <= issued:
             heapq.heappop(in_flight)
-        requests.append(Request(request.kind, request.offset, request.bytes, request.zero, request.fua, len(in_flight)))
+        requests.append(
+            Request(request.kind, request.offset, request.bytes, request.zero, request.fua, len(in_flight))
+        )
         if done is not None and done > issued:
             heapq.heappush(in_flight, done)
     stream = Stream(

@@ -90,7 +90,13 @@ class RecordingConfig(VMConfig):
     trace: Path = Path()
 
     def argv(self, **kwargs: Any) -> list[str]:
-        return [*super().argv(**kwargs), "-msg", "timestamp=on", "-trace", f"enable=bdrv_open_common,file={self.trace}"]
+        return [
+            *super().argv(**kwargs),
+            "-msg",
+            "timestamp=on",
+            "-trace",
+            f"enable=bdrv_open_common,file={self.trace}",
+        ]
 
 
 class RecordingMachine(Machine):
@@ -163,16 +169,19 @@ def record(cell: Cell, guest: Guest, opts: RunOptions, log_dir: Path) -> Stream:
         base = vm_config(cell, guest, opts, image)
         disk = guest_drive(base)
         drive = guest_options(disk.argv()[1])
-        logged = LoggedDrive(**{f.name: getattr(disk, f.name) for f in dataclasses.fields(Drive)}, log=write_log)
+        logged = LoggedDrive(
+            **{f.name: getattr(disk, f.name) for f in dataclasses.fields(Drive)}, log=write_log
+        )
         values = {f.name: getattr(base, f.name) for f in dataclasses.fields(VMConfig)}
         drives = [logged if d.node == DISK_NODE else d for d in base.drives]
         config = RecordingConfig(**{**values, "drives": drives}, trace=trace)
-        with RecordingMachine(config, log_dir, name=f"{cell.id}-record") as vm:
+        vm = RecordingMachine(config, log_dir, name=f"{cell.id}-record")
+        with vm:
             parse_ready(vm.wait_event("ready", timeout_s=opts.boot_timeout_s, what="ready line"))
             vm.send_control(workload_line(cell, opts))
             vm.wait_event("start", timeout_s=opts.boot_timeout_s, what="workload start")
-            for event in WORKLOAD_EVENTS:
-                vm.qmp("trace-event-set-state", name=event, enable=True)
+            for traced_event in WORKLOAD_EVENTS:
+                vm.qmp("trace-event-set-state", name=traced_event, enable=True)
             event = vm.wait_event("report", timeout_s=opts.workload_timeout_s, what="workload report")
             vm.wait_guest_stopped(timeout_s=60.0)
             image_name, log_name = vm.image_name, vm.log_name

@@ -56,7 +56,9 @@ def qemu_io_beside(qemu_img: str) -> str:
     return str(Path(found).resolve().parent / "qemu-io")
 
 
-def guest_drive_options(cell: Cell, drive_options: tuple[tuple[str, str], ...], image: Path) -> dict[str, str]:
+def guest_drive_options(
+    cell: Cell, drive_options: tuple[tuple[str, str], ...], image: Path
+) -> dict[str, str]:
     """The guest's ``-drive`` options for ``cell``, from the Drive the runner attaches."""
     drive = Drive(
         node=DISK_NODE,

@@ -52,7 +52,13 @@ NOT_BLOCK_LAYER = ("if", "id", "file", "serial", "readonly")
 #: -drive defaults that qemu-io's differ from: said explicitly on both sides
 GUEST_DEFAULTS = {"discard": "ignore", "detect-zeroes": "off", "copy-on-read": "off"}
 #: options of the format node, passed in --image-opts under the same name
-FORMAT_NODE = ("detect-zeroes", "l2-cache-size", "refcount-cache-size", "cache-clean-interval", "encrypt.key-secret")
+FORMAT_NODE = (
+    "detect-zeroes",
+    "l2-cache-size",
+    "refcount-cache-size",
+    "cache-clean-interval",
+    "encrypt.key-secret",
+)
 #: options that say what the guest's device does on an error: qemu-io has no device
 NO_QEMU_IO = ("werror", "rerror")
 THROTTLE_GROUP = "replay-tg"

@@ -246,6 +246,10 @@ def _requests(value: Any, source: str, *, disk_bytes: int, sector: int) -> tuple
         if offset % sector or size % sector:
             raise StreamError(f"{source}: {where} ({offset}, {size}) is not aligned to {sector} bytes")
         if offset + size > disk_bytes:
-            raise StreamError(f"{source}: {where} ends at {offset + size}, past the disk's {disk_bytes} bytes")
-        requests.append(Request(kind, offset, size, zero=zero or kind is Kind.WRITE_ZEROES, fua=fua, depth=depth))
+            raise StreamError(
+                f"{source}: {where} ends at {offset + size}, past the disk's {disk_bytes} bytes"
+            )
+        requests.append(
+            Request(kind, offset, size, zero=zero or kind is Kind.WRITE_ZEROES, fua=fua, depth=depth)
+        )
     return tuple(requests)

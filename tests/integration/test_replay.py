@@ -104,7 +104,12 @@ def test_a_throttle_and_detect_zeroes_are_applied_and_bind(disk_dir: Path) -> No
     stream = replace(SMALL, requests=writes, drive={})
     policy = (("throttling.bps-write", str(1024 * 1024)), ("detect-zeroes", "on"))
     sample = replay(
-        stream, SMALL_CELL, qemu_io=qemu_io_beside("qemu-img"), qemu_img=None, work_dir=disk_dir, drive_options=policy
+        stream,
+        SMALL_CELL,
+        qemu_io=qemu_io_beside("qemu-img"),
+        qemu_img=None,
+        work_dir=disk_dir,
+        drive_options=policy,
     )
     assert sample.options["throttling.bps-write"] == str(1024 * 1024)
     assert sample.options["detect-zeroes"] == "on"

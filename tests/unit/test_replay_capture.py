@@ -127,7 +127,9 @@ def test_merge_orders_by_issue_places_flushes_at_completion_and_counts_depth() -
         LogEntry(2048, Kind.WRITE, 0, 512, zero=True, fua=False),
         LogEntry(3072, Kind.FLUSH, 0, 0, zero=False, fua=False),
     ]
-    merged = merge(entries, parse_trace(lines, image=IMG, log=LOG), disk_bytes=1 << 20, drive={"cache": "none"})
+    merged = merge(
+        entries, parse_trace(lines, image=IMG, log=LOG), disk_bytes=1 << 20, drive={"cache": "none"}
+    )
     got = [(r.kind, r.offset, r.zero, r.fua, r.depth) for r in merged.stream.requests]
     assert got == [
         (Kind.WRITE, 0, True, False, 0),

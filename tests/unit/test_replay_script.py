@@ -143,7 +143,9 @@ def test_bad_qemu_io_output_is_a_protocol_error(text: str, message: str) -> None
 
 
 def test_figures_are_quantiles_of_each_kinds_times() -> None:
-    done = [Completion("wrote", 0, 512, t / 1000) for t in range(1, 101)] + [Completion("read", 0, 512, 0.002)]
+    done = [Completion("wrote", 0, 512, t / 1000) for t in range(1, 101)] + [
+        Completion("read", 0, 512, 0.002)
+    ]
     got = figures(done, wall_s=1.5, flushes=3)
     assert got["replay.wall_s"] == 1.5 and got["replay.flushes"] == 3
     assert got["replay.write_ops"] == 100 and got["replay.read_ops"] == 1 and got["replay.discard_ops"] == 0

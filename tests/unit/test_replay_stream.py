@@ -81,7 +81,10 @@ def test_counts_and_summary_say_what_two_recordings_are_compared_by() -> None:
         ({"requests.offset": [64 * MIB, 4096, MIB, 2 * MIB, 0, 0]}, "request 0 offset"),
         ({"requests.offset": [0, 4097, MIB, 2 * MIB, 0, 0]}, "not aligned to 512 bytes"),
         (
-            {"requests.offset": [0, 4096, MIB, 2 * MIB, 0, 63 * MIB], "requests.bytes": [4096, 8192, 65536, MIB, 0, 2 * MIB]},
+            {
+                "requests.offset": [0, 4096, MIB, 2 * MIB, 0, 63 * MIB],
+                "requests.bytes": [4096, 8192, 65536, MIB, 0, 2 * MIB],
+            },
             "past the disk",
         ),
         ({"requests.bytes": [MAX_REQUEST_BYTES + 512, 8192, 65536, MIB, 0, MIB]}, "request 0 bytes"),
@@ -96,8 +99,10 @@ def test_counts_and_summary_say_what_two_recordings_are_compared_by() -> None:
         ({"requests": []}, "requests must be an object"),
     ],
 )
-def test_a_hostile_stream_is_refused_naming_the_file_and_the_field(changes: dict[str, Any], message: str) -> None:
-    with pytest.raises(StreamError, match="^evil.json: ") as caught:
+def test_a_hostile_stream_is_refused_naming_the_file_and_the_field(
+    changes: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(StreamError, match=r"^evil\.json: ") as caught:
         parse_stream(json.dumps(doc(**changes)), source="evil.json")
     assert message in caught.value.message
 
@@ -111,7 +116,7 @@ def test_a_stream_past_the_request_bound_is_refused_before_its_columns_are_read(
 
 @pytest.mark.parametrize("text", ["", "{", "[1]", '{"format": NaN}', "[" * 100_000])
 def test_text_that_is_not_a_stream_is_a_stream_error(text: str) -> None:
-    with pytest.raises(StreamError, match="^t.json: "):
+    with pytest.raises(StreamError, match=r"^t\.json: "):
         parse_stream(text, source="t.json")
 
 
