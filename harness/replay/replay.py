@@ -1,0 +1,162 @@
+"""Replay a stream natively with the side's own ``qemu-io``: one replay sample.
+
+The image is made fresh as the cell says (:func:`harness.images.create`,
+the side's ``qemu-img``); ``qemu-io`` from the same directory opens it with
+the cell's cache mode, aio and the policy's drive options
+(:mod:`harness.replay.script`), runs the stream's requests and reports each
+one's time.  qemu-io runs confined as qemu-img is (:mod:`harness.confine`:
+the unprivileged account, its files handed over as descriptors; qemu-io has
+no ``-sandbox`` option, unlike QEMU).
+
+Before a figure counts, three checks, each failing the sample with its
+reason (:class:`~harness.replay.script.ReplayMismatch`):
+
+- the options the replay's argv applies equal the guest's ``-drive`` options
+  for the cell (an option qemu-io cannot express is a mismatch);
+- where the stream was recorded under these very options, the block graph
+  qemu-io opened (its own ``bdrv_open_common`` trace: drivers and the
+  cache/aio open flags, top down) equals the one the guest's QEMU opened;
+- qemu-io reported as many reads, writes and discards as the stream holds.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness import confine, images, proc
+from harness.errors import CommandError, ProtocolError
+from harness.replay.capture import graph_of
+from harness.replay.script import (
+    ReplayMismatch,
+    command_args,
+    commands,
+    counts,
+    figures,
+    graph_mismatch,
+    guest_options,
+    option_mismatch,
+    parse_output,
+    qemu_io_argv,
+    replay_options,
+)
+from harness.replay.stream import Stream
+from harness.spec import Cell, secret_object
+from harness.vm import Drive
+
+DISK_NODE = "disk0"
+REPLAY_TIMEOUT_S = 1800.0
+
+
+def qemu_io_beside(qemu_img: str) -> str:
+    """The ``qemu-io`` of the same build or package as ``qemu-img`` (its directory)."""
+    found = shutil.which(qemu_img) or qemu_img
+    return str(Path(found).resolve().parent / "qemu-io")
+
+
+def guest_drive_options(
+    cell: Cell, drive_options: tuple[tuple[str, str], ...], image: Path
+) -> dict[str, str]:
+    """The guest's ``-drive`` options for ``cell``, from the Drive the runner attaches."""
+    drive = Drive(
+        node=DISK_NODE,
+        path=image,
+        format=cell.image.format.value,
+        interface=cell.drive.interface,
+        cache=cell.drive.cache,
+        aio=cell.drive.aio,
+        options=drive_options,
+        key_secret=cell.image.encrypted,
+    )
+    return guest_options(drive.argv()[1])
+
+
+@dataclass(frozen=True)
+class ReplaySample:
+    figures: dict[str, float]
+    options: dict[str, str]
+    graph: list[tuple[str, str]]
+    argv: list[str]
+    completions: dict[str, int]
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "metrics": self.figures,
+            "options": self.options,
+            "graph": [list(node) for node in self.graph],
+            "argv": self.argv,
+            "completions": self.completions,
+            "notes": self.notes,
+        }
+
+
+def replay(
+    stream: Stream,
+    cell: Cell,
+    *,
+    qemu_io: str,
+    qemu_img: str | None,
+    work_dir: Path,
+    drive_options: tuple[tuple[str, str], ...] = (),
+    timeout_s: float = REPLAY_TIMEOUT_S,
+) -> ReplaySample:
+    """Replay ``stream`` on a fresh image of ``cell``; raises ReplayMismatch or ProtocolError on a check."""
+    if stream.disk_bytes > cell.image.size:
+        raise ReplayMismatch(
+            f"the stream was recorded on a {stream.disk_bytes}-byte disk, larger than the cell's {cell.image.size}"
+        )
+    work_dir.mkdir(parents=True, exist_ok=True)
+    image = work_dir / f"{cell.id}.replay.{cell.image.format.value}"
+    trace = work_dir / f"{cell.id}.replay.trace"
+    trace.unlink(missing_ok=True)
+    notes: list[str] = []
+    images.create(image, cell.image, qemu_img=qemu_img)
+    try:
+        with confine.Handoff(confine.account()) as handoff:
+            name = handoff.write(image)
+            traced = handoff.write(trace, create=True)
+            wanted = guest_drive_options(cell, drive_options, Path(name))
+            secret = secret_object() if cell.image.encrypted else None
+            head = qemu_io_argv(qemu_io, name, wanted, secret_object=secret)
+            applied = replay_options(head)
+            why = option_mismatch(wanted, applied)
+            if why:
+                raise ReplayMismatch(why)
+            argv = [head[0], "-T", f"enable=bdrv_open_common,file={traced}", *head[1:]]
+            script = commands(stream.requests)
+            try:
+                result = proc.run(
+                    [*argv, *command_args(script)],
+                    timeout_s=timeout_s,
+                    confined=handoff.popen_kwargs(),
+                )
+            except CommandError as exc:
+                raise ProtocolError(f"qemu-io failed: {exc.message}", log_tail=exc.log_tail) from exc
+        with trace.open(encoding="utf-8", errors="replace") as lines:
+            graph = graph_of(lines, image=name)
+    finally:
+        image.unlink(missing_ok=True)
+        trace.unlink(missing_ok=True)
+    if stream.drive == wanted:
+        why = graph_mismatch(stream.graph, graph)
+        if why:
+            raise ReplayMismatch(why)
+    else:
+        notes.append("the stream was recorded under other drive options: its block graph is not compared")
+    done = parse_output(result.stdout)
+    got = {word: sum(1 for c in done if c.word == word) for word in ("wrote", "read", "discard")}
+    expected = counts(stream)
+    if got != expected:
+        raise ProtocolError(f"qemu-io completed {got}, the stream holds {expected}")
+    flushes = sum(1 for cmd in script if cmd == "flush")
+    return ReplaySample(
+        figures=figures(done, wall_s=result.duration_s, flushes=flushes),
+        options=applied,
+        graph=graph,
+        argv=argv,
+        completions={**got, "flush": flushes},
+        notes=notes,
+    )

@@ -1,0 +1,118 @@
+"""Replay against the real block layer: a stream recorded from a real guest, replayed by real qemu-io."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.replay.record import record
+from harness.replay.replay import qemu_io_beside, replay
+from harness.replay.script import ReplayMismatch
+from harness.replay.stream import Kind, Request, Stream, parse_stream
+from harness.runner import RunOptions
+from harness.spec import make_cell
+
+pytestmark = [pytest.mark.integration]
+
+CELL = make_cell(format="qcow2", cache="none", aio="threads", workload="dd", dd_mib=16, size="256M")
+
+
+def options(work: Path, results: Path) -> RunOptions:
+    return RunOptions(accel="tcg", accel_reason="test", work_dir=work, results_dir=results, run_id="t")
+
+
+@pytest.fixture(scope="module")
+def recorded(guest: Any, tmp_path_factory: pytest.TempPathFactory) -> Stream:
+    root = tmp_path_factory.mktemp("record")
+    return record(CELL, guest, options(root / "work", root / "results"), root / "logs")
+
+
+@pytest.mark.guest
+def test_a_recorded_dd_stream_is_replayed_request_for_request(recorded: Stream, disk_dir: Path) -> None:
+    counts = recorded.counts()
+    # the guest wrote its 16 MiB and flushed: the stream holds them, with their data's zeroness
+    assert counts["write"] >= 8 and counts["flush"] >= 1
+    assert recorded.summary()["write_bytes"] >= 16 * 1024 * 1024
+    assert recorded.graph == (("qcow2", "0x22"), ("file", "0x22"))
+    assert recorded.drive["cache"] == "none" and recorded.source["unmatched_issues"] == 0
+    back = parse_stream(recorded.to_json(), source="recorded")
+    assert back.digest == recorded.digest
+
+    sample = replay(back, CELL, qemu_io=qemu_io_beside("qemu-img"), qemu_img=None, work_dir=disk_dir)
+    # what qemu-io completed, request for request, is what the stream holds
+    assert sample.completions == {
+        "wrote": counts["write"] + counts["write_zeroes"],
+        "read": counts["read"],
+        "discard": counts["discard"],
+        "flush": counts["flush"],
+    }
+    assert sample.figures["replay.write_ops"] == counts["write"] + counts["write_zeroes"]
+    assert sample.graph == [("qcow2", "0x22"), ("file", "0x22")]
+    assert sample.options["cache"] == "none" and not sample.notes
+    assert 0 < sample.figures["replay.write_p50_ms"] <= sample.figures["replay.write_p99_ms"] < 10_000
+    assert 0 < sample.figures["replay.wall_s"] < 60
+
+
+SMALL = Stream(
+    disk_bytes=64 * 1024 * 1024,
+    requests=(Request(Kind.WRITE, 0, 65536), Request(Kind.FLUSH), Request(Kind.READ, 0, 4096)),
+    drive={
+        "format": "qcow2",
+        "cache": "none",
+        "aio": "threads",
+        "discard": "ignore",
+        "detect-zeroes": "off",
+        "copy-on-read": "off",
+    },
+    graph=(("qcow2", "0x22"), ("file", "0x22")),
+)
+SMALL_CELL = make_cell(format="qcow2", cache="none", aio="threads", size="64M")
+
+
+def test_a_replay_whose_block_graph_differs_from_the_guests_fails_with_the_reason(disk_dir: Path) -> None:
+    # recorded where the guest's QEMU opened the image with aio=native (flag 0x80): qemu-io opens it
+    # with the cell's aio=threads, and its own trace says so
+    native = replace(SMALL, graph=(("qcow2", "0xa2"), ("file", "0xa2")))
+    with pytest.raises(ReplayMismatch) as caught:
+        replay(native, SMALL_CELL, qemu_io=qemu_io_beside("qemu-img"), qemu_img=None, work_dir=disk_dir)
+    assert caught.value.message == (
+        "the replay's block graph qcow2[0x22] > file[0x22] differs from the guest's qcow2[0xa2] > file[0xa2]"
+    )
+    # the same stream with its true graph replays
+    sample = replay(SMALL, SMALL_CELL, qemu_io=qemu_io_beside("qemu-img"), qemu_img=None, work_dir=disk_dir)
+    assert sample.completions == {"wrote": 1, "read": 1, "discard": 0, "flush": 1}
+
+
+def test_a_drive_option_qemu_io_cannot_apply_fails_the_sample_with_the_reason(disk_dir: Path) -> None:
+    with pytest.raises(ReplayMismatch, match="qemu-io cannot apply the guest's drive option werror=stop"):
+        replay(
+            SMALL,
+            SMALL_CELL,
+            qemu_io=qemu_io_beside("qemu-img"),
+            qemu_img=None,
+            work_dir=disk_dir,
+            drive_options=(("werror", "stop"),),
+        )
+
+
+def test_a_throttle_and_detect_zeroes_are_applied_and_bind(disk_dir: Path) -> None:
+    # 20 writes of 64 KiB at 1 MiB/s (with no burst allowance) take about a second
+    writes = tuple(Request(Kind.WRITE, i * 65536, 65536) for i in range(20))
+    stream = replace(SMALL, requests=writes, drive={})
+    policy = (("throttling.bps-write", str(1024 * 1024)), ("detect-zeroes", "on"))
+    sample = replay(
+        stream,
+        SMALL_CELL,
+        qemu_io=qemu_io_beside("qemu-img"),
+        qemu_img=None,
+        work_dir=disk_dir,
+        drive_options=policy,
+    )
+    assert sample.options["throttling.bps-write"] == str(1024 * 1024)
+    assert sample.options["detect-zeroes"] == "on"
+    assert sample.graph[0][0] == "throttle"
+    assert sample.notes  # recorded under other options: the graph is not compared
+    assert sample.figures["replay.wall_s"] > 0.8
