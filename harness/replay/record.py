@@ -38,7 +38,7 @@ from typing import Any
 from harness import images, snapshot
 from harness.errors import ProtocolError
 from harness.files import write_json_atomic
-from harness.machine import tool_version
+from harness.host import tool_version
 from harness.protocol import parse_ready, parse_report
 from harness.replay.capture import merge, parse_log, parse_trace
 from harness.replay.script import drive_option_words, guest_options

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import confine, images, proc
+from harness.binaries import QEMU_IMG
 from harness.errors import CommandError, ProtocolError
 from harness.replay.capture import graph_of
 from harness.replay.script import (
@@ -98,7 +99,7 @@ def replay(
     cell: Cell,
     *,
     qemu_io: str,
-    qemu_img: str | None,
+    qemu_img: str = QEMU_IMG,
     work_dir: Path,
     drive_options: tuple[tuple[str, str], ...] = (),
     timeout_s: float = REPLAY_TIMEOUT_S,

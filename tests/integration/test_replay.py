@@ -41,7 +41,7 @@ def test_a_recorded_dd_stream_is_replayed_request_for_request(recorded: Stream, 
     back = parse_stream(recorded.to_json(), source="recorded")
     assert back.digest == recorded.digest
 
-    sample = replay(back, CELL, qemu_io=qemu_io_beside("qemu-img"), qemu_img=None, work_dir=disk_dir)
+    sample = replay(back, CELL, qemu_io=qemu_io_beside("qemu-img"), work_dir=disk_dir)
     # what qemu-io completed, request for request, is what the stream holds
     assert sample.completions == {
         "wrote": counts["write"] + counts["write_zeroes"],
@@ -77,12 +77,12 @@ def test_a_replay_whose_block_graph_differs_from_the_guests_fails_with_the_reaso
     # with the cell's aio=threads, and its own trace says so
     native = replace(SMALL, graph=(("qcow2", "0xa2"), ("file", "0xa2")))
     with pytest.raises(ReplayMismatch) as caught:
-        replay(native, SMALL_CELL, qemu_io=qemu_io_beside("qemu-img"), qemu_img=None, work_dir=disk_dir)
+        replay(native, SMALL_CELL, qemu_io=qemu_io_beside("qemu-img"), work_dir=disk_dir)
     assert caught.value.message == (
         "the replay's block graph qcow2[0x22] > file[0x22] differs from the guest's qcow2[0xa2] > file[0xa2]"
     )
     # the same stream with its true graph replays
-    sample = replay(SMALL, SMALL_CELL, qemu_io=qemu_io_beside("qemu-img"), qemu_img=None, work_dir=disk_dir)
+    sample = replay(SMALL, SMALL_CELL, qemu_io=qemu_io_beside("qemu-img"), work_dir=disk_dir)
     assert sample.completions == {"wrote": 1, "read": 1, "discard": 0, "flush": 1}
 
 
@@ -92,7 +92,6 @@ def test_a_drive_option_qemu_io_cannot_apply_fails_the_sample_with_the_reason(di
             SMALL,
             SMALL_CELL,
             qemu_io=qemu_io_beside("qemu-img"),
-            qemu_img=None,
             work_dir=disk_dir,
             drive_options=(("werror", "stop"),),
         )
@@ -107,7 +106,6 @@ def test_a_throttle_and_detect_zeroes_are_applied_and_bind(disk_dir: Path) -> No
         stream,
         SMALL_CELL,
         qemu_io=qemu_io_beside("qemu-img"),
-        qemu_img=None,
         work_dir=disk_dir,
         drive_options=policy,
     )
