@@ -316,6 +316,10 @@ def touch_guest(guest: Guest) -> None:
         ) from exc
 
 
+# one sample of a cell: (cell, guest, options, sample index, log dir) -> the sample's dict
+Sampler = Callable[[Cell, "Guest", "RunOptions", int, Path], dict[str, Any]]
+
+
 def run_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: Path) -> dict[str, Any]:
     """One measured run of ``cell``; never raises for a failure of the sample itself."""
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
@@ -448,8 +452,12 @@ def run_cell(
     log_root: Path | None = None,
     of: int | None = None,
     upto: int | None = None,
+    sampler: Sampler | None = None,
 ) -> tuple[Path, dict[str, Any]]:
     """Run the samples of ``cell`` up to sample number ``upto``; write the record after each.
+
+    ``sampler`` measures one sample (default :func:`run_sample`, a guest; a replay cell's
+    is :func:`harness.replay.sample.replay_sample`, chosen by the session).
 
     ``upto`` defaults to ``opts.repeat``; a round of a sweep or a gate passes
     its own number (one more sample per cell per round, see
@@ -484,7 +492,7 @@ def run_cell(
     for count in range(len(record["samples"]), upto):
         index = next_sample_index(record)
         progress(f"{label}{cell.id} sample {count + 1}/{of} ...")
-        sample = run_sample(cell, guest, opts, index, log_root / f"sample-{index}")
+        sample = (sampler or run_sample)(cell, guest, opts, index, log_root / f"sample-{index}")
         record["samples"].append(sample)
         write_json_atomic(path, record)
         progress(f"{label}{cell.id} sample {count + 1}/{of}: {describe_sample(sample)}")
@@ -501,6 +509,11 @@ def describe_sample(sample: dict[str, Any]) -> str:
     if sample["status"] != "ok":
         return f"FAILED: {sample.get('reason', 'unknown reason')}"
     metrics = sample["metrics"]
+    if sample.get("measure") == "replay":
+        parts = [f"replay {metrics['replay.wall_s']:.2f} s"]
+        if "replay.write_p90_ms" in metrics:
+            parts.append(f"write p90 {metrics['replay.write_p90_ms']:.2f} ms")
+        return ", ".join(parts)
     parts = [f"total {metrics['total_s']:.2f} s", f"boot {metrics['host.boot_s']:.2f} s"]
     if "mib_per_s" in metrics:
         parts.append(f"{metrics['mib_per_s']:.1f} MiB/s")

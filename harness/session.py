@@ -20,8 +20,8 @@ from harness.host import machine_info
 from harness.policy import Policy
 from harness.record.identity import fingerprint
 from harness.report import render
-from harness.runner import Guest, RunOptions, new_run_id, run_cell
-from harness.spec import Cache, Cell
+from harness.runner import Guest, RunOptions, Sampler, new_run_id, run_cell
+from harness.spec import Cache, Cell, Measure
 
 BOOT_TIMEOUT_S = {"kvm": 30.0, "tcg": 120.0}
 
@@ -72,6 +72,7 @@ class Session:
             log_root=log_root,
             of=of,
             upto=upto,
+            sampler=sampler_for(cell),
         )
 
 
@@ -149,6 +150,15 @@ class RunResult:
     @property
     def failed_samples(self) -> int:
         return sum(1 for r in self.records for s in r["samples"] if s["status"] != "ok")
+
+
+def sampler_for(cell: Cell) -> Sampler | None:
+    """How ``cell``'s samples are measured: a replay cell's by replay, others by a guest (None)."""
+    if cell.measure is Measure.REPLAY:
+        from harness.replay.sample import replay_sample
+
+        return replay_sample
+    return None
 
 
 def run_cells(

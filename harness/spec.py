@@ -70,6 +70,21 @@ class CacheState(StrEnum):
     COLD = "cold"
 
 
+class Measure(StrEnum):
+    """How a sample measures its cell.
+
+    ``guest``: a real guest runs the workload on the disk (the default; every figure of
+    the device emulation and the bus).  ``replay``: the cell's request stream, recorded
+    once from such a guest on QEMU's side, is replayed natively by the side's ``qemu-io``
+    against the same block layer (format driver, cache mode, aio, the policy's options),
+    with no emulated CPU in between (:mod:`harness.replay`).  The two are never compared
+    with each other: a replay cell has an id of its own.
+    """
+
+    GUEST = "guest"
+    REPLAY = "replay"
+
+
 # "written" is a raw image every byte of which is written before the run
 # (seed 003's dd if=/dev/zero image): not a qemu-img option, the harness writes it.
 WRITTEN = "written"
@@ -229,11 +244,14 @@ class Cell:
     drive: DriveSpec = field(default_factory=DriveSpec)
     workload: WorkloadSpec = field(default_factory=WorkloadSpec)
     cache_state: CacheState = CacheState.FRESH
+    measure: Measure = Measure.GUEST
 
     @property
     def id(self) -> str:
         base = f"{self.image.slug}.{self.drive.slug}.{self.workload.slug}"
-        return base if self.cache_state is CacheState.FRESH else f"{base}.{self.cache_state.value}"
+        if self.cache_state is not CacheState.FRESH:
+            base = f"{base}.{self.cache_state.value}"
+        return base if self.measure is Measure.GUEST else f"{base}.{self.measure.value}"
 
     def as_dict(self) -> dict[str, Any]:
         def plain(value: Any) -> Any:
@@ -248,6 +266,8 @@ class Cell:
             "drive": plain(asdict(self.drive)),
             "workload": self.workload.as_dict(),
             "cache_state": self.cache_state.value,
+            # a guest cell's record keeps the keys it always had
+            **({} if self.measure is Measure.GUEST else {"measure": self.measure.value}),
             "id": self.id,
         }
 
@@ -269,6 +289,7 @@ class Cell:
             interface=drive["interface"],
             workload=workload["name"],
             cache_state=data.get("cache_state", "fresh"),
+            measure=data.get("measure", "guest"),
             **{name: workload.get(name, default) for name, default in registry.defaults().items()},
         )
 
@@ -298,6 +319,7 @@ def make_cell(
     interface: str | Interface = Interface.VIRTIO_BLK,
     workload: str | Workload = Workload.INSTALL,
     cache_state: str | CacheState = CacheState.FRESH,
+    measure: str | Measure = Measure.GUEST,
     **params: Any,
 ) -> Cell:
     """Build one validated cell from user-facing spellings.
@@ -350,6 +372,14 @@ def make_cell(
     if check_disk is not None:
         check_disk(values, disk_size)
     state: CacheState = _choice(CacheState, cache_state, "cache state")
+    how: Measure = _choice(Measure, measure, "measure")
+    if how is Measure.REPLAY and state is not CacheState.FRESH:
+        raise SpecError(
+            f"measure=replay replays a fresh image's requests, not cache_state={state.value}: "
+            "use cache_state=fresh, or measure=guest"
+        )
+    if how is Measure.REPLAY and encrypt != "none":
+        raise SpecError("measure=replay cannot open an encrypted image: use encrypt=none, or measure=guest")
     return Cell(
         image=ImageSpec(
             format=fmt,
@@ -363,6 +393,7 @@ def make_cell(
         drive=DriveSpec(cache=cache_mode, aio=aio_mode, interface=iface),
         workload=WorkloadSpec(name=wl, values=tuple(values.items())),
         cache_state=state,
+        measure=how,
     )
 
 

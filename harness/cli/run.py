@@ -45,6 +45,12 @@ def add_parser(sub: Any) -> None:
         help="fresh: a new image per sample; warm: a first unmeasured run on the image, then the "
         "measured one; cold: the same with the image's host page cache dropped in between",
     )
+    axes.add_argument(
+        "--measure",
+        default="guest",
+        help="guest: a real guest runs the workload; replay: the cell's request stream, recorded "
+        "once from a guest, is replayed natively by qemu-io on the same block layer (no emulated CPU)",
+    )
     axes.add_argument("--size", default="2G", help="virtual disk size")
     axes.add_argument("--cache", default="writeback", help=f"drive cache mode: {choices(Cache)}")
     axes.add_argument(
@@ -84,6 +90,7 @@ def cells_from_args(args: argparse.Namespace) -> tuple[list[Cell], list[str]]:
         "interface": split_list(args.interface),
         "workload": split_list(args.workload),
         "cache_state": split_list(args.cache_state),
+        "measure": split_list(args.measure),
     }
     if args.cluster_size:
         axes["cluster_size"] = split_list(args.cluster_size)

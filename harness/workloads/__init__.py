@@ -118,6 +118,16 @@ _PATTERNS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], Metric]], ...]
         re.compile(r"host\.([a-z0-9_]+)(?<!_per)_s"),
         lambda m: seconds(m.string, f"host time: {m.group(1).replace('_', ' ')}"),
     ),
+    # a replay sample's figures (harness.replay): latencies of the replayed requests, its time
+    (
+        re.compile(r"replay\.(write|read)_(p50|p90|p99|mean)_ms"),
+        lambda m: Metric(m.string, "ms", False, f"{m.group(2)} latency of the replayed {m.group(1)}s"),
+    ),
+    (re.compile(r"replay\.wall_s"), lambda m: seconds(m.string, "qemu-io's time for the whole replay")),
+    (
+        re.compile(r"replay\.(write|read|discard)_ops|replay\.flushes"),
+        lambda m: info(m.string, "count", "requests of the replayed stream, by kind"),
+    ),
     # fio's figures per job (harness.workloads.fio)
     *(
         (re.compile(pattern), lambda m, u=unit, h=higher, d=description: Metric(m.string, u, h, d))

@@ -114,3 +114,28 @@ def test_a_throttle_and_detect_zeroes_are_applied_and_bind(disk_dir: Path) -> No
     assert sample.graph[0][0] == "throttle"
     assert sample.notes  # recorded under other options: the graph is not compared
     assert sample.figures["replay.wall_s"] > 0.8
+
+
+@pytest.mark.guest
+def test_run_measure_replay_records_replay_samples(tmp_path: Path, disk_dir: Path) -> None:
+    """`diskbench run --measure replay`: the stream is recorded once, every sample replays it."""
+    from harness.cli import main
+    from harness.record import find_records
+
+    results = tmp_path / "results"
+    argv = ["run", "--workload", "dd", "--dd-mib", "16", "--size", "256M", "--cache", "none"]
+    argv += ["--measure", "replay", "--repeat", "2", "--accel", "tcg"]
+    argv += ["--results-dir", str(results), "--work-dir", str(disk_dir)]
+    assert main(argv) == 0
+    (record,) = find_records([results / "records"], recursive=True)
+    assert record.cell_id.endswith(".dd-16m-2m-ext4.replay") and record.cell["measure"] == "replay"
+    assert [s.status for s in record.samples] == ["ok", "ok"]
+    digests = {s.data["host"]["stream"]["digest"] for s in record.samples}
+    assert len(digests) == 1  # one recording, replayed twice
+    for sample in record.samples:
+        assert sample.data["measure"] == "replay"
+        counts = sample.data["host"]["stream"]["counts"]
+        # qemu-io's "wrote" lines: the writes and the write-zeroes of the stream
+        assert sample.metrics["replay.write_ops"] == counts["write"] + counts["write_zeroes"]
+        assert sample.metrics["replay.write_p90_ms"] > 0
+    assert len(list((results / "streams").glob("*.json"))) == 2  # the stream and what its key hashes

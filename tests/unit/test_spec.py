@@ -93,3 +93,28 @@ def test_expand_still_refuses_values_no_format_allows() -> None:
         expand({"format": ["raw", "vhdx"]}, skip_format_mismatch=True)
     with pytest.raises(SpecError, match="metadata"):
         expand({"format": ["raw"], "preallocation": ["metadata"]})
+
+
+def test_a_replay_cell_has_an_id_and_a_record_key_of_its_own() -> None:
+    from harness.spec import Cell, Measure
+
+    guest = make_cell(format="raw", workload="dd", size="1G")
+    replayed = make_cell(format="raw", workload="dd", size="1G", measure="replay")
+    assert replayed.measure is Measure.REPLAY and replayed.id == f"{guest.id}.replay"
+    assert "measure" not in guest.as_dict()  # a guest cell's record keeps its keys
+    assert replayed.as_dict()["measure"] == "replay"
+    assert Cell.from_dict(replayed.as_dict()) == replayed
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"cache_state": "warm"}, "measure=replay replays a fresh image's requests"),
+        ({"format": "qcow2", "encrypt": "luks"}, "measure=replay cannot open an encrypted image"),
+        ({"measure": "emulate"}, "measure"),
+    ],
+)
+def test_replay_cells_refuse_what_a_replay_cannot_do(extra: dict[str, str], message: str) -> None:
+    values = {"format": "raw", "workload": "dd", "size": "1G", "measure": "replay", **extra}
+    with pytest.raises(SpecError, match=message):
+        make_cell(**values)

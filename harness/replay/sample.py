@@ -1,0 +1,62 @@
+"""A replay sample: the cell's request stream (recorded once from a guest, then cached)
+replayed natively by the side's ``qemu-io`` on a fresh image, as one sample of a record.
+
+The sample has the shape of a guest sample (``index``, ``status``, ``started_at``,
+``metrics``, ``host``, ``logs``) plus ``measure: "replay"`` and ``replay`` (the options
+and block graph the replay applied, its argv, the stream it replayed).  A failure of the
+sample (a stream that cannot be recorded, options the replay cannot apply, a count that
+does not match) is the sample's ``reason``, never the sweep's crash.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.errors import HarnessError
+from harness.replay.record import cached_stream
+from harness.replay.replay import replay
+from harness.runner import Guest, RunOptions
+from harness.spec import Cell
+from harness.untrusted import clean_sample
+
+
+def replay_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: Path) -> dict[str, Any]:
+    """One replay of ``cell``'s stream; never raises for a failure of the sample itself."""
+    t0 = time.monotonic()
+    host: dict[str, Any] = {"cache_state": cell.cache_state.value}
+    sample: dict[str, Any] = {
+        "index": index,
+        "status": "error",
+        "measure": "replay",
+        "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "host": host,
+        "logs": {"recording": str(log_dir / "recording")},
+    }
+    try:
+        path, stream = cached_stream(cell, guest, opts, log_dir / "recording")
+        host["stream"] = {"path": str(path), "digest": stream.digest, "counts": stream.counts()}
+        done = replay(
+            stream,
+            cell,
+            qemu_io=opts.binaries.qemu_io,
+            qemu_img=opts.binaries.qemu_img,
+            work_dir=opts.work_dir / "replay",
+            drive_options=opts.drive_options,
+        )
+        sample["metrics"] = dict(done.figures)
+        sample["replay"] = {k: v for k, v in done.as_dict().items() if k != "metrics"}
+        sample["status"] = "ok"
+    except HarnessError as exc:
+        sample["reason"] = exc.message
+        sample["error_type"] = type(exc).__name__
+        if exc.log_tail:
+            sample["log_tail"] = exc.log_tail
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename else ""
+        sample["reason"] = f"file error in the replay sample{where}: {exc.strerror or exc}"
+        sample["error_type"] = type(exc).__name__
+    host["wall_s"] = time.monotonic() - t0
+    return clean_sample(sample)
