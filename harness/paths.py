@@ -1,12 +1,32 @@
-"""Where things live: the repository, the cache, the work dir, the results."""
+"""Where things live: the package's own data, the repository, the cache, the work dir, the results.
+
+What the package reads at run time (the record schema, the presets, the gate spec) ships inside
+it, in ``harness/data``, and is found through :func:`package_data`, so an installed ``diskbench``
+needs no checkout.  The guest recipe (``images/``), the storage policy and the default work and
+results dirs are the checkout's: relative to ``REPO_ROOT``, the directory above the package.
+"""
 
 from __future__ import annotations
 
+import importlib.resources
 import os
 from pathlib import Path
 
+from harness.errors import InfraError
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 IMAGES_DIR = REPO_ROOT / "images"
+
+
+def package_data(*parts: str) -> Path:
+    """A file or directory of ``harness/data``, e.g. ``package_data("presets")``."""
+    root = importlib.resources.files("harness.data")
+    if not isinstance(root, Path):
+        # a zip import: the presets dir and the schema are read as files, so they must be files
+        raise InfraError(
+            f"the package data of harness is not on a file system ({root}): install diskbench unpacked"
+        )
+    return root.joinpath(*parts)
 
 
 def cache_dir() -> Path:

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PRESETS = Path("sweeps") / "presets"
+PRESETS = Path("harness") / "data" / "presets"
 MAX_SHARDS = 16
 MAX_REPEAT = 100
 _PRESET = re.compile(r"[a-z0-9][a-z0-9._-]*")

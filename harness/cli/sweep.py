@@ -31,7 +31,7 @@ def add_parser(sub: Any) -> None:
         "--preset",
         default=None,
         metavar="NAME",
-        help="run a seed experiment (sweeps/presets/NAME.toml) instead of a spec file; 'list' lists them",
+        help="run a seed experiment (a preset: harness/data/presets/NAME.toml) instead of a spec file; 'list' lists them",
     )
     sweep.add_argument(
         "--scale",
@@ -123,6 +123,7 @@ def _run_sweep(
     args: argparse.Namespace, spec: Any, policy: Any, cells: Any, directory: Path, repeat: int
 ) -> int:
     from harness import presets, sweep
+    from harness.capabilities import record_probes
     from harness.progress import Progress
     from harness.report import render
     from harness.session import open_session
@@ -143,7 +144,7 @@ def _run_sweep(
         policy=policy,
         binaries=args.binaries,
     )
-    for note in presets.record_probes(spec, directory, session.opts.work_dir, args.binaries):
+    for note in record_probes(presets.probes_of(spec), directory, session.opts.work_dir, args.binaries):
         progress.note(note)
     cells, unsupported = sweep.drop_unsupported(cells, session.opts.work_dir, args.binaries)
     for cell_id, reason in unsupported:

@@ -7,7 +7,7 @@ A gate run has four parts:
    (``images/``) are what that side measures; its QEMU is either given
    (``--base-qemu``/``--head-qemu``) or built in the worktree by a configured
    build command.  The harness code that runs is this one, for both sides.
-2. **Cells.**  The gate spec (``sweeps/gate.toml``) names a few cells; each
+2. **Cells.**  The gate spec (``harness/data/gate.toml``) names a few cells; each
    side completes them from its own policy.  Cells are paired by their name in
    the spec, not by cell id: when a pull request changes the policy (seed 001:
    qcow2 preallocation off → metadata), the policy cell of head is another

@@ -1,4 +1,4 @@
-"""The gate spec (``sweeps/gate.toml``): named cells, rounds, budget, metrics and rules.
+"""The gate spec (``harness/data/gate.toml`` by default): named cells, rounds, budget, metrics and rules.
 
 Cells are named so that base and head can be paired by name: each side
 completes a cell from its own policy (see :meth:`GateCell.resolve`).
@@ -16,12 +16,13 @@ from typing import Any
 from harness.compare import STRUCTURAL_COUNTERS, Settings, parse_percent, parse_rule
 from harness.errors import SpecError, UsageError
 from harness.files import read_input_text
-from harness.paths import REPO_ROOT
+from harness.paths import package_data
 from harness.policy import Policy
 from harness.spec import Cell, make_cell
+from harness.untrusted import toml_loads
 from harness.workloads import metric_info
 
-GATE_SPEC = REPO_ROOT / "sweeps" / "gate.toml"
+GATE_SPEC = package_data("gate.toml")
 SPEC_KEYS = (
     "name",
     "description",
@@ -67,7 +68,7 @@ class GateSpec:
 def parse_gate_spec(text: str, *, source: str = "<gate spec>") -> GateSpec:
     """Parse and validate a gate spec; errors name the file and the cell."""
     try:
-        data = tomllib.loads(text)
+        data = toml_loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{source}: not valid TOML ({exc}): fix the syntax") from None
     for key in data:
@@ -154,7 +155,7 @@ def parse_gate_spec(text: str, *, source: str = "<gate spec>") -> GateSpec:
 
 
 def load_gate_spec(path: Path) -> GateSpec:
-    text = read_input_text(path, what="gate spec", hint="pass a file such as sweeps/gate.toml")
+    text = read_input_text(path, what="gate spec", hint=f"pass a file such as {GATE_SPEC}")
     return parse_gate_spec(text, source=str(path))
 
 

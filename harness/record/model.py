@@ -1,7 +1,7 @@
 """The typed record and sample: one cell's samples, with the machine, subject and guest they ran on.
 
 A record's JSON form is versioned (``schema``/``version``) and described by
-``docs/record.schema.json``; :meth:`Record.from_json` takes a document that passed
+``harness/data/record.schema.json``; :meth:`Record.from_json` takes a document that passed
 the schema (see :mod:`harness.record.store`), :meth:`Record.to_json` gives back the
 very same document, key for key and in the same order, so that reading and writing a
 record never changes its bytes.  Pure: no I/O.

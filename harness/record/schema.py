@@ -1,4 +1,4 @@
-"""The record schema (``docs/record.schema.json``) and the checks every loaded record passes."""
+"""The record schema (``harness/data/record.schema.json``) and the checks every loaded record passes."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import json
 import math
 from typing import Any
 
-from harness.paths import REPO_ROOT
+from harness.paths import package_data
 
-RECORD_SCHEMA_PATH = REPO_ROOT / "docs" / "record.schema.json"
+RECORD_SCHEMA_PATH = package_data("record.schema.json")
 
 
 @functools.cache

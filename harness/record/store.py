@@ -30,7 +30,7 @@ def record_path(results_dir: Path, run_id: str, cell_id: str) -> Path:
 
 
 def load_record(path: Path) -> dict[str, Any]:
-    """Read a record and validate it against ``docs/record.schema.json``.
+    """Read a record and validate it against ``harness/data/record.schema.json``.
 
     Every reader goes through here, so a damaged file (binary bytes, truncated
     JSON, a directory named ``x.json``, ``"samples": "oops"``, a NaN figure)

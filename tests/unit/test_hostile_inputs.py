@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness import cli, guest
-from harness.errors import ExitCode, ProtocolError
+from harness.errors import ExitCode, HarnessError, ProtocolError
 from harness.guest import RecipeError
 from harness.paths import IMAGES_DIR, REPO_ROOT
 from harness.vm import Machine, VMConfig
@@ -59,6 +59,27 @@ def test_a_deep_recipe_is_bad_input(kind: str) -> None:
     with pytest.raises(RecipeError, match="deeper than 32 levels") as caught:
         guest.parse_recipe(toml, (IMAGES_DIR / "payload.lock").read_text())
     assert caught.value.exit_code == ExitCode.USAGE
+
+
+@pytest.mark.parametrize("kind", DEEP)
+def test_a_deep_gate_spec_preset_or_seed_file_is_bad_input(kind: str, tmp_path: Path) -> None:
+    from harness.gate import GATE_SPEC, load_gate_spec
+    from harness.presets import PRESETS_DIR, load_reference, parse_preset
+
+    gate = tmp_path / "gate.toml"
+    gate.write_text(GATE_SPEC.read_text() + "\n[deep]\n" + DEEP[kind] + "\n")
+    preset = tmp_path / "booth-2010.toml"
+    preset.write_text((PRESETS_DIR / "booth-2010.toml").read_text() + "\n[preset.deep]\n" + DEEP[kind] + "\n")
+    seed = tmp_path / "booth-2010.seed.toml"
+    seed.write_text((PRESETS_DIR / "booth-2010.seed.toml").read_text() + "\n[deep]\n" + DEEP[kind] + "\n")
+    for read in (
+        lambda: load_gate_spec(gate),
+        lambda: parse_preset(preset.read_text(), path=preset),
+        lambda: load_reference(seed),
+    ):
+        with pytest.raises(HarnessError, match="deeper than 32 levels") as caught:
+            read()
+        assert caught.value.exit_code == ExitCode.USAGE
 
 
 def test_nesting_within_the_limit_is_read() -> None:

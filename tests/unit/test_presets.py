@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,8 @@ from harness.presets import (
     load_reference,
     matches,
     parse_preset,
+    probes_of,
+    read_probes,
     resolve_spec,
     scale_value,
     scaled_name,
@@ -260,3 +263,28 @@ def test_a_seed_file_with_a_dangling_ratio_is_refused(tmp_path: Path) -> None:
     )
     with pytest.raises(SpecError, match=r"x.seed.toml: \[\[ratio\]\] 1: to = 'b' names no figure"):
         load_reference(path)
+
+
+def test_the_preallocation_preset_records_its_probe_and_the_report_reads_it_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from harness import capabilities
+
+    spec = load_preset("preallocation").at_scale(0.05)
+    assert probes_of(spec) == ("compressed-writes",)
+    assert probes_of(load_preset("booth-2010").spec) == ()
+    # the real probe runs qemu-io (tests/integration/test_presets_run.py); here its verdict is given
+    monkeypatch.setitem(
+        capabilities.PROBES,
+        "compressed-writes",
+        lambda _work, _binaries: {"supported": False, "reason": "no"},
+    )
+    notes = capabilities.record_probes(probes_of(spec), tmp_path / "sweep", tmp_path / "work")
+    assert notes == ["probe compressed-writes: unsupported: no"]
+    written = tmp_path / "sweep" / "probes" / "compressed-writes.json"
+    assert written.read_text() == (
+        '{\n "probe": "compressed-writes",\n "label": "qcow2 compressed (compress filter)",\n'
+        ' "supported": false,\n "reason": "no"\n}\n'
+    )
+    assert [p.name for p in written.parent.iterdir()] == ["compressed-writes.json"]  # no temp file left
+    assert read_probes([tmp_path / "sweep", tmp_path / "none"]) == [json.loads(written.read_text())]
