@@ -38,12 +38,20 @@ def cache_dir() -> Path:
     return Path(base) / "diskbench"
 
 
+def _home() -> Path:
+    """The checkout the package runs from, else (an installed package) the current directory."""
+    return REPO_ROOT if (REPO_ROOT / "pyproject.toml").is_file() else Path.cwd()
+
+
 def default_work_dir() -> Path:
-    """Scratch images: ``$DISKBENCH_WORK_DIR`` or ``REPO/work`` (on the runner's real disk)."""
+    """Scratch images: ``$DISKBENCH_WORK_DIR`` or ``work/`` of the checkout (on the runner's real
+    disk); an installed package's is ``./work``."""
     env = os.environ.get("DISKBENCH_WORK_DIR")
-    return Path(env) if env else REPO_ROOT / "work"
+    return Path(env) if env else _home() / "work"
 
 
 def default_results_dir() -> Path:
+    """Records and logs: ``$DISKBENCH_RESULTS_DIR`` or ``results/`` of the checkout (``./results``
+    for an installed package)."""
     env = os.environ.get("DISKBENCH_RESULTS_DIR")
-    return Path(env) if env else REPO_ROOT / "results"
+    return Path(env) if env else _home() / "results"

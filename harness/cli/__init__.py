@@ -8,6 +8,7 @@ to exit codes here, in one place: 0 ok, 1 regression, 2 bad usage or input, 3 in
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
@@ -91,6 +92,11 @@ def _main(argv: Sequence[str] | None) -> int:
     except KeyboardInterrupt:
         err("diskbench: interrupted")
         return 130
+    except BrokenPipeError:
+        # the reader of our output went away (``| head``): nothing more to say, to anyone
+        with contextlib.suppress(OSError):
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - stays open until exit
+        return ExitCode.OK
     except Exception as exc:  # noqa: BLE001 - no traceback reaches a user: one line and a log
         from harness.crash import report_crash
 
