@@ -124,7 +124,9 @@ def io(args: argparse.Namespace) -> dict[str, Any]:
             key = "decided" if aa else "fails"
             need = next((k for k, v in per_test[test].items() if v[key] >= args.decide * args.draws), None)
             result["by_arm"][name][test]["rounds_needed"] = need
-            print(f"  {test:13s} " + "; ".join(cells) + f" | rounds to {key} {args.decide:.0%}: {need or '>'}")
+            print(
+                f"  {test:13s} " + "; ".join(cells) + f" | rounds to {key} {args.decide:.0%}: {need or '>'}"
+            )
     return result
 
 
@@ -148,7 +150,10 @@ def gate(args: argparse.Namespace) -> dict[str, Any]:
         print(f"{run.name}: " + "; ".join(f"{t} {'FAIL' if v['fails'] else 'pass'}" for t, v in line.items()))
     for prefix in sorted({name.rsplit("-", 1)[0] for name in result}):
         runs = [v for k, v in result.items() if k.rsplit("-", 1)[0] == prefix]
-        print(f"{prefix}: " + ", ".join(f"{t} fails {sum(r[t]['fails'] for r in runs)}/{len(runs)}" for t in TESTS))
+        print(
+            f"{prefix}: "
+            + ", ".join(f"{t} fails {sum(r[t]['fails'] for r in runs)}/{len(runs)}" for t in TESTS)
+        )
     return result
 
 
@@ -170,7 +175,7 @@ def main() -> None:
     args = parser.parse_args()
     t0 = time.monotonic()
     result = io(args) if args.command == "io" else gate(args)
-    name = f"reanalysis-{args.command}.json"
+    name = f"reanalysis-{args.command}{'' if getattr(args, 'counters', True) else '-no-counters'}.json"
     (args.out / name).write_text(json.dumps({"argv": sys.argv[1:], **result}, indent=2))
     print(f"\n{args.out / name} ({time.monotonic() - t0:.0f} s)")
 

@@ -172,7 +172,9 @@ def weigh(
     t_rounds = None
     if fig.yuen is not None and share > 0:
         t_rounds = rounds_for_level(fig.yuen, rounds, share, limit=MAX_ROUNDS)
-    floor_rounds = rounds_below_floor(fig.floor, rounds, level) if fig.floor > level else None
+    # the floor stopped it when the ranks are as one-sided as they can be and still not enough
+    at_floor = fig.floor > level and fig.p_rank <= fig.floor * (1 + 1e-9)
+    floor_rounds = rounds_below_floor(fig.floor, rounds, level) if at_floor else None
     options = [r for r in (floor_rounds, t_rounds) if r is not None and r > rounds]
     need = min(options) if options else None
     family = f" ({settings.alpha:g} over {settings.comparisons} tests)" if settings.comparisons > 1 else ""
@@ -181,7 +183,7 @@ def weigh(
         t_text = f"; Yuen's t on logs p={fig.yuen.p:.2g}, its share of the level {share:.2g}"
         if fig.p_rank >= RANK_GUARD:
             t_text += f", but the ranks do not point one way (p={fig.p_rank:.2g})"
-    if fig.floor > level:
+    if at_floor:
         ties = " with these ties" if fig.floor > _untied_floor(rounds) * 1.0001 else ""
         return Evidence(
             p,

@@ -10,6 +10,7 @@ host's CPU from deciding the test either way.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -46,9 +47,7 @@ def incomplete_beta(a: float, b: float, x: float) -> float:
         return 0.0
     if x >= 1.0:
         return 1.0
-    log_front = (
-        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    )
+    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
     front = math.exp(log_front)
     # the fraction converges fast below the mean of the distribution; above it, use the symmetry
     if x < (a + 1.0) / (a + b + 2.0):
@@ -92,7 +91,7 @@ def _trimmed(values: Sequence[float], trim: float) -> tuple[float, float, int]:
 def _resolution(values: Sequence[float]) -> float:
     """The smallest gap between two distinct values: the grid of binned figures, ~0 for others."""
     distinct = sorted(set(values))
-    return min((b - a for a, b in zip(distinct, distinct[1:], strict=False)), default=0.0)
+    return min((b - a for a, b in itertools.pairwise(distinct)), default=0.0)
 
 
 def yuen_test(base: Sequence[float], head: Sequence[float], *, trim: float = TRIM) -> TrimmedTest:
