@@ -159,7 +159,12 @@ def compare_metric(
         settings=settings,
         constant=b[0] if constant else None,
     )
-    if p_adjusted is not None:
+    if p_adjusted is not None and evidence.significant and evidence.route == "t":
+        # the t route's p for Holm is the level it rejects at: its adjusted p is at most alpha
+        reason += (
+            f" (Holm: Yuen's t reaches its share of the family's level, family alpha {settings.alpha:g})"
+        )
+    elif p_adjusted is not None:
         reason += f" (Holm-adjusted {_p_is(p_adjusted)}, family alpha {settings.alpha:g})"
     return replace(
         result,
