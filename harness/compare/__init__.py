@@ -5,9 +5,11 @@ The gate runs base and head of a change interleaved on one runner, in rounds
 base and of head come from the same round.  For every cell and every gated
 metric this module says whether head is worse, by how much and how sure:
 
-* **significance**: a two-sided Mann-Whitney U test on the samples
-  (:func:`mann_whitney_u`; exact when small and untied, else the normal
-  approximation with tie and continuity corrections);
+* **significance**: the exact two-sided Mann-Whitney rank test (:func:`rank_test`,
+  exact also with ties), and Yuen's trimmed-mean t test on log values for
+  the level the rank test cannot use below its floor
+  (:mod:`~harness.compare.evidence`), Holm over the family; ``Settings.test
+  = "mann-whitney"`` decides with :func:`mann_whitney_u` alone, as before;
 * **size**: the ratio head/base of the medians, with a percentile bootstrap
   confidence interval (:func:`bootstrap_ratio_ci`), paired by round when both
   sides have the same rounds, so that a host that drifts during the run moves
@@ -35,10 +37,13 @@ regression.  The overall verdict of a comparison adds ``error`` (see
 :func:`overall_verdict`).
 
 The package, one module per concept: :mod:`~harness.compare.stats` (the rank
-test, medians, quantiles, the bootstrap), :mod:`~harness.compare.settings`
+test, medians, quantiles, the bootstrap), :mod:`~harness.compare.yuen` (Yuen's
+t test on logs, Student's t), :mod:`~harness.compare.evidence` (a test's p,
+its level in the family, what stopped it), :mod:`~harness.compare.settings`
 (:class:`Settings`, rules), :mod:`~harness.compare.verdict`
-(the verdicts and their order), :mod:`~harness.compare.rules` (metric, cell and
-overall verdicts), :mod:`~harness.compare.canary`, :mod:`~harness.compare.axis`
+(the verdicts and their order), :mod:`~harness.compare.metric` (one metric's
+decision table), :mod:`~harness.compare.rules` (cell, family and overall
+verdicts), :mod:`~harness.compare.canary`, :mod:`~harness.compare.axis`
 (the axis sentence), :mod:`~harness.compare.subject` (what differs between the
 sides), :mod:`~harness.compare.document` (``comparison.json``) and
 :mod:`~harness.compare.markdown`.  Everything public is re-exported here.
@@ -68,12 +73,13 @@ from harness.compare.rules import (
 )
 from harness.compare.settings import (
     STRUCTURAL_COUNTERS,
+    TESTS,
     Settings,
     check_gated_metric,
     parse_percent,
     parse_rule,
 )
-from harness.compare.stats import EXACT_MAX_N, bootstrap_ratio_ci, holm_adjust, mann_whitney_u
+from harness.compare.stats import EXACT_MAX_N, bootstrap_ratio_ci, holm_adjust, mann_whitney_u, rank_test
 from harness.compare.subject import subject_diff
 from harness.compare.text import format_p, format_value, pct
 from harness.compare.verdict import Kind, Verdict, worst
@@ -84,6 +90,7 @@ __all__ = [
     "REQUIRED_KEYS",
     "SCHEMA",
     "STRUCTURAL_COUNTERS",
+    "TESTS",
     "VERSION",
     "CellResult",
     "Kind",
@@ -110,6 +117,7 @@ __all__ = [
     "parse_percent",
     "parse_rule",
     "pct",
+    "rank_test",
     "render_markdown",
     "subject_diff",
     "validate_comparison",

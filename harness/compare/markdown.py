@@ -249,4 +249,24 @@ def _row_label(cell: Mapping[str, Any], m: Mapping[str, Any], label: str) -> str
         return Verdict.CHANGED.value
     if verdict == cell.get("verdict") or cell.get("kind") not in (Kind.METRIC.value, Kind.COUNTER.value):
         return label
+    beyond = _beyond(m)
+    if verdict == Verdict.INCONCLUSIVE.value and beyond and cell.get("verdict") in _DECIDED:
+        return f"{beyond} beyond {float(m.get('min_effect', 0)) * 100:g}%, not yet significant alone"
     return str(verdict)
+
+
+# the cell verdicts that more rounds would not change: a metric's row says its own figures
+_DECIDED = (Verdict.REGRESSION.value, Verdict.IMPROVEMENT.value, Verdict.CHANGED.value)
+
+
+def _beyond(m: Mapping[str, Any]) -> str:
+    """``"worse"`` or ``"better"`` when the metric's whole interval lies beyond its minimum effect."""
+    lo, hi = m.get("ci_low"), m.get("ci_high")
+    edge = 1.0 + float(m.get("min_effect", 0))
+    if lo is None and hi is None:
+        return ""
+    above = lo is not None and lo >= edge  # hi may be null: infinite
+    below = hi is not None and hi <= 1.0 / edge
+    if not (above or below):
+        return ""
+    return "better" if above == bool(m.get("higher_is_better")) else "worse"

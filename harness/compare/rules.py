@@ -1,212 +1,33 @@
-"""The verdict rules: one metric (:func:`compare_metric`), one cell (:func:`compare_cell`), many cells."""
+"""The verdict rules of cells: one cell (:func:`compare_cell`), a family of cells, many records.
+
+One metric's verdict is :mod:`harness.compare.metric`'s (re-exported here)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from harness.compare.evidence import family_p
+from harness.compare.metric import MetricResult, compare_metric
 from harness.compare.settings import Settings
-from harness.compare.stats import _inverse, _median, _ratio, bootstrap_ratio_ci, holm_adjust, mann_whitney_u
-from harness.compare.text import _finite, _p_is, format_value, pct
+from harness.compare.stats import holm_adjust
 from harness.compare.verdict import Kind, Verdict, worst
-from harness.workloads import metric_info
 
-
-@dataclass(frozen=True)
-class MetricResult:
-    """The comparison of one metric of one cell.
-
-    ``ratio`` is median(head)/median(base) (``inf`` when base's median is 0 and
-    head's is not; ``None`` without samples); ``ci_low``/``ci_high`` its
-    bootstrap interval, in the same head/base orientation; both are ``None``
-    when a side has fewer than ``min_samples`` samples.
-    """
-
-    metric: str
-    unit: str
-    higher_is_better: bool
-    n_base: int
-    n_head: int
-    median_base: float | None
-    median_head: float | None
-    ratio: float | None
-    ci_low: float | None
-    ci_high: float | None
-    p_value: float | None
-    min_effect: float
-    verdict: Verdict
-    reason: str
-    paired: bool = False
-    # the p value adjusted for the family of tests (Holm); None when judged with alpha_per_test
-    p_adjusted: float | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready: figures that are not finite (a median of 0 as divisor) become null."""
-
-        def change(value: float | None) -> float | None:
-            v = _finite(value)
-            return None if v is None else round((v - 1.0) * 100.0, 4)
-
-        return {
-            "metric": self.metric,
-            "unit": self.unit,
-            "higher_is_better": self.higher_is_better,
-            "paired": self.paired,
-            "n_base": self.n_base,
-            "n_head": self.n_head,
-            "median_base": _finite(self.median_base),
-            "median_head": _finite(self.median_head),
-            "ratio": _finite(self.ratio),
-            "change_pct": change(self.ratio),
-            "ci_low": _finite(self.ci_low),
-            "ci_high": _finite(self.ci_high),
-            "ci_low_pct": change(self.ci_low),
-            "ci_high_pct": change(self.ci_high),
-            "p_value": _finite(self.p_value),
-            "p_adjusted": _finite(self.p_adjusted),
-            "min_effect": self.min_effect,
-            "verdict": self.verdict.value,
-            "reason": self.reason,
-        }
-
-    def change_text(self) -> str:
-        """``"host.write_amplification +2.6% (1.001 → 1.027)"``."""
-        return (
-            f"{self.metric} {pct(self.ratio)} "
-            f"({format_value(self.median_base, self.unit)} → {format_value(self.median_head, self.unit)})"
-        )
-
-
-def compare_metric(
-    metric: str,
-    base: Sequence[float],
-    head: Sequence[float],
-    *,
-    settings: Settings,
-    paired: bool,
-    min_effect: float | None = None,
-    p_adjusted: float | None = None,
-) -> MetricResult:
-    """The verdict of one metric; ``paired``: ``base[i]`` and ``head[i]`` are of round i.
-
-    "Significant" below means p < ``settings.alpha_per_test``, or, when
-    ``p_adjusted`` is given (Holm's adjusted p of this test in its family, see
-    :func:`compare_family`), ``p_adjusted`` < ``settings.alpha``.
-
-    Oriented so that "worse" > 1 (head/base for a time, base/head for a
-    throughput), with ``m`` the minimum effect:
-
-    * fewer than ``settings.min_samples`` values on a side: inconclusive;
-    * regression: p < alpha, the (oriented) interval's lower end above 1, and
-      the change at least 1+m;
-    * improvement: the mirror (p < alpha, interval below 1, change at most 1/(1+m));
-    * unchanged: the whole interval inside (1/(1+m), 1+m), or both sides the
-      same constant;
-    * otherwise inconclusive, with the reason: significant but smaller than the
-      minimum effect while the interval reaches it, or too noisy.
-
-    ``paired`` with different lengths on the two sides compares them unpaired.
-    """
-    info = metric_info(metric)
-    m = settings.effect_for(metric) if min_effect is None else min_effect
-    paired = paired and len(base) == len(head)
-    b = [float(v) for v in base]
-    h = [float(v) for v in head]
-    median_base = _median(b) if b else None
-    median_head = _median(h) if h else None
-    ratio = _ratio(median_head, median_base) if median_base is not None and median_head is not None else None
-    need = settings.min_samples
-    result = MetricResult(
-        metric=metric,
-        unit=info.unit,
-        higher_is_better=info.higher_is_better,
-        n_base=len(b),
-        n_head=len(h),
-        median_base=median_base,
-        median_head=median_head,
-        ratio=ratio,
-        ci_low=None,
-        ci_high=None,
-        p_value=None,
-        min_effect=m,
-        verdict=Verdict.INCONCLUSIVE,
-        reason=f"n too small: base {len(b)}, head {len(h)} samples, need {need} each",
-        paired=paired,
-    )
-    if ratio is None or len(b) < need or len(h) < need:
-        return result
-    _u, p = mann_whitney_u(h, b)
-    lo, hi = bootstrap_ratio_ci(
-        b, h, confidence=settings.confidence, n=settings.bootstrap, seed=settings.seed, paired=paired
-    )
-    significant = p < settings.alpha_per_test if p_adjusted is None else p_adjusted < settings.alpha
-    verdict, reason = _decide(
-        ratio,
-        lo,
-        hi,
-        p,
-        m=m,
-        higher_is_better=info.higher_is_better,
-        settings=settings,
-        b=b,
-        h=h,
-        significant=significant,
-    )
-    if p_adjusted is not None:
-        reason += f" (Holm-adjusted {_p_is(p_adjusted)}, family alpha {settings.alpha:g})"
-    return replace(
-        result, ci_low=lo, ci_high=hi, p_value=p, verdict=verdict, reason=reason, p_adjusted=p_adjusted
-    )
-
-
-def _decide(
-    ratio: float,
-    lo: float,
-    hi: float,
-    p: float,
-    *,
-    m: float,
-    higher_is_better: bool,
-    settings: Settings,
-    b: Sequence[float],
-    h: Sequence[float],
-    significant: bool,
-) -> tuple[Verdict, str]:
-    if higher_is_better:
-        worse, w_lo, w_hi = _inverse(ratio), _inverse(hi), _inverse(lo)
-    else:
-        worse, w_lo, w_hi = ratio, lo, hi
-    conf = f"{settings.confidence * 100:g}% CI {pct(lo)} to {pct(hi)}"
-    direction = " (higher is better)" if higher_is_better else ""
-    change = f"{pct(ratio)}{direction}"
-    effect = f"{m * 100:g}%"
-    if len(set(b)) == 1 and set(b) == set(h):
-        return Verdict.UNCHANGED, f"identical constant samples on both sides ({b[0]:g})"
-    if significant and w_lo > 1.0 and worse >= 1.0 + m:
-        return (
-            Verdict.REGRESSION,
-            f"worse by {change}, {conf}, {_p_is(p)}: at least the minimum {effect}",
-        )
-    if significant and w_hi < 1.0 and worse <= 1.0 / (1.0 + m):
-        return (
-            Verdict.IMPROVEMENT,
-            f"better by {change}, {conf}, {_p_is(p)}: at least the minimum {effect}",
-        )
-    if 1.0 / (1.0 + m) < w_lo and w_hi < 1.0 + m:
-        return Verdict.UNCHANGED, f"{change}, {conf}: within the minimum effect ±{effect}"
-    if significant and (w_lo > 1.0 or w_hi < 1.0):
-        return (
-            Verdict.INCONCLUSIVE,
-            f"significant ({_p_is(p)}) but {change} is smaller than the minimum effect {effect}, "
-            f"and the interval reaches it ({conf})",
-        )
-    half = (hi - lo) / 2.0 * 100.0 if math.isfinite(hi - lo) else math.inf
-    return (
-        Verdict.INCONCLUSIVE,
-        f"too noisy: {change}, {conf} (±{half:.1f}%), {_p_is(p)}, minimum effect {effect}",
-    )
+__all__ = [
+    "CellResult",
+    "MetricResult",
+    "compare_cell",
+    "compare_family",
+    "compare_metric",
+    "compare_records",
+    "flatten_cell",
+    "mixed_starts",
+    "needs_more_rounds",
+    "overall_verdict",
+    "start_kind",
+    "with_counters",
+]
 
 
 # --- one cell -------------------------------------------------------------------------------------
@@ -592,10 +413,11 @@ def compare_family(
 ) -> list[CellResult]:
     """Compare cells, each ``(cell, base samples, head samples)``, as one family of tests.
 
-    With ``settings.correction == "holm"`` every Mann-Whitney test whose verdict
-    can fail the comparison (each gated metric of each cell, and each counter
-    when ``changed_fails``) is one member of a family that shares
-    ``settings.alpha``: their p values are adjusted with Holm's step-down
+    With ``settings.correction == "holm"`` every test (``settings.test``, see
+    :mod:`harness.compare.evidence`) whose verdict can fail the comparison
+    (each gated metric of each cell, and each counter when ``changed_fails``)
+    is one member of a family that shares ``settings.alpha``: their p values
+    (:func:`~harness.compare.evidence.family_p`) are adjusted with Holm's step-down
     (:func:`~harness.compare.stats.holm_adjust`) and a test is significant when
     its adjusted p is below alpha.  Counters that cannot fail it form a family
     of their own.  ``comparisons`` becomes the number of tests of the failing
@@ -604,7 +426,7 @@ def compare_family(
     """
     if settings.correction != "holm":
         return [compare_cell(c, b, h, settings=settings) for c, b, h in groups]
-    families: dict[bool, list[tuple[int, str, float]]] = {True: [], False: []}
+    families: dict[bool, list[tuple[int, str, list[float], list[float]]]] = {True: [], False: []}
     for index, (_, base, head) in enumerate(groups):
         base_ok, head_ok = _ok(base), _ok(head)
         if _fails(len(base_ok), len(base)) or _fails(len(head_ok), len(head)):
@@ -614,10 +436,13 @@ def compare_family(
             if len(b) < settings.min_samples or len(h) < settings.min_samples:
                 continue
             fails = name in settings.metrics or settings.changed_fails
-            families[fails].append((index, name, mann_whitney_u(h, b)[1]))
+            families[fails].append((index, name, b, h))
     adjusted: list[dict[str, float]] = [{} for _ in groups]
     for tests in families.values():
-        for (index, name, _p), p_adj in zip(tests, holm_adjust([p for *_, p in tests]), strict=True):
+        # each test's p knows the levels of its family (Holm's alpha/m .. alpha)
+        sized = replace(settings, comparisons=max(len(tests), 1))
+        p_values = [family_p(b, h, sized) for _i, _n, b, h in tests]
+        for (index, name, _b, _h), p_adj in zip(tests, holm_adjust(p_values), strict=True):
             adjusted[index][name] = p_adj
     settings = replace(settings, comparisons=max(len(families[True]), 1))
     return [

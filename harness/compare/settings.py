@@ -11,6 +11,11 @@ from harness.errors import UsageError
 from harness.workloads import metric_info
 
 CORRECTIONS = ("holm", "bonferroni")
+# the test of each cell x metric: the exact rank test, with Yuen's trimmed-mean t on log values
+# for the level the rank test cannot use (harness.compare.evidence), or the Mann-Whitney rank test
+# alone as before (normal approximation under ties), whose p has a floor at small n (8 + 8
+# rounds: 1.6e-4, more with ties)
+TESTS = ("rank-yuen", "mann-whitney")
 
 # Counters of the work the IO path did, not of its speed: with the same guest and policy they
 # barely move, so a move beyond their threshold means the IO itself changed (a cache mode that
@@ -44,6 +49,8 @@ class Settings:
     min_samples: int = 4
     comparisons: int = 1
     correction: str = "holm"
+    # the test whose p the family's correction adjusts: one of TESTS
+    test: str = "rank-yuen"
     # whether the verdict ``changed`` fails the comparison (exit 1); counters that cannot fail it
     # are a family of their own
     changed_fails: bool = True
@@ -52,7 +59,7 @@ class Settings:
 
     @property
     def alpha_per_test(self) -> float:
-        """The significance level of each Mann-Whitney test: ``alpha / comparisons``."""
+        """The significance level of each test: ``alpha / comparisons``."""
         return self.alpha / max(self.comparisons, 1)
 
     def __post_init__(self) -> None:
@@ -77,6 +84,8 @@ class Settings:
             raise UsageError(f"min_samples {self.min_samples}: use 2 or more")
         if self.correction not in CORRECTIONS:
             raise UsageError(f"correction {self.correction!r}: use {' or '.join(CORRECTIONS)}")
+        if self.test not in TESTS:
+            raise UsageError(f"test {self.test!r}: use {' or '.join(TESTS)}")
 
     def effect_for(self, metric: str) -> float:
         """The minimum effect of ``metric``: its rule, else the counters' or the metrics' default."""
@@ -99,6 +108,7 @@ class Settings:
             "comparisons": self.comparisons,
             "alpha_per_test": self.alpha_per_test,
             "correction": self.correction,
+            "test": self.test,
             "changed_fails": self.changed_fails,
         }
 

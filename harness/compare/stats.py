@@ -79,6 +79,84 @@ def mann_whitney_u(a: Sequence[float], b: Sequence[float]) -> tuple[float, float
     return u, min(1.0, math.erfc(z / math.sqrt(2.0)))
 
 
+def rank_test(a: Sequence[float], b: Sequence[float]) -> tuple[float, tuple[float, ...]]:
+    """(two-sided p, every p the test can give) of the Mann-Whitney test of ``a`` against ``b``,
+    exact also with ties.
+
+    The exact distribution of the rank sum given the tied values (every split of the pooled
+    values into the two sides equally likely), when both sides have at most
+    :data:`EXACT_MAX_N` values; otherwise :func:`mann_whitney_u`'s normal approximation, and no
+    list of attainable p values (empty).  With ties the normal approximation overstates the p
+    of the extreme orders: every head above every base, 8 + 8 values in three of fio's
+    histogram bins, is p = 2/C(16,8) = 1.6e-4 here, 8.0e-4 there.  The attainable p values,
+    smallest first, are what the test can say at these sizes and ties: the first is its floor.
+    """
+    n1, n2 = len(a), len(b)
+    if n1 == 0 or n2 == 0 or n1 > EXACT_MAX_N or n2 > EXACT_MAX_N:
+        return mann_whitney_u(a, b)[1], ()
+    pooled = sorted([*a, *b])
+    # twice the midrank of each distinct value, and how many values share it
+    sizes: list[int] = []
+    doubled: dict[float, int] = {}
+    start = 0
+    while start < len(pooled):
+        end = start
+        while end + 1 < len(pooled) and pooled[end + 1] == pooled[start]:
+            end += 1
+        sizes.append(end - start + 1)
+        doubled[pooled[start]] = start + end + 2
+        start = end + 1
+    if len(sizes) == 1:
+        return 1.0, (1.0,)
+    tails = _tails(n1, tuple(sizes))
+    distance = abs(sum(doubled[v] for v in a) - n1 * (len(pooled) + 1))
+    p = next(tail for d, tail in tails if d <= distance)
+    return p, tuple(sorted({tail for _d, tail in tails}))
+
+
+@functools.cache
+def _tails(n1: int, sizes: tuple[int, ...]) -> tuple[tuple[int, float], ...]:
+    """(distance d of the doubled rank sum from its mean, P(distance >= d)), largest d first."""
+    counts = _tied_rank_sums(n1, sizes)
+    mean = n1 * (sum(sizes) + 1)
+    by_distance: dict[int, int] = {}
+    for total, count in enumerate(counts):
+        if count:
+            by_distance[abs(total - mean)] = by_distance.get(abs(total - mean), 0) + count
+    all_splits = math.comb(sum(sizes), n1)
+    tails = []
+    running = 0
+    for d in sorted(by_distance, reverse=True):
+        running += by_distance[d]
+        tails.append((d, min(1.0, running / all_splits)))
+    return tuple(tails)
+
+
+@functools.cache
+def _tied_rank_sums(n1: int, sizes: tuple[int, ...]) -> tuple[int, ...]:
+    """How many splits of tie groups of these sizes (in rank order) put n1 values on one side
+    with each doubled rank sum 0, 1, 2...: the distribution of the rank sum given the ties."""
+    top = 2 * sum(range(1, sum(sizes) + 1)) + 1
+    # ways[k][s]: the splits of the groups so far with k values on the side and doubled sum s
+    ways = [[0] * top for _ in range(n1 + 1)]
+    ways[0][0] = 1
+    first = 1
+    for size in sizes:
+        rank2 = 2 * first + size - 1  # twice the midrank of ranks first .. first+size-1
+        first += size
+        nxt = [[0] * top for _ in range(n1 + 1)]
+        for k in range(n1 + 1):
+            row = ways[k]
+            for total in range(top):
+                count = row[total]
+                if not count:
+                    continue
+                for take in range(min(size, n1 - k) + 1):
+                    nxt[k + take][total + take * rank2] += count * math.comb(size, take)
+        ways = nxt
+    return tuple(ways[n1])
+
+
 def _tie_sizes(values: Sequence[float]) -> list[int]:
     seen: dict[float, int] = {}
     for v in values:

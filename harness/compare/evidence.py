@@ -1,0 +1,211 @@
+"""The evidence of one metric's test: its p, whether it reached the family's level, what stopped it.
+
+The default test (``Settings.test == "rank-yuen"``) is the exact Mann-Whitney rank test (exact
+also with ties), and Yuen's trimmed-mean t test on log values for the level the rank test
+cannot use.  A rank test on 8 + 8 rounds can only say p = 2/C(16,8) = 1.6e-4, 3.1e-4, 6.2e-4...:
+at a level below its floor (0.01/31 = 3.2e-4 at 6 rounds, where the floor is 2.2e-3) it can
+never reject, and between two of its attainable values it rejects with less than the level.
+At each level ``c`` Holm's step-down uses (``alpha/k``, k = 1..m for a family of m tests), a test
+
+* rejects when the rank test's p is at most ``c`` (as the gate always did: no rank rejection is
+  lost), or
+* when Yuen's p on logs is at most the level the rank test leaves unused there:
+  ``c - a(c)``, ``a(c)`` being the largest p the rank test can attain at or below ``c``, and
+  taken as the smallest such share over the levels at or above ``c`` (so that a test that
+  rejects at one level rejects at every higher one, as Holm's shortcut needs), and only when
+  the ranks point the same way (rank p below :data:`RANK_GUARD`).
+
+At each level the two routes together reject a true null hypothesis with a probability of at
+most ``a(c) + (c - a(c)) = c``; Holm's step-down over these level tests keeps the family-wise
+error at alpha (its proof needs each test only at the levels it uses).  The rank route is
+exact; the t route's level holds as far as the t distribution fits the logs: simulated A/A
+pairs of normal, t3, skewed and binned logs (10^5 each) were rejected at 0.01/31 by the t route
+at 0.15x to 0.5x the level at 6 + 6 rounds, 0 to 0.2x at 8 + 8 (where the rank test keeps most
+of it).  So the family's level is reached where the rank test has a floor: at 6 rounds a ×4
+change reaches 0.01/31 through Yuen's p, and at 8 + 8 a ×4 change with every head above every
+base has the exact rank test's 1.6e-4 even with fio's binned ties.
+
+With ``"mann-whitney"`` the rank test alone decides, with the normal approximation under ties,
+as the gate did before.  A test that did not reach its level says why: the rank test's floor
+(and the rounds that would lower it enough), or a t test that more rounds at the same effect
+would bring there (and about how many).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from harness.compare.settings import Settings
+from harness.compare.stats import mann_whitney_u, rank_test
+from harness.compare.yuen import TrimmedTest, rounds_for_level, yuen_test
+
+# the t test counts only when the ranks point the same way at least at this level
+RANK_GUARD = 0.05
+# rounds beyond which a projection is not worth a number
+MAX_ROUNDS = 100
+# a rejection through the t route is reported as a p just below the level it rejects at
+_BELOW = 1.0 - 1e-9
+
+
+@dataclass(frozen=True)
+class Figures:
+    """The raw figures of one test: the rank test's p and attainable p values (empty: no
+    floor, the normal approximation), and Yuen's test (None under ``"mann-whitney"``)."""
+
+    p_rank: float
+    attainable: tuple[float, ...]
+    yuen: TrimmedTest | None
+
+    @property
+    def floor(self) -> float:
+        return self.attainable[0] if self.attainable else 0.0
+
+
+def figures(base: Sequence[float], head: Sequence[float], settings: Settings) -> Figures:
+    if settings.test == "mann-whitney":
+        pooled = sorted([*base, *head])
+        floor = mann_whitney_u(pooled[len(base) :], pooled[: len(base)])[1]
+        return Figures(mann_whitney_u(head, base)[1], (floor,), None)
+    p, attainable = rank_test(head, base)
+    return Figures(p, attainable, yuen_test(base, head))
+
+
+def holm_levels(settings: Settings, *, family: bool) -> list[float]:
+    """The levels a test can be judged at, smallest first: Holm's alpha/m .. alpha in a family
+    of m = ``settings.comparisons`` tests, else ``alpha_per_test`` alone."""
+    if not family:
+        return [settings.alpha_per_test]
+    m = max(settings.comparisons, 1)
+    return [settings.alpha / k for k in range(m, 0, -1)]
+
+
+def _attained(attainable: Sequence[float], level: float) -> float:
+    """The largest p the rank test can give at or below ``level`` (0: none)."""
+    return max((p for p in attainable if p <= level), default=0.0)
+
+
+def t_share(fig: Figures, level: float, levels: Sequence[float]) -> float:
+    """The level left to the t test at ``level``: the smallest unused share at or above it."""
+    if fig.yuen is None or not fig.attainable:
+        return 0.0
+    return min(c - _attained(fig.attainable, c) for c in levels if c >= level)
+
+
+def effective_p(fig: Figures, levels: Sequence[float]) -> float:
+    """One number that Holm's step-down can use for this test: the rank test's p, or, when the t
+    route rejects at a smaller level, that level (just below it)."""
+    p = fig.p_rank
+    if fig.yuen is not None and fig.p_rank < RANK_GUARD:
+        for c in levels:  # smallest first
+            if c >= p:
+                break
+            if fig.yuen.p <= t_share(fig, c, levels):
+                return c * _BELOW
+    return p
+
+
+def family_p(base: Sequence[float], head: Sequence[float], settings: Settings) -> float:
+    """The p value Holm adjusts for this test in a family of ``settings.comparisons`` tests."""
+    return effective_p(figures(base, head, settings), holm_levels(settings, family=True))
+
+
+def describe_test(settings: Settings) -> str:
+    return "Mann-Whitney" if settings.test == "mann-whitney" else "exact rank test, Yuen t on logs"
+
+
+def _untied_floor(rounds: int) -> float:
+    return 2.0 / math.comb(2 * rounds, rounds)
+
+
+def rounds_below_floor(floor: float, rounds: int, level: float) -> int | None:
+    """The rounds per side at which the rank test's floor falls below ``level``.
+
+    ``floor`` is the floor measured at ``rounds`` (ties raise it above the untied one); the same
+    factor is assumed at more rounds.
+    """
+    penalty = floor / _untied_floor(rounds)
+    for more in range(rounds, MAX_ROUNDS + 1):
+        if _untied_floor(more) * penalty <= level:
+            return more
+    return None
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the test says: ``p`` (the rank test's, or Yuen's when its route decides), whether it
+    is ``significant`` at the family's level, and when it is not, ``limit`` (why, in words) and
+    ``rounds`` (per side, about, that would reach it; None when no number can be given)."""
+
+    p: float
+    significant: bool
+    level: float
+    limit: str = ""
+    rounds: int | None = None
+    floor: bool = False  # the rank test's floor at this number of rounds is what stopped it
+    route: str = "rank"  # "rank" or "t": which test's p is ``p``
+
+
+def weigh(
+    base: Sequence[float],
+    head: Sequence[float],
+    *,
+    settings: Settings,
+    p_adjusted: float | None,
+) -> Evidence:
+    """The evidence of ``head`` against ``base`` (both with ``min_samples`` values or more).
+
+    ``p_adjusted``: Holm's adjusted p of this test's :func:`effective_p` in its family of
+    ``settings.comparisons`` tests; None: the test is judged at ``settings.alpha_per_test``.
+    """
+    fig = figures(base, head, settings)
+    levels = holm_levels(settings, family=p_adjusted is not None)
+    level = settings.alpha_per_test
+    eff = effective_p(fig, levels)
+    route = "t" if eff < fig.p_rank and fig.yuen is not None else "rank"
+    p = fig.yuen.p if route == "t" and fig.yuen is not None else fig.p_rank
+    significant = eff < level if p_adjusted is None else p_adjusted < settings.alpha
+    if significant:
+        return Evidence(p, True, level, route=route)
+    rounds = min(len(base), len(head))
+    share = t_share(fig, level, levels)
+    t_rounds = None
+    if fig.yuen is not None and share > 0:
+        t_rounds = rounds_for_level(fig.yuen, rounds, share, limit=MAX_ROUNDS)
+    # the floor stopped it when the ranks are as one-sided as they can be and still not enough
+    at_floor = fig.floor > level and fig.p_rank <= fig.floor * (1 + 1e-9)
+    floor_rounds = rounds_below_floor(fig.floor, rounds, level) if at_floor else None
+    options = [r for r in (floor_rounds, t_rounds) if r is not None and r > rounds]
+    need = min(options) if options else None
+    family = f" ({settings.alpha:g} over {settings.comparisons} tests)" if settings.comparisons > 1 else ""
+    t_text = ""
+    if fig.yuen is not None:
+        t_text = f"; Yuen's t on logs p={fig.yuen.p:.2g}, its share of the level {share:.2g}"
+        if fig.p_rank >= RANK_GUARD:
+            t_text += f", but the ranks do not point one way (p={fig.p_rank:.2g})"
+    if at_floor:
+        ties = " with these ties" if fig.floor > _untied_floor(rounds) * 1.0001 else ""
+        return Evidence(
+            p,
+            False,
+            level,
+            limit=f"at {len(base)}+{len(head)} rounds the rank test cannot go below "
+            f"p={fig.floor:.2g}{ties}, above the family's level {level:.2g}{family}{t_text}",
+            rounds=need,
+            floor=True,
+            route=route,
+        )
+    return Evidence(
+        p,
+        False,
+        level,
+        limit=f"the rank test's p={fig.p_rank:.2g} is not below the family's level {level:.2g}{family}{t_text}",
+        rounds=need,
+        route=route,
+    )
+
+
+def rounds_text(evidence: Evidence) -> str:
+    """``"; about 11 rounds would reach it"`` (per side), or nothing when no number can be given."""
+    return "" if evidence.rounds is None else f"; about {evidence.rounds} rounds would reach it"

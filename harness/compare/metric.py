@@ -1,0 +1,242 @@
+"""The verdict of one metric (:func:`compare_metric`): its test, its interval, the decision table."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from harness.compare.evidence import Evidence, rounds_text, weigh
+from harness.compare.settings import Settings
+from harness.compare.stats import _inverse, _median, _ratio, bootstrap_ratio_ci
+from harness.compare.text import _finite, _p_is, format_value, pct
+from harness.compare.verdict import Verdict
+from harness.workloads import metric_info
+
+
+@dataclass(frozen=True)
+class MetricResult:
+    """The comparison of one metric of one cell.
+
+    ``ratio`` is median(head)/median(base) (``inf`` when base's median is 0 and
+    head's is not; ``None`` without samples); ``ci_low``/``ci_high`` its
+    bootstrap interval, in the same head/base orientation; both are ``None``
+    when a side has fewer than ``min_samples`` samples.  ``p_value`` is the
+    p of the settings' test (``Settings.test``).
+    """
+
+    metric: str
+    unit: str
+    higher_is_better: bool
+    n_base: int
+    n_head: int
+    median_base: float | None
+    median_head: float | None
+    ratio: float | None
+    ci_low: float | None
+    ci_high: float | None
+    p_value: float | None
+    min_effect: float
+    verdict: Verdict
+    reason: str
+    paired: bool = False
+    # the p value adjusted for the family of tests (Holm); None when judged with alpha_per_test
+    p_adjusted: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready: figures that are not finite (a median of 0 as divisor) become null."""
+
+        def change(value: float | None) -> float | None:
+            v = _finite(value)
+            return None if v is None else round((v - 1.0) * 100.0, 4)
+
+        return {
+            "metric": self.metric,
+            "unit": self.unit,
+            "higher_is_better": self.higher_is_better,
+            "paired": self.paired,
+            "n_base": self.n_base,
+            "n_head": self.n_head,
+            "median_base": _finite(self.median_base),
+            "median_head": _finite(self.median_head),
+            "ratio": _finite(self.ratio),
+            "change_pct": change(self.ratio),
+            "ci_low": _finite(self.ci_low),
+            "ci_high": _finite(self.ci_high),
+            "ci_low_pct": change(self.ci_low),
+            "ci_high_pct": change(self.ci_high),
+            "p_value": _finite(self.p_value),
+            "p_adjusted": _finite(self.p_adjusted),
+            "min_effect": self.min_effect,
+            "verdict": self.verdict.value,
+            "reason": self.reason,
+        }
+
+    def change_text(self) -> str:
+        """``"host.write_amplification +2.6% (1.001 → 1.027)"``."""
+        return (
+            f"{self.metric} {pct(self.ratio)} "
+            f"({format_value(self.median_base, self.unit)} → {format_value(self.median_head, self.unit)})"
+        )
+
+
+def compare_metric(
+    metric: str,
+    base: Sequence[float],
+    head: Sequence[float],
+    *,
+    settings: Settings,
+    paired: bool,
+    min_effect: float | None = None,
+    p_adjusted: float | None = None,
+) -> MetricResult:
+    """The verdict of one metric; ``paired``: ``base[i]`` and ``head[i]`` are of round i.
+
+    "Significant" below is :func:`~harness.compare.evidence.weigh`'s: the
+    settings' test beats ``settings.alpha_per_test``, or, when ``p_adjusted``
+    is given (Holm's adjusted p of this test in its family, see
+    :func:`~harness.compare.rules.compare_family`), ``p_adjusted`` <
+    ``settings.alpha``; with the default test the rank test must agree at alpha.
+
+    Oriented so that "worse" > 1 (head/base for a time, base/head for a
+    throughput), with ``m`` the minimum effect:
+
+    * fewer than ``settings.min_samples`` values on a side: inconclusive;
+    * regression: significant, the (oriented) interval's lower end above 1, and
+      the change at least 1+m;
+    * improvement: the mirror (interval below 1, change at most 1/(1+m));
+    * unchanged: the whole interval inside (1/(1+m), 1+m), or both sides the
+      same constant;
+    * otherwise inconclusive, with what limited it: significant but smaller than
+      the minimum effect; an interval wholly beyond the minimum effect that the
+      test could not confirm at the family's level (needs more rounds, about how
+      many); an interval wider than the band of the minimum effect (too noisy);
+      or one narrow enough that only more rounds can place it.
+
+    ``paired`` with different lengths on the two sides compares them unpaired.
+    """
+    info = metric_info(metric)
+    m = settings.effect_for(metric) if min_effect is None else min_effect
+    paired = paired and len(base) == len(head)
+    b = [float(v) for v in base]
+    h = [float(v) for v in head]
+    median_base = _median(b) if b else None
+    median_head = _median(h) if h else None
+    ratio = _ratio(median_head, median_base) if median_base is not None and median_head is not None else None
+    need = settings.min_samples
+    result = MetricResult(
+        metric=metric,
+        unit=info.unit,
+        higher_is_better=info.higher_is_better,
+        n_base=len(b),
+        n_head=len(h),
+        median_base=median_base,
+        median_head=median_head,
+        ratio=ratio,
+        ci_low=None,
+        ci_high=None,
+        p_value=None,
+        min_effect=m,
+        verdict=Verdict.INCONCLUSIVE,
+        reason=f"n too small: base {len(b)}, head {len(h)} samples, need {need} each",
+        paired=paired,
+    )
+    if ratio is None or len(b) < need or len(h) < need:
+        return result
+    evidence = weigh(b, h, settings=settings, p_adjusted=p_adjusted)
+    lo, hi = bootstrap_ratio_ci(
+        b, h, confidence=settings.confidence, n=settings.bootstrap, seed=settings.seed, paired=paired
+    )
+    constant = len(set(b)) == 1 and set(b) == set(h)
+    verdict, reason = _decide(
+        ratio,
+        lo,
+        hi,
+        evidence,
+        m=m,
+        higher_is_better=info.higher_is_better,
+        settings=settings,
+        constant=b[0] if constant else None,
+    )
+    if p_adjusted is not None and evidence.significant and evidence.route == "t":
+        # the t route's p for Holm is the level it rejects at: its adjusted p is at most alpha
+        reason += (
+            f" (Holm: Yuen's t reaches its share of the family's level, family alpha {settings.alpha:g})"
+        )
+    elif p_adjusted is not None:
+        reason += f" (Holm-adjusted {_p_is(p_adjusted)}, family alpha {settings.alpha:g})"
+    return replace(
+        result,
+        ci_low=lo,
+        ci_high=hi,
+        p_value=evidence.p,
+        verdict=verdict,
+        reason=reason,
+        p_adjusted=p_adjusted,
+    )
+
+
+def _decide(
+    ratio: float,
+    lo: float,
+    hi: float,
+    evidence: Evidence,
+    *,
+    m: float,
+    higher_is_better: bool,
+    settings: Settings,
+    constant: float | None,
+) -> tuple[Verdict, str]:
+    """The decision table of one metric, first matching row wins (see :func:`compare_metric`)."""
+    if higher_is_better:
+        worse, w_lo, w_hi = _inverse(ratio), _inverse(hi), _inverse(lo)
+    else:
+        worse, w_lo, w_hi = ratio, lo, hi
+    edge = 1.0 + m
+    significant = evidence.significant
+    excludes_one = w_lo > 1.0 or w_hi < 1.0
+    inside = 1.0 / edge < w_lo and w_hi < edge
+    beyond = w_lo >= edge or w_hi <= 1.0 / edge
+    # wider than the band of "unchanged": even centred on 1 it could not fit in it
+    span = w_hi / w_lo if w_lo > 0 else math.inf
+    wide = not span <= edge * edge
+
+    conf = f"{settings.confidence * 100:g}% CI {pct(lo)} to {pct(hi)}"
+    change = f"{pct(ratio)}{' (higher is better)' if higher_is_better else ''}"
+    effect = f"{m * 100:g}%"
+    p = f"{_p_is(evidence.p)} ({'Yuen t on logs' if evidence.route == 't' else 'rank test'})"
+    half = (hi - lo) / 2.0 * 100.0 if math.isfinite(hi - lo) else math.inf
+    more = rounds_text(evidence)
+
+    if constant is not None:
+        return Verdict.UNCHANGED, f"identical constant samples on both sides ({constant:g})"
+    if significant and w_lo > 1.0 and worse >= edge:
+        return Verdict.REGRESSION, f"worse by {change}, {conf}, {p}: at least the minimum {effect}"
+    if significant and w_hi < 1.0 and worse <= 1.0 / edge:
+        return Verdict.IMPROVEMENT, f"better by {change}, {conf}, {p}: at least the minimum {effect}"
+    if inside:
+        return Verdict.UNCHANGED, f"{change}, {conf}: within the minimum effect ±{effect}"
+    if significant and excludes_one:
+        return (
+            Verdict.INCONCLUSIVE,
+            f"significant ({p}) but {change} is smaller than the minimum effect {effect}, "
+            f"and the interval reaches it ({conf})",
+        )
+    if beyond:
+        return (
+            Verdict.INCONCLUSIVE,
+            f"needs more rounds for the family's level: {change}, {conf} lies beyond the minimum "
+            f"effect {effect}, but {evidence.limit}{more}",
+        )
+    if wide:
+        return (
+            Verdict.INCONCLUSIVE,
+            f"too noisy: {change}, {conf} (±{half:.1f}%) is wider than the band of the minimum "
+            f"effect ±{effect}, {p}",
+        )
+    return (
+        Verdict.INCONCLUSIVE,
+        f"needs more rounds: {change}, {conf} is narrower than the band of the minimum effect "
+        f"±{effect} but crosses its edge; {evidence.limit or p}{more}",
+    )
