@@ -15,7 +15,7 @@ from harness.compare_cli import add_compare_parser, cmd_compare
 from harness.errors import ExitCode, HarnessError, SpecError, UsageError
 from harness.history import add_history_parser, cmd_history
 from harness.paths import default_results_dir, default_work_dir
-from harness.report_html import add_report_parser, cmd_report
+from harness.report.command import add_report_parser, cmd_report
 from harness.spec import PAYLOADS, Aio, Cache, Cell, Format, Interface, Workload, expand, split_list
 from harness.workdir import hold
 
