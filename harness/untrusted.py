@@ -10,8 +10,10 @@ before it is stored it is
   sequences, carriage returns that hide a line, NULs), and of the Unicode
   bidirectional overrides that make text read differently from what it is.
 
-Markdown and HTML escaping is the renderer's job (it knows the context); this
-module makes sure what reaches it is bounded, printable text.
+HTML escaping is the HTML writer's job (it knows the context); this module
+makes sure what reaches it is bounded, printable text.  Markdown has no such
+one escape, so the one way to make text inert Markdown is here too
+(:func:`inert_markdown`), for every writer of Markdown.
 """
 
 from __future__ import annotations
@@ -88,6 +90,31 @@ def clean_sample(sample: dict[str, Any]) -> dict[str, Any]:
     if isinstance(sample.get("log_tail"), str):
         out["log_tail"] = clean_text(sample["log_tail"], max_chars=LOG_TAIL_CHARS, keep="tail")
     return out
+
+
+# markdown that could make text active: backslash escapes, code spans, emphasis and
+# strikethrough, links and images, table breaks, headings
+_MD_ACTIVE = re.compile(r"([\\`*\[\]|~#!])")
+# an underscore that could open or close emphasis: any not between two letters or digits
+# (the one in ``write_amplification`` is no emphasis in CommonMark, and stays as it is)
+_MD_UNDERSCORE = re.compile(r"(?<![^\W_])_|_(?![^\W_])")
+MARKDOWN_CHARS = 2000
+
+
+def inert_markdown(text: object) -> str:
+    """``text`` (from a pull request, a guest or a record) as inert Markdown, for a table cell or a line.
+
+    One line (:func:`clean_line`, at most :data:`MARKDOWN_CHARS`), no control or bidi characters;
+    ``&`` ``<`` ``>`` become entities, so no HTML tag; backslashes, backticks, ``*``, ``~``, ``#``,
+    brackets, ``!`` and pipes are backslash-escaped, and so is every ``_`` not between two
+    letters or digits, so no code span, emphasis, strikethrough, heading, link, image or table
+    break; ``://`` and ``@`` are broken with a zero-width space so no bare URL or mention comes
+    alive.
+    """
+    line = clean_line(str(text), max_chars=MARKDOWN_CHARS)
+    line = line.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    line = _MD_UNDERSCORE.sub(r"\\_", _MD_ACTIVE.sub(r"\\\1", line))
+    return line.replace("://", ":&#8203;//").replace("@", "@&#8203;")
 
 
 def _refuse_constant(name: str) -> Any:

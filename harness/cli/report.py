@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ExitCode
-from harness.report_html import make_report
+from harness.report.command import make_report
 
 
 def add_parser(sub: Any) -> None:

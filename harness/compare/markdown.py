@@ -2,31 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from harness.compare.subject import diff_line
 from harness.compare.text import format_p, format_value, pct
 from harness.compare.verdict import Kind, Verdict
-from harness.untrusted import clean_line
-
-# markdown that could make text active: escapes, links and images, table breaks, code spans
-_MD_ACTIVE = re.compile(r"([\\`\[\]|!])")
-
-
-def _esc(text: Any) -> str:
-    """Text for a markdown table cell, inert: one line, no HTML, link, image or table break.
-
-    Much of it comes from a pull request or a guest (cell names, reasons, policy values, the
-    QEMU version a PR-built QEMU reports): control and bidi characters go, ``<`` ``>`` ``&``
-    become entities, brackets, ``!`` and pipes are escaped, and ``://`` and ``@`` are broken
-    with a zero-width space so no bare URL or mention comes alive.
-    """
-    line = clean_line(str(text), max_chars=2000)
-    line = line.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    line = _MD_ACTIVE.sub(r"\\\1", line)
-    return line.replace("://", ":&#8203;//").replace("@", "@&#8203;")
+from harness.untrusted import inert_markdown
 
 
 def _code(text: Any) -> str:
@@ -70,14 +52,14 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
     def side(info: Mapping[str, Any]) -> str:
         label = info.get("label") or "?"
         rev = info.get("rev")
-        return _code(label) + (f" ({_esc(rev)})" if rev else "")
+        return _code(label) + (f" ({inert_markdown(rev)})" if rev else "")
 
     lines.append(
         f"base {side(base)} vs head {side(head)}: {summary.get('cells', len(cells))} cells ({tally})"
     )
     lines.append("")
     for warning in doc.get("warnings") or []:
-        lines += [f"**WARNING: {_esc(warning)}**", ""]
+        lines += [f"**WARNING: {inert_markdown(warning)}**", ""]
     lines += _subject_lines(summary)
 
     changed = [c for c in cells if c.get("verdict") != Verdict.UNCHANGED.value]
@@ -100,7 +82,7 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
             name = _cell_name(cell)
             if not rows:
                 lines.append(
-                    f"| {_esc(name)} | - | - | - | - | - | - | {cell.get('rounds', 0)} | {_esc(label)} |"
+                    f"| {inert_markdown(name)} | - | - | - | - | - | - | {cell.get('rounds', 0)} | {inert_markdown(label)} |"
                 )
             for m in rows:
                 unit = str(m.get("unit", ""))
@@ -109,7 +91,7 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
                 lines.append(
                     "| "
                     + " | ".join(
-                        _esc(x)
+                        inert_markdown(x)
                         for x in (
                             name,
                             m.get("metric"),
@@ -130,21 +112,24 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
 
     sentence = summary.get("axis_sentence")
     if sentence:
-        lines += [_esc(sentence), ""]
+        lines += [inert_markdown(sentence), ""]
     explained = [c for c in changed if c.get("verdict") != Verdict.ERROR.value and c.get("reason")]
     if explained:
         lines.append("### Why")
-        lines += [f"- {_code(c.get('cell_id'))}: {_esc(c.get('reason'))}" for c in explained]
+        lines += [f"- {_code(c.get('cell_id'))}: {inert_markdown(c.get('reason'))}" for c in explained]
         lines.append("")
     errors = [c for c in cells if c.get("verdict") == Verdict.ERROR.value]
     if errors:
         lines.append("### Errors")
-        lines += [f"- {_code(c.get('cell_id'))} ({c.get('kind')}): {_esc(c.get('reason'))}" for c in errors]
+        lines += [
+            f"- {_code(c.get('cell_id'))} ({c.get('kind')}): {inert_markdown(c.get('reason'))}"
+            for c in errors
+        ]
         lines.append("")
     notes = [c for c in cells if c.get("note")]
     if notes:
         lines.append("### Counters")
-        lines += [f"- {_code(c.get('cell_id'))}: {_esc(c.get('note'))}" for c in notes]
+        lines += [f"- {_code(c.get('cell_id'))}: {inert_markdown(c.get('note'))}" for c in notes]
         lines.append("")
     canary = doc.get("canary")
     if canary:
@@ -170,10 +155,13 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
                 lines += [f"Canary {what}: {', '.join(_code(i) for i in ids)}", ""]
     budget = doc.get("budget")
     if budget:
-        lines += ["Budget: " + ", ".join(f"{_esc(k)} {_esc(v)}" for k, v in budget.items()), ""]
+        lines += [
+            "Budget: " + ", ".join(f"{inert_markdown(k)} {inert_markdown(v)}" for k, v in budget.items()),
+            "",
+        ]
     machine = doc.get("machine") or {}
     parts = [
-        f"{key} {_esc(machine[key])}"
+        f"{key} {inert_markdown(machine[key])}"
         for key in ("hostname", "cpu", "accel", "qemu_version", "host_kernel", "work_dir_fs")
         if machine.get(key)
     ]
@@ -216,7 +204,9 @@ def _headline_changes(doc: Mapping[str, Any]) -> str:
         # "host.flushes -100.0% (1901 → 0)" -> "host.flushes -100.0%"
         counters = ", ".join(str(c).split(" (")[0] for c in entry.get("counters") or [])
         parts.append(f"{counters} in {entry.get('name') or entry.get('cell_id')}")
-    text = _esc("; ".join(parts)) + (f" and {len(changed) - 3} more cells" if len(changed) > 3 else "")
+    text = inert_markdown("; ".join(parts)) + (
+        f" and {len(changed) - 3} more cells" if len(changed) > 3 else ""
+    )
     if doc.get("verdict") != Verdict.CHANGED.value:
         return f" (and changed: {text})"
     if not summary.get("fails", True):
@@ -233,7 +223,7 @@ def _subject_lines(summary: Mapping[str, Any]) -> list[str]:
     lines = ["### What differs between base and head"]
     if not diff:
         lines.append("- no difference of policy, guest recipe or QEMU (the change is elsewhere)")
-    lines += [f"- {_esc(diff_line(entry))}" for entry in diff]
+    lines += [f"- {inert_markdown(diff_line(entry))}" for entry in diff]
     lines += [
         f"- cell {_code(entry.get('name'))}: base {_code(entry.get('base_id'))} → head {_code(entry.get('head_id'))}"
         for entry in renamed

@@ -12,19 +12,14 @@ import pytest
 from harness.cli import main
 from harness.errors import UsageError
 from harness.files import write_json_atomic
-from harness.plots import BarChart, ShapeChart, render
 from harness.presets import load_preset
 from harness.record import new_record
-from harness.report_html import (
-    Chart,
-    Table,
-    build_report,
-    format_stats,
-    group_series,
-    make_report,
-    to_markdown,
-    to_text,
-)
+from harness.report.blocks import Chart, Table, build_report, format_stats
+from harness.report.charts import BarChart, ShapeChart, render
+from harness.report.command import make_report
+from harness.report.markdown import to_markdown
+from harness.report.series import group_series
+from harness.report.text import to_text
 from harness.spec import Cell
 from harness.stats import Stats
 from harness.sweep import expand_spec

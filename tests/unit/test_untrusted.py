@@ -92,7 +92,8 @@ def test_a_line_without_end_is_garbage_not_a_growing_buffer(tmp_path: Path) -> N
 
 
 def test_the_reports_markdown_makes_guest_text_inert() -> None:
-    from harness.report_html import Bullets, Heading, Para, to_markdown
+    from harness.report.blocks import Bullets, Heading, Para
+    from harness.report.markdown import to_markdown
 
     reason = (
         "guest workload failed: <img src=//t.example/x> [click](https://evil.example) *b* `c`|\n# H\x1b[2J"

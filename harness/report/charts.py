@@ -182,3 +182,13 @@ def render(chart: BarChart | ShapeChart, path: Path) -> Path:
     else:
         render_shape(chart, path)
     return path
+
+
+def draw_charts(charts: Mapping[str, BarChart | ShapeChart], out: Path) -> dict[str, str]:
+    """Draw every chart into ``STEM_files/`` next to ``out``; their paths relative to it, by name."""
+    files = out.parent / f"{out.stem}_files"
+    images = {}
+    for name, chart in charts.items():
+        path = render(chart, files / f"{name}.png")
+        images[name] = f"{files.name}/{path.name}"
+    return images

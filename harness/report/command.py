@@ -1,0 +1,46 @@
+"""``diskbench report``: tables, plots and the seeds' figures beside ours.
+
+:func:`make_report` loads records, groups them into series
+(:mod:`~harness.report.series`), builds the blocks
+(:mod:`~harness.report.blocks`) and writes them as text, and as HTML and
+Markdown where asked; the last two draw the charts into PNG files in a
+``NAME_files/`` directory next to the output (:mod:`~harness.report.charts`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.report.blocks import build_report, charts_in
+from harness.report.charts import draw_charts
+from harness.report.html import to_html
+from harness.report.markdown import to_markdown
+from harness.report.series import group_series, load_records
+from harness.report.text import to_text
+
+
+@dataclass(frozen=True)
+class ReportResult:
+    text: str
+    written: tuple[Path, ...]
+    series: int
+
+
+def make_report(
+    paths: Sequence[Path], *, html_out: Path | None = None, markdown_out: Path | None = None
+) -> ReportResult:
+    """Load, group, build; write HTML and Markdown where asked; return the text version too."""
+    records, dirs = load_records(paths)
+    series = group_series(records, dirs)
+    blocks = build_report(series)
+    written = []
+    for out, writer in ((html_out, to_html), (markdown_out, to_markdown)):
+        if out is None:
+            continue
+        out.parent.mkdir(parents=True, exist_ok=True)
+        images = draw_charts(charts_in(blocks), out)
+        out.write_text(writer(blocks, images), encoding="utf-8")
+        written.append(out)
+    return ReportResult(text=to_text(blocks), written=tuple(written), series=len(series))

@@ -1,0 +1,238 @@
+"""Series: records of one sweep on one machine identity, and the figures read from their samples.
+
+Records are grouped into *series*: one sweep (a preset at one scale, or any
+sweep or run) on one machine identity (accelerator, host, CPU, QEMU,
+qemu-img, image filesystem, guest size).  Series are never merged: a TCG
+series and a KVM series of the same preset are two sections.  A series of a
+preset (found by its sweep name, ``booth-2010`` or ``booth-2010-scale0.25``)
+gets the preset's seed reference and probes (:mod:`harness.presets`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import HarnessError, UsageError
+from harness.presets import (
+    Figure,
+    Preset,
+    SeedReference,
+    cell_values,
+    list_presets,
+    load_preset,
+    load_reference,
+    matches,
+    read_probes,
+    split_scaled_name,
+)
+from harness.record import load_record, record_files
+from harness.record.identity import series_identity
+from harness.spec import Cell
+from harness.stats import Stats
+from harness.sweep import canonical
+from harness.workloads import Metric, metric_info
+
+# -- figures of a sample ----------------------------------------------------------------------
+
+
+def _host(path: tuple[str, ...]) -> Callable[[dict[str, Any]], float | None]:
+    def get(sample: dict[str, Any]) -> float | None:
+        value: Any = sample.get("host", {})
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+    return get
+
+
+# Figures read from a sample's host fields rather than its metrics.
+EXTRA_FIGURES: dict[str, tuple[Metric, Callable[[dict[str, Any]], float | None]]] = {
+    "image.allocated_before_bytes": (
+        Metric(
+            "image.allocated_before_bytes", "B", False, "host bytes allocated to the image before the run"
+        ),
+        _host(("allocated_before",)),
+    ),
+    "image.allocated_after_bytes": (
+        Metric("image.allocated_after_bytes", "B", False, "host bytes allocated to the image after the run"),
+        _host(("allocated_after",)),
+    ),
+    "image.data_after_bytes": (
+        Metric(
+            "image.data_after_bytes", "B", False, "guest bytes qemu-img map reports as data after the run"
+        ),
+        _host(("map_after", "data_bytes")),
+    ),
+    "priming.total_s": (
+        Metric("priming.total_s", "s", False, "the unmeasured first run of a warm or cold sample"),
+        _host(("priming", "total_s")),
+    ),
+}
+
+
+def metric_of(name: str) -> Metric:
+    """What a figure is; an unknown name gets a neutral description instead of an error."""
+    if name in EXTRA_FIGURES:
+        return EXTRA_FIGURES[name][0]
+    try:
+        return metric_info(name)
+    except HarnessError:
+        return Metric(name, "", False, name)
+
+
+def sample_value(sample: dict[str, Any], name: str) -> float | None:
+    if name in EXTRA_FIGURES:
+        return EXTRA_FIGURES[name][1](sample)
+    value = sample.get("metrics", {}).get(name)
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+_LABELS = {"mib_per_s": "rate", "total_s": "total", "host.write_amplification": "write amplification"}
+
+
+def label_of(name: str) -> str:
+    """``phase.write_s`` -> ``write``: a metric's column label (its unit is in every value)."""
+    if name in _LABELS:
+        return _LABELS[name]
+    label = re.sub(r"^(phase|host|image|bonnie|mkfs|priming)\.", "", name)
+    if name.startswith("priming."):
+        label = "first run " + label
+    for suffix in ("_kib_per_s", "_bytes", "_pct", "_s"):
+        if label.endswith(suffix) and label != suffix:
+            label = label[: -len(suffix)]
+            break
+    return label.replace("_", " ")
+
+
+# -- series: records of one sweep on one machine identity ------------------------------------------
+
+
+@dataclass
+class CellResult:
+    record: dict[str, Any]
+    cell: Cell
+    values: dict[str, Any]
+
+    @property
+    def id(self) -> str:
+        return self.cell.id
+
+    @property
+    def ok(self) -> list[dict[str, Any]]:
+        return [s for s in self.record["samples"] if s.get("status") == "ok"]
+
+    @property
+    def failed(self) -> list[dict[str, Any]]:
+        return [s for s in self.record["samples"] if s.get("status") != "ok"]
+
+    def stats(self, name: str) -> Stats:
+        return Stats.of([v for s in self.ok if (v := sample_value(s, name)) is not None])
+
+    def too_fast(self, name: str) -> bool:
+        """Whether bonnie++ printed ``+++++`` for this figure in every ok sample."""
+        return bool(self.ok) and all(name in s.get("too_fast", ()) for s in self.ok)
+
+
+@dataclass
+class Series:
+    sweep: str
+    machine: dict[str, Any]
+    vm: dict[str, Any]
+    cells: list[CellResult]
+    preset: Preset | None = None
+    scale: float = 1.0
+    reference: SeedReference | None = None
+    probes: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def accel(self) -> str:
+        return str(self.vm.get("accel") or self.machine.get("accel") or "unknown")
+
+    def select(self, where: Mapping[str, Sequence[Any]]) -> list[CellResult]:
+        return [c for c in self.cells if matches({k: tuple(v) for k, v in where.items()}, c.values)]
+
+    def resolve(self, figure: Figure) -> Stats | None:
+        """Our figure for a seed figure: the one cell its selector matches, else None."""
+        found = self.select(figure.where)
+        if len(found) != 1:
+            return None
+        return found[0].stats(figure.metric)
+
+
+def spec_position(preset: Preset, values: Mapping[str, Any]) -> tuple[int, ...]:
+    """Where a cell comes in its preset: the order of the spec's axis values, at any scale."""
+    position = []
+    for axis, options in preset.spec.axes.items():
+        wanted = canonical(axis, values.get(axis))
+        canon = [canonical(axis, v) for v in options]
+        position.append(canon.index(wanted) if wanted in canon else len(canon))
+    return tuple(position)
+
+
+def sweep_name(record: dict[str, Any]) -> str:
+    """The sweep a record belongs to (its run id ``sweep-NAME``), or its run id."""
+    run_id = str(record.get("run_id", ""))
+    return run_id.removeprefix("sweep-") if run_id.startswith("sweep-") else run_id
+
+
+def load_records(paths: Sequence[Path]) -> tuple[list[dict[str, Any]], list[Path]]:
+    """Records of files and directories (the records directly inside, through the record store);
+    the directories too, for probes."""
+    records: list[dict[str, Any]] = []
+    dirs: list[Path] = []
+    for path in paths:
+        if not path.exists():
+            raise UsageError(
+                f"{path} does not exist: pass record files or directories such as results/sweeps/NAME"
+            )
+        if path.is_dir():
+            dirs.append(path)
+        records += [load_record(p) for p in record_files(path)]
+    if not records:
+        raise UsageError(
+            f"no records in {', '.join(map(str, paths))}: pass record files or sweep directories"
+        )
+    return records, dirs
+
+
+def group_series(records: Iterable[dict[str, Any]], dirs: Sequence[Path] = ()) -> list[Series]:
+    """Records grouped by sweep and machine identity; a preset's series gets its seed reference."""
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for record in records:
+        groups.setdefault((sweep_name(record), series_identity(record)), []).append(record)
+    known = set(list_presets())
+    probes = read_probes(dirs)
+    out = []
+    for (name, _ident), members in groups.items():
+        cells = []
+        for record in members:
+            cell = Cell.from_dict(record["cell"])
+            cells.append(CellResult(record=record, cell=cell, values=cell_values(cell)))
+        base, scale = split_scaled_name(name)
+        preset = load_preset(base) if base in known else None
+        reference = None
+        if preset is not None and preset.reference_path.is_file():
+            reference = load_reference(preset.reference_path)
+        cells.sort(key=lambda c: (spec_position(preset, c.values) if preset else (), c.id))
+        mine = [p for p in probes if preset is not None and p.get("probe") in preset.probes]
+        out.append(
+            Series(
+                sweep=name,
+                machine=members[0].get("machine", {}),
+                vm=members[0].get("vm", {}),
+                cells=cells,
+                preset=preset,
+                scale=scale,
+                reference=reference,
+                probes=mine,
+            )
+        )
+    out.sort(key=lambda s: (s.sweep, s.accel))
+    return out
+
+
+# -- the document: blocks ------------------------------------------------------------------------------
