@@ -20,8 +20,8 @@ from typing import Any
 from harness import images, snapshot
 from harness.guest import build_guest
 from harness.runner import RunOptions, vm_config
+from harness.samplestats import Stats
 from harness.spec import make_cell
-from harness.stats import Stats
 from harness.vm import Machine
 
 

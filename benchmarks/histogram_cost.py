@@ -17,8 +17,8 @@ from pathlib import Path
 
 from harness.guest import build_guest
 from harness.runner import RunOptions, new_run_id, run_sample
+from harness.samplestats import Stats
 from harness.spec import make_cell
-from harness.stats import Stats
 
 
 def main() -> None:

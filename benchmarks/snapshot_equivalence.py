@@ -25,8 +25,8 @@ from typing import Any
 from harness.compare import mann_whitney_u
 from harness.guest import build_guest
 from harness.runner import RunOptions, run_sample
+from harness.samplestats import Stats
 from harness.spec import make_cell
-from harness.stats import Stats
 
 CELLS = {
     "dd": {"format": "qcow2", "interface": "virtio-blk", "workload": "dd", "dd_mib": 128, "size": "1G"},

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from harness.errors import SpecError
 from harness.presets.select import Where, parse_where
-from harness.stats import Stats
+from harness.samplestats import Stats
 from harness.untrusted import toml_loads
 
 # a ratio within this factor of 1 counts as "about the same"

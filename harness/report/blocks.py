@@ -18,7 +18,7 @@ from typing import Any
 from harness.presets import PlotSpec, TableSpec, check_shape, display_value, matches
 from harness.report.charts import BarChart, ShapeChart, byte_unit
 from harness.report.series import CellResult, Series, label_of, metric_of
-from harness.stats import Stats
+from harness.samplestats import Stats
 from harness.sweep import canonical
 
 _DIGITS = {"s": 2, "MiB/s": 1, "ratio": 3, "%": 0}

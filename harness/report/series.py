@@ -31,8 +31,8 @@ from harness.presets import (
 )
 from harness.record import load_record, record_files
 from harness.record.identity import series_identity
+from harness.samplestats import Stats
 from harness.spec import Cell
-from harness.stats import Stats
 from harness.sweep import canonical
 from harness.workloads import Metric, metric_info
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.stats import Stats
+from harness.samplestats import Stats
 from harness.workloads import metric_info
 
 HOST_ROWS = (

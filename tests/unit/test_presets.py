@@ -30,7 +30,7 @@ from harness.presets import (
     scaled_name,
     split_scaled_name,
 )
-from harness.stats import Stats
+from harness.samplestats import Stats
 from harness.sweep import expand_spec
 
 PRESETS = ("booth-2010", "cluster-size", "kvm-wiki-install", "mkfs-sparse", "preallocation")

@@ -20,8 +20,8 @@ from harness.report.command import make_report
 from harness.report.markdown import to_markdown
 from harness.report.series import group_series
 from harness.report.text import to_text
+from harness.samplestats import Stats
 from harness.spec import Cell
-from harness.stats import Stats
 from harness.sweep import expand_spec
 
 
