@@ -27,9 +27,13 @@ from harness.replay.stream import Stream
 from harness.runner import Sampler, vm_config
 from harness.spec import Cell, Measure
 
-#: what decides that two streams differ: the guest merges and times its requests differently from
-#: one recording to the next (85 to 102 writes of one dd cell), not the bytes it reads and writes
-DECIDING_KEYS = ("write_bytes", "read_bytes", "write_zeroes", "discard")
+#: what decides that two streams differ: the bytes read and written, which the guest's timing does
+#: not change; and a count of requests of one kind by more than COUNT_FACTOR either way (or one
+#: present on one side only): the guest merges and times its requests differently from one
+#: recording to the next (85 to 102 writes of one dd cell)
+BYTE_KEYS = ("write_bytes", "read_bytes")
+COUNT_KEYS = ("read", "write", "write_zeroes", "flush", "discard")
+COUNT_FACTOR = 1.5
 #: what a difference lists (Stream.summary's keys); depths follow the guest's timing
 SUMMARY_KEYS = (
     "read",
@@ -63,7 +67,7 @@ def summary_difference(base: Mapping[str, Any], head: Mapping[str, Any]) -> list
 def stream_note(base: Stream, head: Stream) -> str:
     """The structural change of a replay cell whose head records another stream, or ``""``."""
     ours, theirs = base.summary(), head.summary()
-    if all(ours[key] == theirs[key] for key in DECIDING_KEYS):
+    if not _differ(ours, theirs):
         return ""
     moved = summary_difference(ours, theirs)
     return (
@@ -71,6 +75,16 @@ def stream_note(base: Stream, head: Stream) -> str:
         + ", ".join(moved)
         + "); both sides replayed base's"
     )
+
+
+def _differ(ours: Mapping[str, Any], theirs: Mapping[str, Any]) -> bool:
+    if any(ours[key] != theirs[key] for key in BYTE_KEYS):
+        return True
+    for key in COUNT_KEYS:
+        low, high = sorted((ours[key], theirs[key]))
+        if (low == 0) != (high == 0) or high > COUNT_FACTOR * low:
+            return True
+    return False
 
 
 def _material(cell: Cell, side: Any) -> dict[str, Any]:

@@ -138,6 +138,19 @@ def test_base_stream_goes_to_both_sides_and_head_is_recorded_only_where_it_could
     )
 
 
+def test_only_bytes_or_a_kind_count_beyond_recording_noise_is_a_structural_change() -> None:
+    def stream(writes: int, flushes: int, size: int = 4096) -> Stream:
+        requests = [Request(Kind.WRITE, i * size, size) for i in range(writes)]
+        return Stream(disk_bytes=1 << 30, requests=(*requests, *[Request(Kind.FLUSH)] * flushes))
+
+    # the guest merged differently: 12 writes of 20 KiB or 15 of 16 KiB, the same bytes, no note
+    assert gate_streams.stream_note(stream(12, 9, 20480), stream(15, 9, 16384)) == ""
+    assert "write 12 → 24" in gate_streams.stream_note(stream(12, 9, 20480), stream(24, 9, 10240))
+    assert gate_streams.stream_note(stream(10, 9), stream(10, 13)) == ""
+    assert "flush 9 → 20" in gate_streams.stream_note(stream(10, 9), stream(10, 20))
+    assert "flush 9 → 0" in gate_streams.stream_note(stream(10, 9), stream(10, 0))
+
+
 def test_a_replay_cell_takes_its_samples_in_pairs_several_a_round(tmp_path: Path) -> None:
     spec = parse_gate_spec(SPEC, source="g.toml")
     calls: list[tuple[str, str, int, bool]] = []
