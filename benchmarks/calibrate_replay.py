@@ -133,6 +133,7 @@ def run(args: argparse.Namespace) -> None:
         cell = make_cell(**{**base_values, "cache": cache})
         qemu_io = delayed_qemu_io(args.out, args.qemu_io, delay) if delay else args.qemu_io
         plans[name] = (cell, qemu_io, tuple(opts.items()))
+    (args.out / "arms.json").write_text(json.dumps([name for name, _ in arms]))
     samples = args.out / "samples.jsonl"
     done = (
         {(d["round"], d["arm"]) for d in map(json.loads, samples.read_text().splitlines())}
@@ -168,6 +169,12 @@ def _load(out: Path) -> tuple[list[str], dict[str, dict[int, dict[str, Any]]]]:
         if data["arm"] not in by_arm:
             order.append(data["arm"])
         by_arm.setdefault(data["arm"], {})[data["round"]] = data
+    # the run's own order of arms (its first is the base), else a "base" arm first
+    listed = out / "arms.json"
+    if listed.exists():
+        order = [arm for arm in json.loads(listed.read_text()) if arm in by_arm]
+    elif "base" in order:
+        order = ["base", *(arm for arm in order if arm != "base")]
     return order, by_arm
 
 
