@@ -58,7 +58,9 @@ class Session:
         label: str = "",
         of: int | None = None,
         upto: int | None = None,
+        sampler: Sampler | None = None,
     ) -> tuple[Path, dict[str, Any]]:
+        """``cell``'s samples up to ``upto``, taken by ``sampler`` (else :func:`sampler_for`'s)."""
         return run_cell(
             cell,
             self.guest,
@@ -72,7 +74,7 @@ class Session:
             log_root=log_root,
             of=of,
             upto=upto,
-            sampler=sampler_for(cell),
+            sampler=sampler or sampler_for(cell),
         )
 
 

@@ -76,6 +76,7 @@ def build_comparison(
             ],
             "subject_diff": subject_diff(base, head),
             "cell_id_changes": cell_id_changes(cell_docs),
+            "sensitivity": sensitivity(cells),
         },
         "warnings": list(warnings),
         "base": dict(base),
@@ -86,6 +87,24 @@ def build_comparison(
         "budget": dict(budget) if budget is not None else None,
         "cells": cell_docs,
     }
+
+
+def sensitivity(cells: Sequence[CellResult]) -> list[dict[str, Any]]:
+    """Per cell and gated metric: the smallest change it could have caught (percent) at its
+    rounds, and for an inconclusive metric about how many rounds per side would decide it."""
+    return [
+        {
+            "cell_id": c.cell_id,
+            "name": str(c.cell.get("gate_name") or c.cell_id),
+            "metric": m.metric,
+            "rounds": min(m.n_base, m.n_head),
+            "verdict": m.verdict.value,
+            "could_see_pct": m.as_dict()["could_see_pct"],
+            "rounds_to_decide": m.rounds_to_decide,
+        }
+        for c in cells
+        for m in c.metrics
+    ]
 
 
 def fails(verdict: Verdict, settings: Settings) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.compare.subject import diff_line
@@ -38,6 +38,48 @@ def _change_text(m: Mapping[str, Any]) -> str:
     return f"{change:+.1f}%"
 
 
+def sensitivity_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """What each cell could have seen (its most sensitive gated metric), and the rounds an
+    inconclusive cell would need: the summary's first lines."""
+    best: dict[str, Mapping[str, Any]] = {}
+    need: dict[str, Mapping[str, Any]] = {}
+    for row in rows:
+        name, seen = str(row.get("name")), row.get("could_see_pct")
+        if isinstance(seen, int | float) and (name not in best or seen < best[name]["could_see_pct"]):
+            best[name] = row
+        if row.get("verdict") == Verdict.INCONCLUSIVE.value:
+            known = need.get(name)
+            more = row.get("rounds_to_decide")
+            if known is None or (more is not None and (known.get("rounds_to_decide") or 10**9) > more):
+                need[name] = row
+    if not best and not need:
+        return []
+    lines = []
+    if best:
+        lines.append(
+            "Could see (a regression this large fails the gate 4 times in 5): "
+            + "; ".join(
+                f"{_code(name)} ≥ {row['could_see_pct']:.1f}% ({inert_markdown(row.get('metric'))}, "
+                f"{row.get('rounds')} rounds)"
+                for name, row in best.items()
+            )
+        )
+    if need:
+        lines.append(
+            "Inconclusive: "
+            + "; ".join(
+                f"{_code(name)} "
+                + (
+                    f"would need about {row['rounds_to_decide']} rounds (has {row.get('rounds')})"
+                    if row.get("rounds_to_decide")
+                    else "is not within reach of more rounds (its change sits on the minimum effect)"
+                )
+                for name, row in need.items()
+            )
+        )
+    return [*lines, ""]
+
+
 def render_markdown(doc: Mapping[str, Any]) -> str:
     """The summary of a comparison document, for a pull request comment or a terminal."""
     cells: list[Mapping[str, Any]] = list(doc.get("cells") or [])
@@ -58,6 +100,7 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
         f"base {side(base)} vs head {side(head)}: {summary.get('cells', len(cells))} cells ({tally})"
     )
     lines.append("")
+    lines += sensitivity_lines(summary.get("sensitivity") or [])
     for warning in doc.get("warnings") or []:
         lines += [f"**WARNING: {inert_markdown(warning)}**", ""]
     lines += _subject_lines(summary)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from harness.compare.evidence import Evidence, rounds_text, weigh
+from harness.compare.power import could_see, rounds_to_decide
 from harness.compare.settings import Settings
 from harness.compare.stats import _inverse, _median, _ratio, bootstrap_ratio_ci
 from harness.compare.text import _finite, _p_is, format_value, pct
@@ -43,6 +44,10 @@ class MetricResult:
     paired: bool = False
     # the p value adjusted for the family of tests (Holm); None when judged with alpha_per_test
     p_adjusted: float | None = None
+    # the smallest change this comparison would have caught (harness.compare.power), a fraction
+    could_see: float | None = None
+    # for an inconclusive metric: about how many rounds per side would decide it (None: not in reach)
+    rounds_to_decide: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: figures that are not finite (a median of 0 as divisor) become null."""
@@ -71,6 +76,8 @@ class MetricResult:
             "min_effect": self.min_effect,
             "verdict": self.verdict.value,
             "reason": self.reason,
+            "could_see_pct": None if self.could_see is None else round(self.could_see * 100.0, 2),
+            "rounds_to_decide": self.rounds_to_decide,
         }
 
     def change_text(self) -> str:
@@ -166,7 +173,7 @@ def compare_metric(
         )
     elif p_adjusted is not None:
         reason += f" (Holm-adjusted {_p_is(p_adjusted)}, family alpha {settings.alpha:g})"
-    return replace(
+    decided = replace(
         result,
         ci_low=lo,
         ci_high=hi,
@@ -174,6 +181,12 @@ def compare_metric(
         verdict=verdict,
         reason=reason,
         p_adjusted=p_adjusted,
+    )
+    seen = could_see(decided, settings)
+    return replace(
+        decided,
+        could_see=seen if math.isfinite(seen) else None,
+        rounds_to_decide=rounds_to_decide(decided, settings) if verdict is Verdict.INCONCLUSIVE else None,
     )
 
 

@@ -29,7 +29,8 @@ the settings it gives), :mod:`~harness.gate.subjects` (worktrees, policy,
 recipe and QEMU per side), :mod:`~harness.gate.options` (what a run was asked
 for, decided once), :mod:`~harness.gate.rounds` (the rounds, ordered by the
 scheduler sweeps use too, :mod:`harness.sweep.rounds`),
-:mod:`~harness.gate.canary` (the host canary) and :mod:`~harness.gate.run`
+:mod:`~harness.gate.streams` (base's request stream of each replay cell, handed to both
+sides' samples), :mod:`~harness.gate.canary` (the host canary) and :mod:`~harness.gate.run`
 (one gate run from its sides to its outputs).
 """
 

@@ -24,6 +24,7 @@ from harness.compare import CellResult, Settings, compare_family, needs_more_rou
 from harness.gate.options import GateOptions
 from harness.gate.spec import GateSpec
 from harness.gate.subjects import SIDES, Subject
+from harness.runner import Sampler
 from harness.spec import Cell
 from harness.sweep.rounds import round_order
 
@@ -42,6 +43,10 @@ class GateSide:
     session: Session
     cells: dict[str, Cell]
     records: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: how a cell's samples are taken where not as its measure says (a replay cell: base's stream)
+    samplers: dict[str, Sampler] = field(default_factory=dict)
+    #: samples per round of a cell where not one (cheap replay cells take several, see _play_pairs)
+    per_round: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -145,11 +150,43 @@ def _play_round(
     out_dir: Path,
     progress: Callable[[str], None],
 ) -> None:
+    paired: set[str] = set()
     for turn in round_order(number, cell_names, [sides[label] for label in SIDES], rng):
+        per = turn.side.per_round.get(turn.cell, 1)
+        if per > 1:
+            if turn.cell not in paired:
+                paired.add(turn.cell)
+                _play_pairs(number, turn.cell, per, sides, rng, tally, out_dir, progress)
+            continue
         t0 = time.monotonic()
         _run_one(turn.side, turn.cell, number, out_dir, progress)
         tally.sample_s.append(time.monotonic() - t0)
         tally.rounds_of[turn.cell] = number
+
+
+def _play_pairs(
+    number: int,
+    name: str,
+    per: int,
+    sides: Mapping[str, GateSide],
+    rng: random.Random,
+    tally: _Tally,
+    out_dir: Path,
+    progress: Callable[[str], None],
+) -> None:
+    """Round ``number`` of a cell taking ``per`` samples a round: ``per`` pairs of base and head,
+    each pair's order drawn, so that sample i of both sides are taken next to each other."""
+    spent = dict.fromkeys(SIDES, 0.0)
+    for k in range(1, per + 1):
+        pair = list(SIDES)
+        rng.shuffle(pair)
+        for label in pair:
+            t0 = time.monotonic()
+            _run_one(sides[label], name, (number - 1) * per + k, out_dir, progress)
+            spent[label] += time.monotonic() - t0
+    # one entry per side and round, as a cell of one sample a round: the budget's guess stays per turn
+    tally.sample_s.extend(spent.values())
+    tally.rounds_of[name] = number * per
 
 
 def _key(sides: Mapping[str, GateSide], name: str) -> str:
@@ -171,6 +208,7 @@ def _run_one(side: GateSide, name: str, number: int, out_dir: Path, progress: Ca
         label=f"[{side.subject.label}] ",
         of=number,
         upto=number,
+        sampler=side.samplers.get(name),
     )
     side.records[name] = record
 

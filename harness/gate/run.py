@@ -18,6 +18,7 @@ from harness.gate.canary import host_canary, judge_canary
 from harness.gate.options import GateOptions
 from harness.gate.rounds import GateSide, Rounds, run_rounds
 from harness.gate.spec import GateSpec
+from harness.gate.streams import GateStreams, prepare_streams
 from harness.gate.subjects import Subject, SubjectSource, prepared_subjects, repo_toplevel
 
 
@@ -119,13 +120,14 @@ def gate_revisions(
         sides = open_sides(
             subjects, spec, options, out_dir=out_dir, work_dir=work_dir, progress=progress, binaries=binaries
         )
+        streams = replay_streams(spec, sides, out_dir=out_dir, progress=progress)
         canary_before = host_canary(work_dir) if options.canary else []
         if canary_before:
             progress(f"gate: host canary before: {statistics.median(canary_before):.0f} MiB/s")
         played = run_rounds(
             spec, sides, settings, options, out_dir=out_dir, started=started, progress=progress
         )
-        results, canary_doc = played.results, None
+        results, canary_doc = with_stream_notes(played.results, streams.notes, sides), None
         if canary_before:
             canary_after = host_canary(work_dir)
             progress(f"gate: host canary after: {statistics.median(canary_after):.0f} MiB/s")
@@ -196,6 +198,31 @@ def open_sides(
     if sides["base"].session.opts.accel != sides["head"].session.opts.accel:
         raise InfraError("base and head got different accelerators: run the gate with --accel kvm or tcg")
     return sides
+
+
+def replay_streams(
+    spec: GateSpec, sides: Mapping[str, GateSide], *, out_dir: Path, progress: Callable[[str], None]
+) -> GateStreams:
+    """Base's stream of every replay cell, handed to both sides' samples, ``replay_samples`` a round."""
+    names = spec.replay_cells
+    streams = prepare_streams(
+        sides, names, passes=spec.replay_passes, log_root=out_dir / "logs" / "streams", progress=progress
+    )
+    for side in sides.values():
+        side.samplers.update(streams.samplers)
+        side.per_round.update(dict.fromkeys(names, spec.replay_samples))
+    return streams
+
+
+def with_stream_notes(
+    results: Sequence[CellResult], notes: Mapping[str, str], sides: Mapping[str, GateSide]
+) -> list[CellResult]:
+    """``results`` with the structural change of each replay cell whose head records another stream."""
+    by_id = {sides["head"].cells[name].id: note for name, note in notes.items()}
+    return [
+        replace(r, note="; ".join(n for n in (r.note, by_id[r.cell_id]) if n)) if r.cell_id in by_id else r
+        for r in results
+    ]
 
 
 def comparison_document(

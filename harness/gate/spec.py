@@ -34,6 +34,8 @@ SPEC_KEYS = (
     "rules",
     "counters",
     "changed_fails",
+    "replay_samples",
+    "replay_passes",
 )
 SPEC_KEYS_TABLES = ("params", "cells")
 
@@ -63,6 +65,15 @@ class GateSpec:
     description: str = ""
     counters: tuple[str, ...] = STRUCTURAL_COUNTERS
     changed_fails: bool = True
+    #: a replay cell's samples per round and side (cheap: many more rounds in the same time)
+    replay_samples: int = 1
+    #: passes of the stream in one replay sample (each a fresh image and qemu-io)
+    replay_passes: int = 1
+
+    @property
+    def replay_cells(self) -> list[str]:
+        """The names of the cells measured by replay."""
+        return [c.name for c in self.cells if str(c.values.get("measure", "guest")) == "replay"]
 
 
 def parse_gate_spec(text: str, *, source: str = "<gate spec>") -> GateSpec:
@@ -151,6 +162,8 @@ def parse_gate_spec(text: str, *, source: str = "<gate spec>") -> GateSpec:
         description=str(data.get("description", "")),
         counters=tuple(counters),
         changed_fails=changed_fails,
+        replay_samples=integer("replay_samples", 1),
+        replay_passes=integer("replay_passes", 1),
     )
 
 

@@ -31,6 +31,7 @@ from harness.binaries import QEMU_IMG
 from harness.errors import CommandError, ProtocolError
 from harness.replay.capture import graph_of
 from harness.replay.script import (
+    Completion,
     ReplayMismatch,
     command_args,
     commands,
@@ -82,6 +83,8 @@ class ReplaySample:
     argv: list[str]
     completions: dict[str, int]
     notes: list[str] = field(default_factory=list)
+    #: each pass's wall time, in order
+    pass_wall_s: list[float] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -91,6 +94,7 @@ class ReplaySample:
             "argv": self.argv,
             "completions": self.completions,
             "notes": self.notes,
+            "pass_wall_s": self.pass_wall_s,
         }
 
 
@@ -103,17 +107,71 @@ def replay(
     work_dir: Path,
     drive_options: tuple[tuple[str, str], ...] = (),
     timeout_s: float = REPLAY_TIMEOUT_S,
+    passes: int = 1,
 ) -> ReplaySample:
-    """Replay ``stream`` on a fresh image of ``cell``; raises ReplayMismatch or ProtocolError on a check."""
+    """Replay ``stream`` on a fresh image of ``cell``, ``passes`` times (a fresh image and a qemu-io
+    of its own each time, one after the other); raises ReplayMismatch or ProtocolError on a check.
+
+    The figures are of all passes together: ``replay.wall_s`` their summed wall times, the latency
+    quantiles over every request of every pass, the counts per pass.
+    """
     if stream.disk_bytes > cell.image.size:
         raise ReplayMismatch(
             f"the stream was recorded on a {stream.disk_bytes}-byte disk, larger than the cell's {cell.image.size}"
         )
+    if passes < 1:
+        raise ValueError(f"passes must be 1 or more, not {passes}")
     work_dir.mkdir(parents=True, exist_ok=True)
+    script = commands(stream.requests)
+    expected = counts(stream)
+    done: list[Completion] = []
+    walls: list[float] = []
+    for _ in range(passes):
+        one = _one_pass(stream, cell, script, qemu_io, qemu_img, work_dir, drive_options, timeout_s)
+        got = {word: sum(1 for c in one.done if c.word == word) for word in ("wrote", "read", "discard")}
+        if got != expected:
+            raise ProtocolError(f"qemu-io completed {got}, the stream holds {expected}")
+        done += one.done
+        walls.append(one.wall_s)
+    notes = []
+    if stream.drive != one.wanted:
+        notes.append("the stream was recorded under other drive options: its block graph is not compared")
+    flushes = sum(1 for cmd in script if cmd == "flush")
+    return ReplaySample(
+        figures=figures(done, wall_s=sum(walls), flushes=flushes * passes, passes=passes),
+        options=one.applied,
+        graph=one.graph,
+        argv=one.argv,
+        completions={**expected, "flush": flushes},
+        notes=notes,
+        pass_wall_s=walls,
+    )
+
+
+@dataclass(frozen=True)
+class _Pass:
+    done: list[Completion]
+    wall_s: float
+    wanted: dict[str, str]
+    applied: dict[str, str]
+    graph: list[tuple[str, str]]
+    argv: list[str]
+
+
+def _one_pass(
+    stream: Stream,
+    cell: Cell,
+    script: list[str],
+    qemu_io: str,
+    qemu_img: str,
+    work_dir: Path,
+    drive_options: tuple[tuple[str, str], ...],
+    timeout_s: float,
+) -> _Pass:
+    """One replay on a fresh image, its options and block graph checked."""
     image = work_dir / f"{cell.id}.replay.{cell.image.format.value}"
     trace = work_dir / f"{cell.id}.replay.trace"
     trace.unlink(missing_ok=True)
-    notes: list[str] = []
     images.create(image, cell.image, qemu_img=qemu_img)
     try:
         with confine.Handoff(confine.account()) as handoff:
@@ -127,7 +185,6 @@ def replay(
             if why:
                 raise ReplayMismatch(why)
             argv = [head[0], "-T", f"enable=bdrv_open_common,file={traced}", *head[1:]]
-            script = commands(stream.requests)
             try:
                 result = proc.run(
                     [*argv, *command_args(script)],
@@ -145,19 +202,4 @@ def replay(
         why = graph_mismatch(stream.graph, graph)
         if why:
             raise ReplayMismatch(why)
-    else:
-        notes.append("the stream was recorded under other drive options: its block graph is not compared")
-    done = parse_output(result.stdout)
-    got = {word: sum(1 for c in done if c.word == word) for word in ("wrote", "read", "discard")}
-    expected = counts(stream)
-    if got != expected:
-        raise ProtocolError(f"qemu-io completed {got}, the stream holds {expected}")
-    flushes = sum(1 for cmd in script if cmd == "flush")
-    return ReplaySample(
-        figures=figures(done, wall_s=result.duration_s, flushes=flushes),
-        options=applied,
-        graph=graph,
-        argv=argv,
-        completions={**got, "flush": flushes},
-        notes=notes,
-    )
+    return _Pass(parse_output(result.stdout), result.duration_s, wanted, applied, graph, argv)

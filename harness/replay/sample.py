@@ -18,13 +18,42 @@ from typing import Any
 from harness.errors import HarnessError
 from harness.replay.record import cached_stream
 from harness.replay.replay import replay
-from harness.runner import Guest, RunOptions
+from harness.replay.stream import Stream
+from harness.runner import Guest, RunOptions, Sampler
 from harness.spec import Cell
 from harness.untrusted import clean_sample
 
 
+def replay_sampler(stream: Stream | None = None, *, passes: int = 1, label: str = "") -> Sampler:
+    """A sampler that replays ``stream`` (the cell's own, recorded and cached, when None)
+    ``passes`` times per sample.
+
+    A gate hands base's stream to the samples of both sides (:mod:`harness.gate.streams`), so
+    both serve the very same requests; ``label`` says whose stream it is in the sample.
+    """
+
+    def sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: Path) -> dict[str, Any]:
+        return _replay_sample(cell, guest, opts, index, log_dir, stream=stream, passes=passes, label=label)
+
+    return sample
+
+
 def replay_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: Path) -> dict[str, Any]:
-    """One replay of ``cell``'s stream; never raises for a failure of the sample itself."""
+    """One replay of ``cell``'s own stream; never raises for a failure of the sample itself."""
+    return _replay_sample(cell, guest, opts, index, log_dir, stream=None, passes=1, label="")
+
+
+def _replay_sample(
+    cell: Cell,
+    guest: Guest,
+    opts: RunOptions,
+    index: int,
+    log_dir: Path,
+    *,
+    stream: Stream | None,
+    passes: int,
+    label: str,
+) -> dict[str, Any]:
     t0 = time.monotonic()
     host: dict[str, Any] = {"cache_state": cell.cache_state.value}
     sample: dict[str, Any] = {
@@ -36,8 +65,11 @@ def replay_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_di
         "logs": {"recording": str(log_dir / "recording")},
     }
     try:
-        path, stream = cached_stream(cell, guest, opts, log_dir / "recording")
-        host["stream"] = {"path": str(path), "digest": stream.digest, "counts": stream.counts()}
+        if stream is None:
+            path, stream = cached_stream(cell, guest, opts, log_dir / "recording")
+            host["stream"] = {"path": str(path), "digest": stream.digest, "counts": stream.counts()}
+        else:
+            host["stream"] = {"given": label or "given", "digest": stream.digest, "counts": stream.counts()}
         done = replay(
             stream,
             cell,
@@ -45,6 +77,7 @@ def replay_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_di
             qemu_img=opts.binaries.qemu_img,
             work_dir=opts.work_dir / "replay",
             drive_options=opts.drive_options,
+            passes=passes,
         )
         sample["metrics"] = dict(done.figures)
         sample["replay"] = {k: v for k, v in done.as_dict().items() if k != "metrics"}

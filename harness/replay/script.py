@@ -281,12 +281,17 @@ def quantile(values: Sequence[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
 
 
-def figures(done: Sequence[Completion], *, wall_s: float, flushes: int) -> dict[str, float]:
-    """A replay sample's figures: wall time, per-kind counts and latency quantiles (ms)."""
-    out: dict[str, float] = {"replay.wall_s": wall_s, "replay.flushes": float(flushes)}
+def figures(done: Sequence[Completion], *, wall_s: float, flushes: int, passes: int = 1) -> dict[str, float]:
+    """A replay sample's figures: wall time, per-kind counts (per pass) and latency quantiles (ms)
+    over every pass's requests."""
+    out: dict[str, float] = {
+        "replay.wall_s": wall_s,
+        "replay.io_s": sum(c.latency_s for c in done if c.word in ("wrote", "read")),
+        "replay.flushes": float(flushes // passes),
+    }
     for word, name in (("wrote", "write"), ("read", "read"), ("discard", "discard")):
         times = [c.latency_s for c in done if c.word == word]
-        out[f"replay.{name}_ops"] = float(len(times))
+        out[f"replay.{name}_ops"] = float(len(times) // passes)
         if times and name != "discard":
             for label, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
                 out[f"replay.{name}_{label}_ms"] = quantile(times, q) * 1e3

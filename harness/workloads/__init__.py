@@ -125,6 +125,10 @@ _PATTERNS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], Metric]], ...]
     ),
     (re.compile(r"replay\.wall_s"), lambda m: seconds(m.string, "qemu-io's time for the whole replay")),
     (
+        re.compile(r"replay\.io_s"),
+        lambda m: seconds(m.string, "the replayed reads' and writes' own times, summed"),
+    ),
+    (
         re.compile(r"replay\.(write|read|discard)_ops|replay\.flushes"),
         lambda m: info(m.string, "count", "requests of the replayed stream, by kind"),
     ),

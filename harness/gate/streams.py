@@ -1,0 +1,127 @@
+"""The streams a gate's replay cells replay: base's, on both sides.
+
+A replay cell (``measure = "replay"``) measures the block layer of each side with the very same
+requests: base's stream, recorded once with base's guest, workload and drive options
+(:func:`harness.replay.record.cached_stream`), is handed to the samples of both sides
+(:func:`harness.replay.sample.replay_sampler`); each side's replay applies its own drive options
+(its policy, its cell's cache mode and format) on a fresh image of its own cell.
+
+What the stream holds is decided by the guest recipe, the workload and QEMU, which head may
+change too.  Where head's stream would be recorded under other such material than base's
+(:func:`harness.replay.record.stream_key`, less the drive options that the replay applies
+anyway), head's stream is recorded as well and the two are compared by
+:meth:`~harness.replay.stream.Stream.summary`; a difference is reported as a structural change
+of the cell (:func:`stream_note`), while both sides still replay base's requests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.replay.record import cached_stream, stream_key
+from harness.replay.sample import replay_sampler
+from harness.replay.stream import Stream
+from harness.runner import Sampler, vm_config
+from harness.spec import Cell, Measure
+
+#: what decides that two streams differ: the bytes read and written, which the guest's timing does
+#: not change; and a count of requests of one kind by more than COUNT_FACTOR either way (or one
+#: present on one side only): the guest merges and times its requests differently from one
+#: recording to the next (85 to 102 writes of one dd cell)
+BYTE_KEYS = ("write_bytes", "read_bytes")
+COUNT_KEYS = ("read", "write", "write_zeroes", "flush", "discard")
+COUNT_FACTOR = 1.5
+#: what a difference lists (Stream.summary's keys); depths follow the guest's timing
+SUMMARY_KEYS = (
+    "read",
+    "write",
+    "write_zeroes",
+    "flush",
+    "discard",
+    "write_bytes",
+    "read_bytes",
+    "zero_writes",
+    "fua_writes",
+)
+
+
+@dataclass
+class GateStreams:
+    """Base's stream of each replay cell (by gate name), the samplers that replay it, and notes."""
+
+    streams: dict[str, Stream] = field(default_factory=dict)
+    samplers: dict[str, Sampler] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)
+
+
+def summary_difference(base: Mapping[str, Any], head: Mapping[str, Any]) -> list[str]:
+    """``["write 71 → 80", "write_bytes 67108864 → 75497472"]``: what differs between two summaries."""
+    return [
+        f"{key} {base.get(key)} → {head.get(key)}" for key in SUMMARY_KEYS if base.get(key) != head.get(key)
+    ]
+
+
+def stream_note(base: Stream, head: Stream) -> str:
+    """The structural change of a replay cell whose head records another stream, or ``""``."""
+    ours, theirs = base.summary(), head.summary()
+    if not _differ(ours, theirs):
+        return ""
+    moved = summary_difference(ours, theirs)
+    return (
+        "structural change: head's guest issues another request stream ("
+        + ", ".join(moved)
+        + "); both sides replayed base's"
+    )
+
+
+def _differ(ours: Mapping[str, Any], theirs: Mapping[str, Any]) -> bool:
+    if any(ours[key] != theirs[key] for key in BYTE_KEYS):
+        return True
+    for key in COUNT_KEYS:
+        low, high = sorted((ours[key], theirs[key]))
+        if (low == 0) != (high == 0) or high > COUNT_FACTOR * low:
+            return True
+    return False
+
+
+def _material(cell: Cell, side: Any) -> dict[str, Any]:
+    """The stream key's material of ``cell`` on ``side``, less the drive options."""
+    session = side.session
+    config = vm_config(cell, session.guest, session.opts, session.opts.work_dir / "@")
+    _, material = stream_key(cell, session.guest, session.opts, config)
+    return {k: v for k, v in material.items() if k != "drive"}
+
+
+def prepare_streams(
+    sides: Mapping[str, Any],
+    names: list[str],
+    *,
+    passes: int,
+    log_root: Path,
+    progress: Callable[[str], None] = lambda _m: None,
+) -> GateStreams:
+    """Record (or find in the cache) base's stream of every replay cell in ``names``; head's too
+    where it could differ; the samplers that replay base's on both sides."""
+    out = GateStreams()
+    base, head = sides["base"], sides["head"]
+    for name in names:
+        cell = base.cells[name]
+        if cell.measure is not Measure.REPLAY:
+            continue
+        progress(f"gate: the request stream of {name} (base's guest)")
+        _, stream = cached_stream(cell, base.session.guest, base.session.opts, log_root / "base" / name)
+        out.streams[name] = stream
+        out.samplers[name] = replay_sampler(stream, passes=passes, label=f"base {stream.digest[:12]}")
+        head_cell = head.cells[name]
+        if _material(head_cell, head) != _material(cell, base):
+            progress(f"gate: the request stream of {name} (head's guest, to compare)")
+            _, theirs = cached_stream(
+                head_cell, head.session.guest, head.session.opts, log_root / "head" / name
+            )
+            note = stream_note(stream, theirs)
+            if note:
+                out.notes[name] = note
+    return out

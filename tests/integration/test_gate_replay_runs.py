@@ -1,0 +1,103 @@
+"""A real gate with a replay cell on a throwaway clone: head's policy changes the cache mode."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harness.compare import Settings
+from harness.gate import SubjectSource, parse_gate_spec, run_gate, settings_for
+from harness.paths import REPO_ROOT
+
+pytestmark = [pytest.mark.integration, pytest.mark.guest]
+
+# one replay cell, the policy's own: 2 rounds of 4 pairs = 8 samples a side, one pass each; the
+# family is 2 tests, complete separation at 8 + 8 has the exact rank p 1.6e-4 < 0.01 / 2
+SPEC = """
+name = "test-gate-replay"
+rounds = 2
+max_rounds = 2
+budget_min = 10
+metrics = ["replay.wall_s", "replay.write_mean_ms"]
+min_effect = "5%"
+replay_samples = 4
+replay_passes = 1
+
+[[cells]]
+name = "policy-replay"
+workload = "dd"
+dd_mib = 64
+measure = "replay"
+"""
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A clone of this repository with one more commit: the policy's cache mode is writethrough."""
+    path = tmp_path_factory.mktemp("gate-replay") / "repo"
+    subprocess.run(["git", "clone", "-q", str(REPO_ROOT), str(path)], check=True)
+    git(path, "config", "user.email", "test@diskbench.invalid")
+    git(path, "config", "user.name", "diskbench test")
+    git(path, "tag", "base")
+    policy = path / "policy.toml"
+    text = policy.read_text()
+    assert 'cache = "none"' in text
+    policy.write_text(text.replace('cache = "none"', 'cache = "writethrough"', 1))
+    git(path, "commit", "-q", "-am", "policy: cache=writethrough")
+    git(path, "tag", "writethrough")
+    return path
+
+
+def test_a_writethrough_head_is_seen_by_the_replay_of_bases_stream(
+    repo: Path, tmp_path: Path, disk_dir: Path, guest: object
+) -> None:
+    spec = parse_gate_spec(SPEC, source="test-gate-replay.toml")
+    out = tmp_path / "out"
+    result = run_gate(
+        repo=repo,
+        base=SubjectSource("base", "base"),
+        head=SubjectSource("head", "writethrough"),
+        spec=spec,
+        settings=settings_for(spec, Settings()),
+        out_dir=out,
+        work_dir=disk_dir,
+        accel="tcg",
+        seed=5,
+        canary=False,
+    )
+    doc = result.document
+    (cell,) = doc["cells"]
+    assert cell["verdict"] != "unchanged", result.markdown
+    assert cell["cell_id"].endswith(".replay") and ".writethrough-" in cell["cell_id"]
+    assert cell["rounds"] == 8
+    metrics = {m["metric"]: m for m in cell["metrics"]}
+    assert metrics["replay.write_mean_ms"]["n_base"] == metrics["replay.write_mean_ms"]["n_head"] == 8
+    # every gated metric says what it could see, and the summary's first lines say it
+    assert all(m["could_see_pct"] is not None for m in cell["metrics"])
+    assert any(line.startswith("Could see ") for line in result.markdown.splitlines()[:6])
+    # base's stream replayed by both sides; head's recorded too (writethrough is guest-visible: the
+    # device says it has no volatile write cache) and compared with base's
+    assert len(list((out / "streams").glob("*.key.json"))) == 2
+    digests = set()
+    for side in ("base", "head"):
+        (record_path,) = (out / "records" / side).glob("*.json")
+        record = json.loads(record_path.read_text())
+        assert len(record["samples"]) == 8
+        for sample in record["samples"]:
+            assert sample["status"] == "ok", sample.get("reason")
+            assert sample["host"]["stream"]["given"].startswith("base ")
+            digests.add(sample["host"]["stream"]["digest"])
+        assert record["samples"][0]["replay"]["options"]["cache"] == (
+            "none" if side == "base" else "writethrough"
+        )
+    assert len(digests) == 1
+    print(result.markdown)

@@ -1,0 +1,233 @@
+"""Replay cells in a gate: base's stream handed to both sides, paired rounds, what a gate could see."""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.compare import MetricResult, Settings, Verdict
+from harness.compare.markdown import sensitivity_lines
+from harness.compare.power import could_see, could_see_text, rounds_to_decide
+from harness.gate import SIDES, GateOptions, GateSide, Subject, load_gate_spec, parse_gate_spec, run_rounds
+from harness.gate import streams as gate_streams
+from harness.gate.spec import GATE_SPEC
+from harness.paths import REPO_ROOT
+from harness.policy import parse_policy
+from harness.replay import sample as replay_sample_module
+from harness.replay.replay import ReplaySample
+from harness.replay.stream import Kind, Request, Stream
+from harness.runner import RunOptions
+from harness.session import Session
+from harness.spec import Cell, Measure, make_cell
+
+OPTS = RunOptions(accel="tcg", accel_reason="test", work_dir=Path("/w"), results_dir=Path("/r"), run_id="x")
+
+
+def _stream(writes: int) -> Stream:
+    requests = (*(Request(Kind.WRITE, i * 4096, 4096) for i in range(writes)), Request(Kind.FLUSH))
+    return Stream(disk_bytes=1 << 30, requests=requests, drive={"format": "qcow2"})
+
+
+def test_a_given_stream_is_replayed_as_it_is_and_never_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stream = _stream(3)
+    seen: list[tuple[Stream, int]] = []
+
+    def no_recording(*_a: Any, **_k: Any) -> Any:
+        raise AssertionError("a handed stream must not be recorded")
+
+    def fake_replay(got: Stream, cell: Cell, **kw: Any) -> ReplaySample:
+        seen.append((got, kw["passes"]))
+        return ReplaySample({"replay.wall_s": 0.3}, {}, [], ["qemu-io"], {"wrote": 3}, pass_wall_s=[0.1] * 3)
+
+    monkeypatch.setattr(replay_sample_module, "cached_stream", no_recording)
+    monkeypatch.setattr(replay_sample_module, "replay", fake_replay)
+    cell = make_cell(workload="dd", dd_mib=64, measure="replay")
+    sampler = replay_sample_module.replay_sampler(stream, passes=3, label="base abc")
+    sample = sampler(cell, None, OPTS, 0, tmp_path)  # type: ignore[arg-type]
+    assert sample["status"] == "ok", sample
+    assert seen == [(stream, 3)]
+    assert sample["host"]["stream"]["given"] == "base abc"
+    assert sample["host"]["stream"]["digest"] == stream.digest
+    assert sample["replay"]["pass_wall_s"] == [0.1, 0.1, 0.1]
+
+
+SPEC = """
+rounds = 2
+max_rounds = 2
+metrics = ["replay.wall_s", "total_s"]
+replay_samples = 3
+replay_passes = 2
+[params]
+dd_mib = 64
+[[cells]]
+name = "guest"
+workload = "dd"
+[[cells]]
+name = "replayed"
+workload = "dd"
+measure = "replay"
+"""
+
+
+@dataclass
+class _Session(Session):
+    calls: list[tuple[str, str, int, bool]] = field(default_factory=list)
+    label: str = ""
+
+    def run_cell(self, cell: Cell, **kw: Any) -> tuple[Path, dict[str, Any]]:
+        record = kw["existing"] or {"cell": cell.as_dict(), "samples": []}
+        for index in range(len(record["samples"]), kw["upto"]):
+            self.calls.append((self.label, cell.id, index + 1, kw.get("sampler") is not None))
+            value = random.Random(f"{self.label}{cell.id}{index}").uniform(0.5, 1.5)
+            metric = "replay.wall_s" if cell.measure is Measure.REPLAY else "total_s"
+            record["samples"].append({"index": index, "status": "ok", "metrics": {metric: value}})
+        return kw["path"], record
+
+
+def _sides(spec_text: str, calls: list[tuple[str, str, int, bool]]) -> dict[str, GateSide]:
+    spec = parse_gate_spec(spec_text, source="g.toml")
+    policy = parse_policy((REPO_ROOT / "policy.toml").read_text())
+    sides = {}
+    for label in SIDES:
+        subject = Subject(label, label, "0" * 40, Path("/c"), policy, Path("/i"), None, None)
+        session = _Session(guest=None, opts=OPTS, machine={}, calls=calls, label=label)  # type: ignore[arg-type]
+        sides[label] = GateSide(
+            subject=subject, session=session, cells={gc.name: gc.resolve(policy) for gc in spec.cells}
+        )
+    return sides
+
+
+def test_base_stream_goes_to_both_sides_and_head_is_recorded_only_where_it_could_differ(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[tuple[str, str, int, bool]] = []
+    sides = _sides(SPEC, calls)
+    recorded: list[str] = []
+    streams = {"base": _stream(2), "head": _stream(3)}
+    material = {"base": {"workload": "dd 64"}, "head": {"workload": "dd 64"}}
+
+    def fake_cached(cell: Cell, guest: Any, opts: Any, log_dir: Path) -> tuple[Path, Stream]:
+        side = log_dir.parent.name
+        recorded.append(side)
+        return tmp_path / f"{side}.json", streams[side]
+
+    monkeypatch.setattr(gate_streams, "cached_stream", fake_cached)
+    monkeypatch.setattr(gate_streams, "_material", lambda cell, side: material[side.subject.label])
+    got = gate_streams.prepare_streams(sides, ["guest", "replayed"], passes=2, log_root=tmp_path)
+    # only the replay cell, base's stream only: head's guest is the same
+    assert recorded == ["base"]
+    assert list(got.samplers) == ["replayed"] and got.streams["replayed"] is streams["base"]
+    assert got.notes == {}
+    # head's workload differs: its stream is recorded too, and the difference is a structural change
+    material["head"] = {"workload": "dd 128"}
+    recorded.clear()
+    got = gate_streams.prepare_streams(sides, ["replayed"], passes=2, log_root=tmp_path)
+    assert recorded == ["base", "head"]
+    assert got.streams["replayed"] is streams["base"]
+    assert got.notes["replayed"] == (
+        "structural change: head's guest issues another request stream (write 2 → 3, "
+        "write_bytes 8192 → 12288); both sides replayed base's"
+    )
+
+
+def test_only_bytes_or_a_kind_count_beyond_recording_noise_is_a_structural_change() -> None:
+    def stream(writes: int, flushes: int, size: int = 4096) -> Stream:
+        requests = [Request(Kind.WRITE, i * size, size) for i in range(writes)]
+        return Stream(disk_bytes=1 << 30, requests=(*requests, *[Request(Kind.FLUSH)] * flushes))
+
+    # the guest merged differently: 12 writes of 20 KiB or 15 of 16 KiB, the same bytes, no note
+    assert gate_streams.stream_note(stream(12, 9, 20480), stream(15, 9, 16384)) == ""
+    assert "write 12 → 24" in gate_streams.stream_note(stream(12, 9, 20480), stream(24, 9, 10240))
+    assert gate_streams.stream_note(stream(10, 9), stream(10, 13)) == ""
+    assert "flush 9 → 20" in gate_streams.stream_note(stream(10, 9), stream(10, 20))
+    assert "flush 9 → 0" in gate_streams.stream_note(stream(10, 9), stream(10, 0))
+
+
+def test_a_replay_cell_takes_its_samples_in_pairs_several_a_round(tmp_path: Path) -> None:
+    spec = parse_gate_spec(SPEC, source="g.toml")
+    calls: list[tuple[str, str, int, bool]] = []
+    sides = _sides(SPEC, calls)
+    for side in sides.values():
+        side.samplers["replayed"] = lambda *_a: {}
+        side.per_round["replayed"] = spec.replay_samples
+    options = GateOptions.decide(spec, seed=3)
+    done = run_rounds(
+        spec, sides, Settings(metrics=spec.metrics), options, out_dir=tmp_path, started=time.monotonic(),
+        progress=lambda _m: None,
+    )  # fmt: skip
+    replay_id = sides["head"].cells["replayed"].id
+    replayed = [c for c in calls if c[1] == replay_id]
+    guest = [c for c in calls if c[1] != replay_id]
+    # 2 rounds x 3 pairs; each pair is sample i of both sides, next to each other, by the handed sampler
+    assert len(replayed) == 12 and all(c[3] for c in replayed)
+    for k in range(6):
+        pair = replayed[2 * k : 2 * k + 2]
+        assert {c[0] for c in pair} == {"base", "head"} and {c[2] for c in pair} == {k + 1}
+    assert len(guest) == 4 and not any(c[3] for c in guest)
+    rounds = {r.cell_id: r.rounds for r in done.results}
+    assert rounds[replay_id] == 6 and rounds[sides["head"].cells["guest"].id] == 2
+
+
+def test_the_default_gate_has_replay_cells_over_format_preallocation_and_cache() -> None:
+    spec = load_gate_spec(GATE_SPEC)
+    policy = parse_policy((REPO_ROOT / "policy.toml").read_text())
+    cells = [spec.cells[i].resolve(policy) for i, gc in enumerate(spec.cells) if gc.name in spec.replay_cells]
+    assert "policy-replay" in spec.replay_cells and spec.replay_samples > 1
+    assert len({c.image.format for c in cells}) == 2
+    assert len({c.image.preallocation for c in cells}) >= 2
+    assert len({c.drive.cache for c in cells}) == 3
+    assert "replay.wall_s" in spec.metrics
+
+
+def _result(ratio: float, lo: float, hi: float, n: int = 8, m: float = 0.05) -> MetricResult:
+    return MetricResult(
+        "replay.wall_s", "s", False, n, n, 1.0, ratio, ratio, lo, hi, 0.5, m, Verdict.INCONCLUSIVE, ""
+    )
+
+
+def test_what_a_gate_could_see_follows_the_width_of_its_interval() -> None:
+    settings = Settings(alpha=0.01, comparisons=1, confidence=0.95)
+    # se = ln(1.05/0.95) / 2 / 1.96; (z(0.995) + z(0.8)) * se = 3.417 * 0.02553
+    assert could_see(_result(1.0, 0.95, 1.05), settings) == pytest.approx(
+        math.exp(3.4174 * 0.025530) - 1, rel=1e-3
+    )
+    assert could_see_text(0.0912) == "could see ≥ 9.1%"
+    # a family of 40 tests sees less; a narrower interval more
+    assert could_see(_result(1.0, 0.95, 1.05), Settings(comparisons=40)) > 0.12
+    assert could_see(_result(1.0, 0.99, 1.01), settings) < 0.02
+    assert math.isinf(could_see(_result(1.0, math.nan, math.nan), settings))
+
+
+def test_rounds_to_decide_an_inconclusive_metric() -> None:
+    settings = Settings(alpha=0.01, comparisons=1, confidence=0.95)
+    # centred on 1, ±10 % at 8 rounds: the interval must shrink to ±ln(1.05): (0.0512 / 0.0249)^2 x 8
+    assert rounds_to_decide(_result(1.0, 0.9, 1.1), settings) == 34
+    # on the edge of the band: no number of rounds decides it
+    assert rounds_to_decide(_result(1.05, 0.95, 1.15), settings) is None
+    # well beyond, not yet significant at z(0.995): se 0.120 must fall to ln(1.3) / 2.576 = 0.102
+    assert rounds_to_decide(_result(1.3, 1.0, 1.6), settings) == 12
+
+
+def test_the_summary_first_lines_say_what_each_cell_could_see_and_what_it_needs() -> None:
+    rows = [
+        {"cell_id": "a", "name": "policy-replay", "metric": "replay.wall_s", "rounds": 24,
+         "verdict": "unchanged", "could_see_pct": 4.04, "rounds_to_decide": None},
+        {"cell_id": "a", "name": "policy-replay", "metric": "replay.write_mean_ms", "rounds": 24,
+         "verdict": "unchanged", "could_see_pct": 12.0, "rounds_to_decide": None},
+        {"cell_id": "b", "name": "policy-fio", "metric": "total_s", "rounds": 8,
+         "verdict": "inconclusive", "could_see_pct": 31.5, "rounds_to_decide": 40},
+    ]  # fmt: skip
+    assert sensitivity_lines(rows) == [
+        "Could see (a regression this large fails the gate 4 times in 5): `policy-replay` ≥ 4.0% "
+        "(replay.wall_s, 24 rounds); `policy-fio` ≥ 31.5% (total_s, 8 rounds)",
+        "Inconclusive: `policy-fio` would need about 40 rounds (has 8)",
+        "",
+    ]
