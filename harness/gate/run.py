@@ -12,13 +12,16 @@ from typing import Any
 
 from harness.binaries import ON_PATH, Binaries
 from harness.compare import CellResult, Settings, build_comparison, render_markdown
-from harness.errors import InfraError, SpecError, UsageError
+from harness.errors import InfraError
 from harness.files import write_json_atomic, write_text_atomic
 from harness.gate.canary import host_canary, judge_canary
+from harness.gate.checks import check_side, side_cells
 from harness.gate.options import GateOptions
 from harness.gate.rounds import GateSide, Rounds, run_rounds
 from harness.gate.spec import GateSpec
 from harness.gate.subjects import Subject, SubjectSource, prepared_subjects, repo_toplevel
+from harness.limits import MAX_DISK_BYTES
+from harness.policy import Policy
 
 
 @dataclass
@@ -57,6 +60,7 @@ def run_gate(
     progress: Callable[[str], None] = lambda _m: None,
     start: str = "auto",
     binaries: Binaries = ON_PATH,
+    max_disk_bytes: int = MAX_DISK_BYTES,
 ) -> GateResult:
     """Prepare both sides, run the cells interleaved, compare, write the outputs.
 
@@ -77,6 +81,7 @@ def run_gate(
         start=start,
         boot_timeout_s=boot_timeout_s,
         workload_timeout_s=workload_timeout_s,
+        max_disk_bytes=max_disk_bytes,
     )
     return gate_revisions(
         repo=repo,
@@ -108,12 +113,27 @@ def gate_revisions(
     # every cell x gated metric is one test of the family that shares alpha
     settings = replace(settings, comparisons=len(spec.cells) * len(settings.metrics))
     started = time.monotonic()
+
+    def vet(label: str, policy: Policy) -> None:
+        # before the side is built: a pull request's policy cannot fill the runner's disk
+        progress(
+            check_side(
+                spec,
+                label,
+                policy,
+                work_dir=work_dir,
+                qemu_img=binaries.qemu_img,
+                max_disk_bytes=options.max_disk_bytes,
+            )
+        )
+
     with prepared_subjects(
         repo,
         sources,
         default_policy=options.default_policy,
         build_command=options.build_command,
         log=progress,
+        vet=vet,
     ) as subjects:
         out_dir.mkdir(parents=True, exist_ok=True)
         sides = open_sides(
@@ -165,16 +185,7 @@ def open_sides(
 
     sides: dict[str, GateSide] = {}
     for subject in subjects:
-        try:
-            cells = {gc.name: gc.resolve(subject.policy) for gc in spec.cells}
-        except SpecError as exc:
-            raise UsageError(f"{spec.source}: under the policy of {subject.label}: {exc.message}") from None
-        ids = [c.id for c in cells.values()]
-        if len(set(ids)) != len(ids):
-            raise UsageError(
-                f"{spec.source}: two cells are the same cell under the policy of {subject.label}: "
-                "make the cells differ in a value the policy does not set"
-            )
+        cells = side_cells(spec, subject.label, subject.policy)
         session = open_session(
             caches={c.drive.cache for c in cells.values()},
             repeat=1,
