@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import proc
+from harness import confine, proc
 from harness.binaries import Binaries
 from harness.errors import CommandError, InfraError, UsageError
 from harness.paths import IMAGES_DIR
@@ -110,9 +110,18 @@ def prepare_subject(
         vet(source.label, policy)
     qemu, qemu_img = source.qemu, source.qemu_img
     if build_command and not qemu:
-        log(f"gate: building {source.label}: {build_command}")
+        # the build is the pull request's code: it runs as QEMU's account, in a checkout given to it
+        acct = confine.account()
+        log(f"gate: building {source.label} as {acct.name}: {build_command}")
+        confine.give_tree(into, acct)
         try:
-            proc.run(shlex.split(build_command), cwd=into, timeout_s=3 * 3600)
+            proc.run(
+                shlex.split(build_command),
+                cwd=into,
+                timeout_s=3 * 3600,
+                env={"HOME": str(into)},
+                confined=acct.popen_kwargs(),
+            )
         except CommandError as exc:
             raise InfraError(
                 f"the build command failed for {source.label} ({source.rev}): {exc.message}"
