@@ -16,6 +16,7 @@ from harness.errors import InfraError
 from harness.files import write_json_atomic, write_text_atomic
 from harness.gate.canary import host_canary, judge_canary
 from harness.gate.checks import check_side, side_cells
+from harness.gate.judge import Judge, decide_judge, guest_word_document, render_guest_word
 from harness.gate.options import GateOptions
 from harness.gate.rounds import GateSide, Rounds, run_rounds
 from harness.gate.spec import GateSpec
@@ -139,6 +140,14 @@ def gate_revisions(
         sides = open_sides(
             subjects, spec, options, out_dir=out_dir, work_dir=work_dir, progress=progress, binaries=binaries
         )
+        judge = decide_judge(
+            settings,
+            base_guest=sides["base"].session.guest.recipe_hash,
+            head_guest=sides["head"].session.guest.recipe_hash,
+        )
+        settings = replace(judge.settings, comparisons=len(spec.cells) * len(judge.settings.metrics))
+        for warning in judge.warnings:
+            progress(f"gate: {warning}")
         canary_before = host_canary(work_dir) if options.canary else []
         if canary_before:
             progress(f"gate: host canary before: {statistics.median(canary_before):.0f} MiB/s")
@@ -159,8 +168,9 @@ def gate_revisions(
             played=played,
             canary=canary_doc,
             elapsed_s=time.monotonic() - started,
+            judge=judge,
         )
-        markdown = render_markdown(document)
+        markdown = render_markdown(document) + render_guest_word(document.get("guest_word"))
         write_json_atomic(out_dir / "comparison.json", document)
         write_text_atomic(out_dir / "summary.md", markdown)
         return GateResult(out_dir=out_dir, document=document, markdown=markdown, cells=results)
@@ -219,9 +229,12 @@ def comparison_document(
     played: Rounds,
     canary: dict[str, Any] | None,
     elapsed_s: float,
+    judge: Judge | None = None,
 ) -> dict[str, Any]:
-    """``comparison.json`` of a gate: the verdicts, both sides, the canary and the budget used."""
-    return build_comparison(
+    """``comparison.json`` of a gate: the verdicts, both sides, the canary and the budget used;
+    with guests that differ, the guest's own word (``guest_word``) and a warning that says so."""
+    judge = judge or Judge(settings=settings)
+    document = build_comparison(
         results,
         settings=settings,
         base=_describe(sides["base"]),
@@ -239,7 +252,20 @@ def comparison_document(
             "accel": sides["base"].session.opts.accel,
         },
         created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        warnings=judge.warnings,
     )
+    pairs = [
+        (
+            gc.name,
+            sides["base"].records.get(gc.name, {}).get("samples", []),
+            sides["head"].records.get(gc.name, {}).get("samples", []),
+        )
+        for gc in spec.cells
+    ]
+    word = guest_word_document(judge, pairs)
+    if word is not None:
+        document["guest_word"] = word
+    return document
 
 
 def _describe(side: GateSide) -> dict[str, Any]:
