@@ -19,7 +19,7 @@ from harness.compare import Settings, render_markdown
 from harness.comparison import verdict_exit_code
 from harness.errors import ProtocolError
 from harness.gate import GATE_SPEC, GateOptions, GateSide, Subject, parse_gate_spec, run_rounds, settings_for
-from harness.gate.judge import decide_judge, guest_word_document, render_guest_word
+from harness.gate.judge import decide_judge, render_guest_word
 from harness.gate.rounds import head_deadline
 from harness.gate.run import comparison_document
 from harness.policy import parse_policy
