@@ -54,12 +54,10 @@ def head_deadline(base_workload_s: Sequence[float], *, limit_s: float) -> float:
 
 
 def timed_out(sample: Mapping[str, Any]) -> bool:
-    """Whether ``sample`` failed because its workload report did not come in time."""
-    return (
-        sample.get("status") != "ok"
-        and sample.get("error_type") == "GuestTimeout"
-        and "workload report" in str(sample.get("reason", ""))
-    )
+    """Whether ``sample`` failed because its guest ran past a deadline: its ready line, its
+    workload's start or its report did not come in time (a head throttled to a byte a second
+    does not even boot)."""
+    return sample.get("status") != "ok" and sample.get("error_type") == "GuestTimeout"
 
 
 @dataclass
@@ -215,7 +213,7 @@ def _play_round(
             tally.timed_out[turn.cell] = deadline
             tally.stop = Stop(f"head timed out on {turn.cell} (deadline {deadline:.0f} s)")
             progress(
-                f"gate: head's workload of {turn.cell} ran past its deadline of {deadline:.0f} s: no more rounds"
+                f"gate: head's guest of {turn.cell} ran past its deadline of {deadline:.0f} s: no more rounds"
             )
 
 
@@ -248,8 +246,17 @@ def _run_one(
     ``workload_timeout_s``."""
     cell = side.cells[name]
     path = out_dir / "records" / side.subject.label / f"{cell.id}.json"
-    # the side's binaries travel in its session's options, and so does this sample's deadline
-    session = replace(side.session, opts=replace(side.session.opts, workload_timeout_s=workload_timeout_s))
+    # the side's binaries travel in its session's options, and so do this sample's deadlines: its
+    # boot within the workload's deadline too, which is within the budget
+    opts = side.session.opts
+    session = replace(
+        side.session,
+        opts=replace(
+            opts,
+            workload_timeout_s=workload_timeout_s,
+            boot_timeout_s=min(opts.boot_timeout_s, workload_timeout_s),
+        ),
+    )
     _, record = session.run_cell(
         cell,
         path=path,
@@ -313,7 +320,7 @@ def _timed_out_result(
         verdict=Verdict.REGRESSION,
         kind=Kind.HEAD_TIMED_OUT,
         reason=(
-            f"head's workload ran past its deadline of {deadline_s:.0f} s ({HEAD_DEADLINE_FACTOR:g} x base's "
+            f"head's guest ran past its deadline of {deadline_s:.0f} s ({HEAD_DEADLINE_FACTOR:g} x base's "
             f"median workload time + {HEAD_DEADLINE_FLOOR_S:g} s, within the budget)"
         ),
         base_ok=sum(1 for s in base_samples if s.get("status") == "ok"),
