@@ -81,7 +81,7 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     import datetime as dt
 
-    from harness.gate import SubjectSource, load_gate_spec, settings_for
+    from harness.gate import SubjectSource, load_gate_spec, repo_toplevel, resolve_rev, settings_for
 
     spec = load_gate_spec(args.spec)
     # the deadlines here; each side's cells once its policy is read, before it is built
@@ -115,6 +115,10 @@ def run(args: argparse.Namespace) -> int:
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     safe = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in f"{args.base}..{args.head}")
     out = args.out or args.results_dir / "gate" / f"{safe}-{stamp}"
+    # bad revisions are bad usage before any lock or directory is taken
+    top = repo_toplevel(args.repo)
+    for source in sources:
+        resolve_rev(top, source.rev, f"--{source.label}")
     with hold(args.results_dir, args.work_dir):
         result = _run(args, spec, settings, sources, out)
     print(result.markdown, end="")
