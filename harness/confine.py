@@ -98,6 +98,23 @@ def account() -> Account:
     return Account(ACCOUNT, entry.pw_uid, entry.pw_gid, tuple(groups))
 
 
+def as_account() -> dict[str, Any]:
+    """``subprocess`` arguments that start a child as :func:`account` (none when that is us): for
+    what a pull request built or named, such as ``qemu-img --version`` or a gate's build command."""
+    return account().popen_kwargs()
+
+
+def give_tree(path: Path, acct: Account) -> None:
+    """Make the tree at ``path`` (a checkout its build writes into) the account's; nothing when the
+    account is us.  Symlinks are changed themselves, never followed."""
+    if not acct.switches:
+        return
+    os.chown(path, acct.uid, acct.gid, follow_symlinks=False)
+    for root, dirs, files in os.walk(path):
+        for name in (*dirs, *files):
+            os.chown(os.path.join(root, name), acct.uid, acct.gid, follow_symlinks=False)
+
+
 def device_problem(path: str, acct: Account) -> str | None:
     """Why ``acct`` cannot open the device ``path`` read-write (``/dev/kvm``), or None."""
     if not acct.switches:

@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from harness import proc
+from harness import confine, proc
 from harness.binaries import ON_PATH, Binaries
 from harness.errors import CommandError
 from harness.images import filesystem_type
@@ -50,9 +50,12 @@ def boot_id() -> str:
 
 @lru_cache(maxsize=8)
 def tool_version(binary: str) -> str:
-    """First line of ``BINARY --version``, e.g. ``QEMU emulator version 7.2.22 (...)``."""
+    """First line of ``BINARY --version``, e.g. ``QEMU emulator version 7.2.22 (...)``.
+
+    A binary a pull request built or named: it runs as QEMU does, never as root
+    (:func:`harness.confine.as_account`)."""
     try:
-        result = proc.run([binary, "--version"], timeout_s=30)
+        result = proc.run([binary, "--version"], timeout_s=30, confined=confine.as_account())
     except CommandError as exc:
         raise CommandError(
             f"{binary} cannot run ({exc.message}): run scripts/setup.sh, or pass working binaries "

@@ -24,6 +24,9 @@ MIN_MEM_MIB = 128
 QEMU_MAX_IMAGE_BYTES = (2**63 - 1) & ~(2**31 - 1)
 # the largest file a filesystem holds (raw images are one file); others: QEMU's limit
 FS_MAX_FILE_BYTES = {"ext4": 16 * 1024**4, "ext3": 2 * 1024**4, "ext2": 2 * 1024**4}
+# the runner's own cap on a cell's disk (its size, and the host bytes it can take), unless
+# --max-disk-size says otherwise: a spec or a pull request's policy cannot ask for more
+MAX_DISK_BYTES = 64 * 1024**3
 
 
 def host_mem_mib() -> int:
@@ -59,10 +62,18 @@ def check_deadline(flag: str, value: float | None, *, none_ok: bool = True) -> N
         raise SpecError(f"{flag} {value} is not allowed: use a finite number of seconds above 0")
 
 
-def check_images(cells: Sequence[Cell], work_dir: Path, *, qemu_img: str = QEMU_IMG) -> None:
-    """Every image size within qemu-img's limits and the work dir's filesystem; ``qemu_img measure`` agrees."""
+def check_images(
+    cells: Sequence[Cell],
+    work_dir: Path,
+    *,
+    qemu_img: str = QEMU_IMG,
+    max_disk_bytes: int = MAX_DISK_BYTES,
+) -> None:
+    """Every image size within qemu-img's limits, the work dir's filesystem and ``max_disk_bytes``
+    (``--max-disk-size``: the size and the host bytes a sample's image can take, preallocation
+    included); ``qemu_img measure`` agrees."""
     from harness.images import filesystem_type
-    from harness.sweep import measure_image
+    from harness.sweep import image_need_bytes, measure_image
 
     fstype = filesystem_type(_existing(work_dir))
     seen: set[tuple[str, ...]] = set()
@@ -77,6 +88,12 @@ def check_images(cells: Sequence[Cell], work_dir: Path, *, qemu_img: str = QEMU_
             raise SpecError(
                 f"size {size} is not allowed: QEMU's images hold at most {format_size(QEMU_MAX_IMAGE_BYTES)}"
             )
+        cap = format_size(max_disk_bytes)
+        if image.size > max_disk_bytes:
+            raise SpecError(
+                f"size {size} is over this runner's cap of {cap} (--max-disk-size): "
+                "use a smaller size, or raise --max-disk-size on a runner with the disk for it"
+            )
         limit = FS_MAX_FILE_BYTES.get(fstype)
         if image.format is Format.RAW and limit is not None and image.size > limit:
             raise SpecError(
@@ -84,12 +101,19 @@ def check_images(cells: Sequence[Cell], work_dir: Path, *, qemu_img: str = QEMU_
                 f"{format_size(limit)}; use a smaller size or qcow2"
             )
         try:
-            measure_image(cell, qemu_img=qemu_img)
+            measure = measure_image(cell, qemu_img=qemu_img)
         except ImageError as exc:
             reason = (exc.stderr.strip().splitlines() or [exc.message])[-1].removeprefix("qemu-img: ")
             raise SpecError(
                 f"size {size} of {image.format.value} is not allowed: qemu-img says: {reason}"
             ) from None
+        need = image_need_bytes(cell, measure)
+        if need > max_disk_bytes:
+            raise SpecError(
+                f"{cell.id}: its image can take {format_size(need)} of the host's disk "
+                f"(preallocation {image.preallocation}), over this runner's cap of {cap} "
+                "(--max-disk-size): use a smaller size or less preallocation"
+            )
 
 
 def _existing(path: Path) -> Path:

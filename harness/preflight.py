@@ -24,14 +24,15 @@ def check_numbers(
     mem_mib: int | None = None,
     smp: int | None = None,
     qemu_img: str = QEMU_IMG,
+    max_disk_bytes: int = limits.MAX_DISK_BYTES,
 ) -> None:
-    """Every numeric flag and image size (see :mod:`harness.limits`, measured with ``qemu_img``);
-    the guest's size if given."""
+    """Every numeric flag and image size (see :mod:`harness.limits`, measured with ``qemu_img``,
+    none over ``max_disk_bytes``); the guest's size if given."""
     if mem_mib is not None or smp is not None:
         limits.check_guest(mem_mib=256 if mem_mib is None else mem_mib, smp=1 if smp is None else smp)
     limits.check_deadline("--boot-timeout-s", boot_timeout_s)
     limits.check_deadline("--workload-timeout-s", workload_timeout_s, none_ok=False)
-    limits.check_images(cells, work_dir, qemu_img=qemu_img)
+    limits.check_images(cells, work_dir, qemu_img=qemu_img, max_disk_bytes=max_disk_bytes)
 
 
 def check_tools(cells: Sequence[Cell], recipe_dir: Path | None = None) -> None:

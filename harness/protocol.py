@@ -7,11 +7,17 @@ clock, the workload's own figures (``metrics``) and the raw text of the tools
 the host parses (``outputs``: bonnie++'s CSV line, mke2fs's output; see
 :mod:`harness.workloads`).  Anything else, or a report with missing or
 ill-typed fields, is a :class:`ProtocolError`: a failed sample, never a number.
+
+The guest's ``metrics`` are its own word and live in a namespace of their own:
+plain names (``bytes``, ``mib_per_s``).  A name the host writes itself
+(``total_s``, and every dotted name: ``host.*``, ``dev.*``, ``phase.*``,
+``fio.*``...) is refused, so a guest can never shadow a figure of the host's.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +54,23 @@ class GuestReport:
 
     def phase_seconds(self) -> dict[str, float]:
         return {p.name: p.seconds for p in self.phases}
+
+
+# the names a guest may give its own figures: no dot, so no namespace of the host's
+GUEST_METRIC_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
+# undotted names the host writes into a sample's metrics itself
+HOST_METRIC_NAMES = frozenset({"total_s"})
+
+
+def check_guest_metric_name(name: str) -> str:
+    """``name`` if a guest may report a figure by it, else :class:`ProtocolError`."""
+    if not GUEST_METRIC_NAME.fullmatch(name) or name in HOST_METRIC_NAMES:
+        raise ProtocolError(
+            f"guest report: metric {name[:80]!r} is not a name of the guest's own: a guest's figures are "
+            "plain names (bytes, mib_per_s); total_s and dotted names (host.*, dev.*, phase.*, fio.*) "
+            "are the host's"
+        )
+    return name
 
 
 def _number(value: Any, what: str) -> float:
@@ -104,7 +127,11 @@ def parse_report(event: dict[str, Any], *, workload: str) -> GuestReport:
     metrics_raw = event.get("metrics") or {}
     if not isinstance(metrics_raw, dict):
         raise ProtocolError("guest report: 'metrics' is not an object")
-    metrics = {str(k): _number(v, f"metric {k}") for k, v in metrics_raw.items() if v is not None}
+    metrics = {
+        check_guest_metric_name(str(k)): _number(v, f"metric {k}")
+        for k, v in metrics_raw.items()
+        if v is not None
+    }
     outputs_raw = event.get("outputs")
     if outputs_raw is None:  # a guest from before outputs existed
         outputs_raw = {}

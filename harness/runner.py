@@ -204,7 +204,7 @@ def sample_metrics(report: GuestReport, host: dict[str, Any], aio: Aio = Aio.THR
     metrics["total_s"] = report.total_s
     for key, value in report.metrics.items():
         metrics[key] = value
-    for key in ("boot_s", "overhead_s", "create_s"):
+    for key in ("boot_s", "workload_s", "overhead_s", "create_s"):
         if key in host:
             metrics[f"host.{key}"] = float(host[key])
     metrics.update(host_counters(host.get("blockstats", {}), host.get("qemu_io", {}), aio))
@@ -259,6 +259,7 @@ def boot_and_run(cell: Cell, guest: Guest, opts: RunOptions, image: Path, log_di
         vm = started.vm
         ready = started.ready
         vm.send_control(workload_line(cell, opts))
+        sent_s = vm.elapsed_s
         vm.wait_event("start", timeout_s=opts.boot_timeout_s, what="workload start")
         boot_s = vm.elapsed_s
         if opts.latency_histograms:
@@ -268,9 +269,13 @@ def boot_and_run(cell: Cell, guest: Guest, opts: RunOptions, image: Path, log_di
         stats_before = vm.blockstats(DISK_NODE)
         io_before = vm.proc_io()
         event = vm.wait_event("report", timeout_s=opts.workload_timeout_s, what="workload report")
-        workload_s = vm.elapsed_s - boot_s
+        reported_s = vm.elapsed_s
         # -no-shutdown keeps QEMU alive after the guest powers off, to read its counters
         stopped = vm.wait_guest_stopped(timeout_s=60.0)
+        # the workload as the host clocks it: from the line the host sent to the guest's power-off
+        # (its report, when it did not power off), whatever the guest says of its own time; a
+        # guest that reports early and works on is timed all the same
+        workload_s = (vm.elapsed_s if stopped else reported_s) - sent_s
         stats_after = vm.blockstats(DISK_NODE)
         io_after = vm.proc_io()
         histograms = histograms_from_blockstats(stats_after) if opts.latency_histograms else {}
@@ -517,4 +522,28 @@ def describe_sample(sample: dict[str, Any]) -> str:
     parts = [f"total {metrics['total_s']:.2f} s", f"boot {metrics['host.boot_s']:.2f} s"]
     if "mib_per_s" in metrics:
         parts.append(f"{metrics['mib_per_s']:.1f} MiB/s")
-    return ", ".join(parts)
+    disagreement = clock_disagreement(metrics)
+    return ", ".join(parts) + (f"; {disagreement}" if disagreement else "")
+
+
+# how far the guest's own time may be from the host's clock of the workload before it is said
+DISAGREE_FRACTION = 0.20
+DISAGREE_S = 0.5
+
+
+def clock_disagreement(metrics: dict[str, Any]) -> str | None:
+    """Where the guest's word on its time and the host's clock disagree, the line that says so.
+
+    The guest's time is its phases with fsck (``total_s`` leaves fsck out, the
+    host's span holds it); they disagree past 20 % of the host's time plus 0.5 s.
+    """
+    guest, host = metrics.get("total_s"), metrics.get("host.workload_s")
+    if not isinstance(guest, (int, float)) or not isinstance(host, (int, float)):
+        return None
+    spent = guest + float(metrics.get("phase.fsck_s", 0.0))
+    if abs(host - spent) <= DISAGREE_FRACTION * host + DISAGREE_S:
+        return None
+    return (
+        f"the guest says {spent:.2f} s (total_s {guest:.2f} s + fsck), the host clocked its "
+        f"workload at {host:.2f} s: the guest's own figures are not to be trusted"
+    )

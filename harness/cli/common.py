@@ -84,12 +84,33 @@ def add_machine_options(group: Any) -> None:
         "--workload-timeout-s", type=float, default=1800.0, help="deadline for the workload report"
     )
     group.add_argument(
+        "--max-disk-size",
+        type=_disk_size,
+        default="64G",
+        metavar="SIZE",
+        help="the largest disk a cell may have, and the most host bytes its image may take "
+        "(preallocation included): a spec or a pull request's policy that asks for more is refused "
+        "before anything runs",
+    )
+    group.add_argument(
         "--start",
         choices=("cold", "snapshot", "auto"),
         default="auto",
         help="how each sample's guest starts: boot it (cold), restore it from a snapshot taken at "
         "its ready line (snapshot), or snapshot where it applies (auto, the default)",
     )
+
+
+def _disk_size(text: str) -> int:
+    from harness.sizes import parse_size
+
+    try:
+        size = parse_size(text, what="--max-disk-size")
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
+    if size <= 0:
+        raise argparse.ArgumentTypeError(f"--max-disk-size {text!r}: use a size above 0, e.g. 64G")
+    return size
 
 
 def check_deadlines(args: argparse.Namespace) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,11 @@ from harness.cli.common import (
 from harness.errors import UsageError
 from harness.gate import GATE_SPEC
 from harness.preflight import check_numbers
+from harness.workdir import hold
+
+if typing.TYPE_CHECKING:
+    from harness.compare import Settings
+    from harness.gate import GateResult, GateSpec, SubjectSource
 
 
 def add_parser(sub: Any) -> None:
@@ -75,9 +81,11 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     import datetime as dt
 
-    from harness.gate import SubjectSource, load_gate_spec, run_gate, settings_for
+    from harness.gate import SubjectSource, load_gate_spec, repo_toplevel, resolve_rev, settings_for
 
     spec = load_gate_spec(args.spec)
+    # the deadlines here; each side's cells once its policy is read, before it is built
+    # (harness.gate.checks)
     check_numbers(
         [],
         work_dir=args.work_dir,
@@ -107,7 +115,24 @@ def run(args: argparse.Namespace) -> int:
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     safe = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in f"{args.base}..{args.head}")
     out = args.out or args.results_dir / "gate" / f"{safe}-{stamp}"
-    result = run_gate(
+    # bad revisions are bad usage before any lock or directory is taken
+    top = repo_toplevel(args.repo)
+    for source in sources:
+        resolve_rev(top, source.rev, f"--{source.label}")
+    with hold(args.results_dir, args.work_dir):
+        result = _run(args, spec, settings, sources, out)
+    print(result.markdown, end="")
+    print(f"comparison: {result.out_dir / 'comparison.json'}")
+    return result.exit_code
+
+
+def _run(
+    args: argparse.Namespace, spec: GateSpec, settings: Settings, sources: list[SubjectSource], out: Path
+) -> GateResult:
+    """The gate with the work dir's and results dir's locks held (see :func:`harness.workdir.hold`)."""
+    from harness.gate import run_gate
+
+    return run_gate(
         repo=args.repo,
         base=sources[0],
         head=sources[1],
@@ -128,7 +153,5 @@ def run(args: argparse.Namespace) -> int:
         start=args.start,
         progress=err,
         binaries=args.binaries,
+        max_disk_bytes=args.max_disk_size,
     )
-    print(result.markdown, end="")
-    print(f"comparison: {result.out_dir / 'comparison.json'}")
-    return result.exit_code

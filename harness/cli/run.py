@@ -118,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
         mem_mib=args.mem_mib,
         smp=args.smp,
         qemu_img=args.binaries.qemu_img,
+        max_disk_bytes=args.max_disk_size,
     )
     check_tools(cells)
     from harness.sweep import check_free_space

@@ -92,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
         boot_timeout_s=args.boot_timeout_s,
         workload_timeout_s=args.workload_timeout_s,
         qemu_img=args.binaries.qemu_img,
+        max_disk_bytes=args.max_disk_size,
     )
     check_tools(cells)
     directory = sweep.sweep_dir(args.results_dir, spec.name)
@@ -114,6 +115,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"disk: NOT ENOUGH: {exc.message}")
         if recorded:
             print(f"records in {directory}: resumed if of this machine and subject, else set aside")
+        for path, why in sweep.corrupt_records(directory):
+            print(f"record {path} cannot be read ({why}): a run sets it aside and runs its cell again")
         return ExitCode.OK
     with hold(args.results_dir, args.work_dir):
         return _run_sweep(args, spec, policy, cells, directory, repeat)

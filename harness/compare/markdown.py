@@ -87,7 +87,13 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
     counts: Mapping[str, int] = summary.get("counts") or {}
     verdict = str(doc.get("verdict", "?"))
     accel = str(doc.get("accel", "unknown"))
-    lines = [f"## diskbench: {verdict.upper()}{_headline_changes(doc)} — {_accel_line(accel)}", ""]
+    timed_out = [c for c in cells if c.get("kind") == Kind.HEAD_TIMED_OUT.value]
+    late = (
+        f" (head timed out: {inert_markdown(', '.join(_cell_name(c) for c in timed_out))})"
+        if timed_out
+        else ""
+    )
+    lines = [f"## diskbench: {verdict.upper()}{late}{_headline_changes(doc)} — {_accel_line(accel)}", ""]
     tally = ", ".join(f"{counts[v.value]} {v.value}" for v in Verdict if counts.get(v.value))
     base, head = doc.get("base") or {}, doc.get("head") or {}
 

@@ -29,6 +29,7 @@ class Kind(StrEnum):
     CANARY = "canary"  # a regression or improvement voided by the host canary: inconclusive
     COUNTER = "counter"  # changed: a structural counter moved, the time did not regress
     MIXED_START = "mixed-start"  # an error: base and head guests started differently (cold, snapshot)
+    HEAD_TIMED_OUT = "head-timed-out"  # a regression: head's workload ran past its deadline from base's times
 
 
 _RANK = {

@@ -26,9 +26,13 @@ Output in ``OUT``: ``comparison.json`` (see ``docs/comparison.md``),
 
 The package follows those parts: :mod:`~harness.gate.spec` (the gate spec and
 the settings it gives), :mod:`~harness.gate.subjects` (worktrees, policy,
-recipe and QEMU per side), :mod:`~harness.gate.options` (what a run was asked
-for, decided once), :mod:`~harness.gate.rounds` (the rounds, ordered by the
-scheduler sweeps use too, :mod:`harness.sweep.rounds`),
+recipe and QEMU per side), :mod:`~harness.gate.checks` (each side's cells
+through a sweep's image, size and free-space checks before it is built),
+:mod:`~harness.gate.options` (what a run was asked for, decided once),
+:mod:`~harness.gate.judge` (the host's figures in place of the guest's when
+the head brings another guest), :mod:`~harness.gate.rounds` (the rounds,
+within the budget from the first, a head's deadline from base's times,
+ordered by the scheduler sweeps use too, :mod:`harness.sweep.rounds`),
 :mod:`~harness.gate.streams` (base's request stream of each replay cell, handed to both
 sides' samples), :mod:`~harness.gate.canary` (the host canary) and :mod:`~harness.gate.run`
 (one gate run from its sides to its outputs).

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.gate.spec import GateSpec
+from harness.limits import MAX_DISK_BYTES
 from harness.paths import REPO_ROOT
 from harness.policy import POLICY_FILE
 
@@ -30,6 +31,8 @@ class GateOptions:
     start: str = "auto"
     boot_timeout_s: float | None = None
     workload_timeout_s: float = 1800.0
+    # the runner's cap on a cell's disk (--max-disk-size), for both sides' cells
+    max_disk_bytes: int = MAX_DISK_BYTES
 
     @classmethod
     def decide(
@@ -47,6 +50,7 @@ class GateOptions:
         start: str = "auto",
         boot_timeout_s: float | None = None,
         workload_timeout_s: float = 1800.0,
+        max_disk_bytes: int = MAX_DISK_BYTES,
     ) -> GateOptions:
         """The options of a run of ``spec``; a seed not given is drawn (and recorded in the output)."""
         rounds = rounds or spec.rounds
@@ -62,4 +66,5 @@ class GateOptions:
             start=start,
             boot_timeout_s=boot_timeout_s,
             workload_timeout_s=workload_timeout_s,
+            max_disk_bytes=max_disk_bytes,
         )

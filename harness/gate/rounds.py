@@ -6,6 +6,13 @@ of the host (thermal, a neighbour, the page cache) hits both sides alike.
 After the first ``rounds``, only cells whose result is not yet clear
 (:func:`harness.compare.needs_more_rounds`) get more; :func:`stop_before`
 decides when no further round runs.
+
+The budget holds from the first round: no sample waits past what is left of
+it, and a round that would not fit does not start.  A head sample's workload
+deadline follows from base's own times (:func:`head_deadline`); a head that
+runs past it ends the rounds, and its cell is a regression of its own kind
+(``head-timed-out``).  A cell the budget left without samples on both sides
+is an error (``missing``), never "unchanged".
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from harness.compare import CellResult, Settings, compare_family, needs_more_rounds
+from harness.compare import CellResult, Kind, Settings, Verdict, compare_family, needs_more_rounds
 from harness.gate.options import GateOptions
 from harness.gate.spec import GateSpec
 from harness.gate.subjects import SIDES, Subject
@@ -33,6 +40,25 @@ if typing.TYPE_CHECKING:
 
 # what one sample is guessed to take before any has run
 FIRST_SAMPLE_S = 60.0
+# a head sample's workload deadline: this many times base's median workload time of the cell,
+# plus a floor (never above the run's --workload-timeout-s, nor past the budget)
+HEAD_DEADLINE_FACTOR = 10.0
+HEAD_DEADLINE_FLOOR_S = 60.0
+
+
+def head_deadline(base_workload_s: Sequence[float], *, limit_s: float) -> float:
+    """How long a head sample's workload may take: ``10 x`` base's median plus 60 s, at most
+    ``limit_s``; ``limit_s`` while base has no time of its own for the cell."""
+    if not base_workload_s:
+        return limit_s
+    return min(limit_s, HEAD_DEADLINE_FACTOR * statistics.median(base_workload_s) + HEAD_DEADLINE_FLOOR_S)
+
+
+def timed_out(sample: Mapping[str, Any]) -> bool:
+    """Whether ``sample`` failed because its guest ran past a deadline: its ready line, its
+    workload's start or its report did not come in time (a head throttled to a byte a second
+    does not even boot)."""
+    return sample.get("status") != "ok" and sample.get("error_type") == "GuestTimeout"
 
 
 @dataclass
@@ -99,36 +125,52 @@ def run_rounds(
     started: float,
     progress: Callable[[str], None],
 ) -> Rounds:
-    """Run the first rounds of every cell, then more of the unclear ones; compare after each."""
+    """Run the first rounds of every cell, then more of the unclear ones; compare after each.
+
+    Every round, the first ones included, starts only within the budget; a head that
+    times out ends the rounds."""
     rng = random.Random(options.seed)
     names = [gc.name for gc in spec.cells]
     tally = _Tally(rounds_of=dict.fromkeys(names, 0))
     play = functools.partial(
-        _play_round, sides=sides, rng=rng, tally=tally, out_dir=out_dir, progress=progress
+        _play_round,
+        sides=sides,
+        rng=rng,
+        tally=tally,
+        out_dir=out_dir,
+        progress=progress,
+        options=options,
+        started=started,
     )
-    for number in range(1, options.rounds + 1):
-        progress(f"gate: round {number}/{options.rounds} of {len(names)} cells, base and head")
-        play(number, names)
-    results = _compare_all(spec, sides, settings, tally.rounds_of)
-    number = options.rounds + 1
+    results: list[CellResult] = []
+    number = 1
     while True:
-        pending = [r.cell_id for r in results if needs_more_rounds(r)]
-        pending_names = [n for n in names if _key(sides, n) in pending]
-        stop = stop_before(
+        if number <= options.rounds:
+            pending_names = names
+        else:
+            pending = [r.cell_id for r in results if needs_more_rounds(r)]
+            pending_names = [n for n in names if _key(sides, n) in pending]
+        stop = tally.stop or stop_before(
             number,
             pending_names,
             max_rounds=options.max_rounds,
             budget_s=options.budget_s,
             elapsed_s=time.monotonic() - started,
-            sample_s=tally.sample_s,
+            # before any sample, the first round runs on what is left of the budget
+            sample_s=tally.sample_s if tally.sample_s else [0.0],
         )
         if stop is not None:
             if stop.over_budget:
                 progress(f"gate: {stop.reason}; {len(pending_names)} cell(s) stay as they are")
-            return Rounds(results=results, stopped=stop.reason)
-        progress(f"gate: round {number}/{options.max_rounds} for {len(pending_names)} cell(s) not yet clear")
+            return Rounds(results=_compare_all(spec, sides, settings, tally), stopped=stop.reason)
+        if number <= options.rounds:
+            progress(f"gate: round {number}/{options.rounds} of {len(names)} cells, base and head")
+        else:
+            progress(
+                f"gate: round {number}/{options.max_rounds} for {len(pending_names)} cell(s) not yet clear"
+            )
         play(number, pending_names)
-        results = _compare_all(spec, sides, settings, tally.rounds_of)
+        results = _compare_all(spec, sides, settings, tally)
         number += 1
 
 
@@ -138,6 +180,10 @@ class _Tally:
 
     rounds_of: dict[str, int]
     sample_s: list[float] = field(default_factory=list)
+    # set when no further sample is to run (the budget is spent, head timed out)
+    stop: Stop | None = None
+    # gate names of the cells whose head timed out, with the deadline it had
+    timed_out: dict[str, float] = field(default_factory=dict)
 
 
 def _play_round(
@@ -149,19 +195,59 @@ def _play_round(
     tally: _Tally,
     out_dir: Path,
     progress: Callable[[str], None],
+    options: GateOptions,
+    started: float,
 ) -> None:
     paired: set[str] = set()
     for turn in round_order(number, cell_names, [sides[label] for label in SIDES], rng):
+        if tally.stop is not None:
+            return
+        left_s = options.budget_s - (time.monotonic() - started)
+        # a sample starts only where twice what samples took so far fits what is left
+        if left_s <= 2 * (statistics.mean(tally.sample_s) if tally.sample_s else 0.0):
+            tally.stop = Stop(f"budget of {options.budget_s / 60:.0f} min reached", over_budget=True)
+            return
         per = turn.side.per_round.get(turn.cell, 1)
         if per > 1:
             if turn.cell not in paired:
                 paired.add(turn.cell)
-                _play_pairs(number, turn.cell, per, sides, rng, tally, out_dir, progress)
+                _play_pairs(
+                    number,
+                    turn.cell,
+                    per,
+                    sides,
+                    rng,
+                    tally,
+                    out_dir,
+                    progress,
+                    workload_timeout_s=min(options.workload_timeout_s, left_s),
+                )
             continue
+        deadline = min(options.workload_timeout_s, left_s)
+        if turn.side.subject.label == "head":
+            deadline = head_deadline(_workload_times(sides["base"], turn.cell), limit_s=deadline)
         t0 = time.monotonic()
-        _run_one(turn.side, turn.cell, number, out_dir, progress)
+        _run_one(turn.side, turn.cell, number, out_dir, progress, workload_timeout_s=deadline)
         tally.sample_s.append(time.monotonic() - t0)
         tally.rounds_of[turn.cell] = number
+        last = turn.side.records[turn.cell]["samples"][-1]
+        if turn.side.subject.label == "head" and timed_out(last):
+            tally.timed_out[turn.cell] = deadline
+            tally.stop = Stop(f"head timed out on {turn.cell} (deadline {deadline:.0f} s)")
+            progress(
+                f"gate: head's guest of {turn.cell} ran past its deadline of {deadline:.0f} s: no more rounds"
+            )
+
+
+def _workload_times(side: GateSide, name: str) -> list[float]:
+    """The workload times of ``side``'s ok samples of cell ``name``, as the host clocked them."""
+    record = side.records.get(name) or {}
+    return [
+        float(s["metrics"]["host.workload_s"])
+        for s in record.get("samples", [])
+        if s.get("status") == "ok"
+        and isinstance((s.get("metrics") or {}).get("host.workload_s"), (int, float))
+    ]
 
 
 def _play_pairs(
@@ -173,6 +259,8 @@ def _play_pairs(
     tally: _Tally,
     out_dir: Path,
     progress: Callable[[str], None],
+    *,
+    workload_timeout_s: float,
 ) -> None:
     """Round ``number`` of a cell taking ``per`` samples a round: ``per`` pairs of base and head,
     each pair's order drawn, so that sample i of both sides are taken next to each other."""
@@ -182,7 +270,14 @@ def _play_pairs(
         rng.shuffle(pair)
         for label in pair:
             t0 = time.monotonic()
-            _run_one(sides[label], name, (number - 1) * per + k, out_dir, progress)
+            _run_one(
+                sides[label],
+                name,
+                (number - 1) * per + k,
+                out_dir,
+                progress,
+                workload_timeout_s=workload_timeout_s,
+            )
             spent[label] += time.monotonic() - t0
     # one entry per side and round, as a cell of one sample a round: the budget's guess stays per turn
     tally.sample_s.extend(spent.values())
@@ -194,12 +289,31 @@ def _key(sides: Mapping[str, GateSide], name: str) -> str:
     return sides["head"].cells[name].id
 
 
-def _run_one(side: GateSide, name: str, number: int, out_dir: Path, progress: Callable[[str], None]) -> None:
-    """Bring ``side``'s record of cell ``name`` to ``number`` samples."""
+def _run_one(
+    side: GateSide,
+    name: str,
+    number: int,
+    out_dir: Path,
+    progress: Callable[[str], None],
+    *,
+    workload_timeout_s: float,
+) -> None:
+    """Bring ``side``'s record of cell ``name`` to ``number`` samples, the workload within
+    ``workload_timeout_s``."""
     cell = side.cells[name]
     path = out_dir / "records" / side.subject.label / f"{cell.id}.json"
-    # the side's binaries travel in its session's options
-    _, record = side.session.run_cell(
+    # the side's binaries travel in its session's options, and so do this sample's deadlines: its
+    # boot within the workload's deadline too, which is within the budget
+    opts = side.session.opts
+    session = replace(
+        side.session,
+        opts=replace(
+            opts,
+            workload_timeout_s=workload_timeout_s,
+            boot_timeout_s=min(opts.boot_timeout_s, workload_timeout_s),
+        ),
+    )
+    _, record = session.run_cell(
         cell,
         path=path,
         existing=side.records.get(name),
@@ -214,22 +328,60 @@ def _run_one(side: GateSide, name: str, number: int, out_dir: Path, progress: Ca
 
 
 def _compare_all(
-    spec: GateSpec, sides: Mapping[str, GateSide], settings: Settings, rounds_of: Mapping[str, int]
+    spec: GateSpec, sides: Mapping[str, GateSide], settings: Settings, tally: _Tally
 ) -> list[CellResult]:
+    """Every cell of the spec compared: by the statistics where both sides have records, a
+    regression where head timed out, an error where a side has none (the budget ran out)."""
     groups = []
     names = []
+    own: dict[str, CellResult] = {}
     for gc in spec.cells:
         base_rec = sides["base"].records.get(gc.name)
         head_rec = sides["head"].records.get(gc.name)
-        if base_rec is None or head_rec is None:
-            continue
-        cell = dict(head_rec["cell"])
-        base_id = base_rec["cell"]["id"]
-        cell["gate_name"] = gc.name
-        if base_id != cell["id"]:
-            cell["base_id"] = base_id
-        groups.append((cell, base_rec["samples"], head_rec["samples"]))
-        names.append(gc.name)
+        cell = {**sides["head"].cells[gc.name].as_dict(), "gate_name": gc.name}
+        if base_rec is not None and base_rec["cell"]["id"] != cell["id"]:
+            cell["base_id"] = base_rec["cell"]["id"]
+        if gc.name in tally.timed_out:
+            own[gc.name] = _timed_out_result(cell, base_rec, head_rec, tally.timed_out[gc.name])
+        elif base_rec is None or head_rec is None:
+            missing = " and ".join(
+                label for label, rec in (("base", base_rec), ("head", head_rec)) if rec is None
+            )
+            own[gc.name] = CellResult(
+                cell_id=cell["id"],
+                cell=cell,
+                verdict=Verdict.ERROR,
+                kind=Kind.MISSING,
+                reason=f"no sample of {missing}: the gate's budget ran out first",
+            )
+        else:
+            groups.append((cell, base_rec["samples"], head_rec["samples"]))
+            names.append(gc.name)
     # every cell x gated metric (and counter, when changed fails) is one test of the family
-    results = compare_family(groups, settings=settings)
-    return [replace(r, rounds=rounds_of[name]) for r, name in zip(results, names, strict=True)]
+    compared = dict(zip(names, compare_family(groups, settings=settings), strict=True)) if groups else {}
+    results = []
+    for gc in spec.cells:
+        result = own.get(gc.name) or compared[gc.name]
+        results.append(replace(result, rounds=tally.rounds_of[gc.name]))
+    return results
+
+
+def _timed_out_result(
+    cell: dict[str, Any], base: Mapping[str, Any] | None, head: Mapping[str, Any] | None, deadline_s: float
+) -> CellResult:
+    base_samples = list((base or {}).get("samples", []))
+    head_samples = list((head or {}).get("samples", []))
+    return CellResult(
+        cell_id=cell["id"],
+        cell=cell,
+        verdict=Verdict.REGRESSION,
+        kind=Kind.HEAD_TIMED_OUT,
+        reason=(
+            f"head's guest ran past its deadline of {deadline_s:.0f} s ({HEAD_DEADLINE_FACTOR:g} x base's "
+            f"median workload time + {HEAD_DEADLINE_FLOOR_S:g} s, within the budget)"
+        ),
+        base_ok=sum(1 for s in base_samples if s.get("status") == "ok"),
+        base_failed=sum(1 for s in base_samples if s.get("status") != "ok"),
+        head_ok=sum(1 for s in head_samples if s.get("status") == "ok"),
+        head_failed=sum(1 for s in head_samples if s.get("status") != "ok"),
+    )

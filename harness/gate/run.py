@@ -12,14 +12,18 @@ from typing import Any
 
 from harness.binaries import ON_PATH, Binaries
 from harness.compare import CellResult, Settings, build_comparison, render_markdown
-from harness.errors import InfraError, SpecError, UsageError
+from harness.errors import InfraError
 from harness.files import write_json_atomic, write_text_atomic
 from harness.gate.canary import host_canary, judge_canary
+from harness.gate.checks import check_side, side_cells
+from harness.gate.judge import Judge, decide_judge, guest_word_document, render_guest_word
 from harness.gate.options import GateOptions
 from harness.gate.rounds import GateSide, Rounds, run_rounds
 from harness.gate.spec import GateSpec
 from harness.gate.streams import GateStreams, prepare_streams
 from harness.gate.subjects import Subject, SubjectSource, prepared_subjects, repo_toplevel
+from harness.limits import MAX_DISK_BYTES
+from harness.policy import Policy
 
 
 @dataclass
@@ -58,6 +62,7 @@ def run_gate(
     progress: Callable[[str], None] = lambda _m: None,
     start: str = "auto",
     binaries: Binaries = ON_PATH,
+    max_disk_bytes: int = MAX_DISK_BYTES,
 ) -> GateResult:
     """Prepare both sides, run the cells interleaved, compare, write the outputs.
 
@@ -78,6 +83,7 @@ def run_gate(
         start=start,
         boot_timeout_s=boot_timeout_s,
         workload_timeout_s=workload_timeout_s,
+        max_disk_bytes=max_disk_bytes,
     )
     return gate_revisions(
         repo=repo,
@@ -109,18 +115,41 @@ def gate_revisions(
     # every cell x gated metric is one test of the family that shares alpha
     settings = replace(settings, comparisons=len(spec.cells) * len(settings.metrics))
     started = time.monotonic()
+
+    def vet(label: str, policy: Policy) -> None:
+        # before the side is built: a pull request's policy cannot fill the runner's disk
+        progress(
+            check_side(
+                spec,
+                label,
+                policy,
+                work_dir=work_dir,
+                qemu_img=binaries.qemu_img,
+                max_disk_bytes=options.max_disk_bytes,
+            )
+        )
+
     with prepared_subjects(
         repo,
         sources,
         default_policy=options.default_policy,
         build_command=options.build_command,
         log=progress,
+        vet=vet,
     ) as subjects:
         out_dir.mkdir(parents=True, exist_ok=True)
         sides = open_sides(
             subjects, spec, options, out_dir=out_dir, work_dir=work_dir, progress=progress, binaries=binaries
         )
         streams = replay_streams(spec, sides, out_dir=out_dir, progress=progress)
+        judge = decide_judge(
+            settings,
+            base_guest=sides["base"].session.guest.recipe_hash,
+            head_guest=sides["head"].session.guest.recipe_hash,
+        )
+        settings = replace(judge.settings, comparisons=len(spec.cells) * len(judge.settings.metrics))
+        for warning in judge.warnings:
+            progress(f"gate: {warning}")
         canary_before = host_canary(work_dir) if options.canary else []
         if canary_before:
             progress(f"gate: host canary before: {statistics.median(canary_before):.0f} MiB/s")
@@ -141,8 +170,9 @@ def gate_revisions(
             played=played,
             canary=canary_doc,
             elapsed_s=time.monotonic() - started,
+            judge=judge,
         )
-        markdown = render_markdown(document)
+        markdown = render_markdown(document) + render_guest_word(document.get("guest_word"))
         write_json_atomic(out_dir / "comparison.json", document)
         write_text_atomic(out_dir / "summary.md", markdown)
         return GateResult(out_dir=out_dir, document=document, markdown=markdown, cells=results)
@@ -167,16 +197,7 @@ def open_sides(
 
     sides: dict[str, GateSide] = {}
     for subject in subjects:
-        try:
-            cells = {gc.name: gc.resolve(subject.policy) for gc in spec.cells}
-        except SpecError as exc:
-            raise UsageError(f"{spec.source}: under the policy of {subject.label}: {exc.message}") from None
-        ids = [c.id for c in cells.values()]
-        if len(set(ids)) != len(ids):
-            raise UsageError(
-                f"{spec.source}: two cells are the same cell under the policy of {subject.label}: "
-                "make the cells differ in a value the policy does not set"
-            )
+        cells = side_cells(spec, subject.label, subject.policy)
         session = open_session(
             caches={c.drive.cache for c in cells.values()},
             repeat=1,
@@ -235,9 +256,12 @@ def comparison_document(
     played: Rounds,
     canary: dict[str, Any] | None,
     elapsed_s: float,
+    judge: Judge | None = None,
 ) -> dict[str, Any]:
-    """``comparison.json`` of a gate: the verdicts, both sides, the canary and the budget used."""
-    return build_comparison(
+    """``comparison.json`` of a gate: the verdicts, both sides, the canary and the budget used;
+    with guests that differ, the guest's own word (``guest_word``) and a warning that says so."""
+    judge = judge or Judge(settings=settings)
+    document = build_comparison(
         results,
         settings=settings,
         base=_describe(sides["base"]),
@@ -255,7 +279,20 @@ def comparison_document(
             "accel": sides["base"].session.opts.accel,
         },
         created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        warnings=judge.warnings,
     )
+    pairs = [
+        (
+            gc.name,
+            sides["base"].records.get(gc.name, {}).get("samples", []),
+            sides["head"].records.get(gc.name, {}).get("samples", []),
+        )
+        for gc in spec.cells
+    ]
+    word = guest_word_document(judge, pairs)
+    if word is not None:
+        document["guest_word"] = word
+    return document
 
 
 def _describe(side: GateSide) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import proc
+from harness import confine, proc
 from harness.binaries import Binaries
 from harness.errors import CommandError, InfraError, UsageError
 from harness.paths import IMAGES_DIR
@@ -92,11 +92,13 @@ def prepare_subject(
     built_qemu: str = "build/qemu-system-x86_64",
     built_qemu_img: str = "build/qemu-img",
     log: Callable[[str], None] = lambda _m: None,
+    vet: Callable[[str, Policy], None] | None = None,
 ) -> Subject:
     """Check ``source.rev`` out into ``into`` and find what that side measures.
 
     A checkout without ``policy.toml`` (a QEMU tree) uses ``default_policy``;
     one without ``images/recipe.toml`` uses this repository's guest recipe.
+    ``vet(label, policy)`` checks the side's policy before anything is built.
     """
     commit = resolve_rev(repo, source.rev, f"--{source.label}")
     git(repo, "worktree", "add", "--detach", "--force", str(into), commit, timeout_s=600)
@@ -104,11 +106,22 @@ def prepare_subject(
     policy_file = into / POLICY_FILE
     policy = load_policy(policy_file if policy_file.is_file() else default_policy)
     recipe_dir = into / "images" if (into / "images" / "recipe.toml").is_file() else IMAGES_DIR
+    if vet is not None:
+        vet(source.label, policy)
     qemu, qemu_img = source.qemu, source.qemu_img
     if build_command and not qemu:
-        log(f"gate: building {source.label}: {build_command}")
+        # the build is the pull request's code: it runs as QEMU's account, in a checkout given to it
+        acct = confine.account()
+        log(f"gate: building {source.label} as {acct.name}: {build_command}")
+        confine.give_tree(into, acct)
         try:
-            proc.run(shlex.split(build_command), cwd=into, timeout_s=3 * 3600)
+            proc.run(
+                shlex.split(build_command),
+                cwd=into,
+                timeout_s=3 * 3600,
+                env={"HOME": str(into)},
+                confined=acct.popen_kwargs(),
+            )
         except CommandError as exc:
             raise InfraError(
                 f"the build command failed for {source.label} ({source.rev}): {exc.message}"
@@ -155,8 +168,10 @@ def prepared_subjects(
     default_policy: Path,
     build_command: str | None = None,
     log: Callable[[str], None] = lambda _m: None,
+    vet: Callable[[str, Policy], None] | None = None,
 ) -> Iterator[list[Subject]]:
-    """Each source checked out (and built) in a temporary directory, removed again on the way out."""
+    """Each source checked out (and built) in a temporary directory, removed again on the way out;
+    ``vet`` as :func:`prepare_subject` takes it."""
     checkouts = Path(tempfile.mkdtemp(prefix="diskbench-gate-"))
     # a QEMU built in a checkout must be reachable by the QEMU account (harness.confine)
     checkouts.chmod(0o755)
@@ -171,6 +186,7 @@ def prepared_subjects(
                     default_policy=default_policy,
                     build_command=build_command,
                     log=log,
+                    vet=vet,
                 )
             )
         yield subjects

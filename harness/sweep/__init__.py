@@ -65,11 +65,14 @@ from harness.sweep.planning import (
 )
 from harness.sweep.rounds import Turn, round_order, rounds
 from harness.sweep.running import (
+    CORRUPT_DIR,
     SweepResult,
     clean_stale_temp_files,
+    corrupt_records,
     recorded_samples,
     run_sweep,
     set_aside,
+    set_corrupt_aside,
     sweep_dir,
 )
 from harness.sweep.specfile import (
@@ -89,6 +92,7 @@ from harness.sweep.specfile import (
 
 __all__ = [
     "AXES",
+    "CORRUPT_DIR",
     "MIB",
     "NAME_RE",
     "PREALLOCATED",
@@ -104,6 +108,7 @@ __all__ = [
     "canonical",
     "check_free_space",
     "clean_stale_temp_files",
+    "corrupt_records",
     "describe_plan",
     "drop_unsupported",
     "estimate_create_s",
@@ -125,6 +130,7 @@ __all__ = [
     "scan_records",
     "select",
     "set_aside",
+    "set_corrupt_aside",
     "shard_cells",
     "sweep_dir",
     "workload_write_bytes",

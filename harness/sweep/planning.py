@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import proc
+from harness import confine, proc
 from harness.binaries import ON_PATH, QEMU_IMG, Binaries
 from harness.errors import ImageError, InfraError, SpecError
 from harness.spec import (
@@ -169,7 +169,8 @@ def measure_image(cell: Cell, *, qemu_img: str = QEMU_IMG) -> Measure:
         "--size",
         str(cell.image.size),
     ]
-    result = proc.run(argv, timeout_s=60, error_cls=ImageError)
+    # qemu-img of a pull request's build, or not: never as root (harness.confine)
+    result = proc.run(argv, timeout_s=60, error_cls=ImageError, confined=confine.as_account())
     extra = LUKS_HEADER_BYTES if cell.image.encrypted else 0
     try:
         data = json.loads(result.stdout)

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.errors import InfraError, WorkDirFull
-from harness.files import write_json_atomic
-from harness.record import scan_records
+from harness.errors import InfraError, RecordError, WorkDirFull
+from harness.files import write_json_atomic, write_text_atomic
+from harness.record import load_record, scan_records
 from harness.spec import Cell
 from harness.sweep.planning import estimate_sample_s
 from harness.sweep.rounds import rounds
@@ -68,13 +68,53 @@ def _rewrite_log_paths(record: dict[str, Any], old: Path, new: Path) -> None:
                 logs[key] = str(new) + value[len(prefix) :]
 
 
+CORRUPT_DIR = Path("previous") / "corrupt"
+
+
+def corrupt_records(directory: Path) -> list[tuple[Path, str]]:
+    """The record files directly in ``directory`` that cannot be read, each with why."""
+    found: list[tuple[Path, str]] = []
+    if directory.is_dir():
+        for path in sorted(directory.glob("*.json")):
+            try:
+                load_record(path)
+            except RecordError as exc:
+                found.append((path, exc.message))
+    return found
+
+
+def set_corrupt_aside(directory: Path) -> list[tuple[Path, str]]:
+    """Move the records of ``directory`` that cannot be read to ``DIR/previous/corrupt/``.
+
+    Each goes with a ``NAME.why.txt`` beside it that says what was wrong: kept as
+    evidence, never resumed from; the sweep runs that cell's samples again.  Returns where
+    each went and why.  Call with the results dir's lock held.
+    """
+    moved: list[tuple[Path, str]] = []
+    for path, why in corrupt_records(directory):
+        dest_dir = directory / CORRUPT_DIR
+        dest_dir.mkdir(parents=True, exist_ok=True)
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        dest = dest_dir / f"{path.stem}.{stamp}{path.suffix}"
+        shutil.move(path, dest)
+        write_text_atomic(dest_dir / f"{dest.name}.why.txt", f"{why}\n")
+        moved.append((dest, why))
+    return moved
+
+
 def recorded_samples(directory: Path, *, keep_failures: bool) -> dict[str, int]:
     """Samples per cell a rerun of the sweep in ``directory`` would keep (failed ones too if
-    ``keep_failures``): what its plan counts as done."""
-    return {
-        cell_id: sum(1 for s in record["samples"] if keep_failures or s.get("status") == "ok")
-        for cell_id, (_path, record) in scan_records(directory).items()
-    }
+    ``keep_failures``): what its plan counts as done.  A record that cannot be read counts
+    nothing: the run sets it aside (:func:`set_corrupt_aside`)."""
+    counts: dict[str, int] = {}
+    for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
+        try:
+            record = load_record(path)
+        except RecordError:
+            continue
+        cell_id = str(record["cell"].get("id", path.stem))
+        counts[cell_id] = sum(1 for s in record["samples"] if keep_failures or s.get("status") == "ok")
+    return counts
 
 
 def clean_stale_temp_files(directory: Path) -> None:
@@ -156,6 +196,8 @@ def run_sweep(
 
     directory = sweep_dir(results_dir, name)
     clean_stale_temp_files(directory)
+    for dest, why in set_corrupt_aside(directory):
+        progress.note(f"set aside a record that cannot be read: {dest} ({why}); its cell runs again")
     moved = set_aside(directory, session.fingerprint, record_fingerprint)
     for dest in moved:
         progress.note(f"set aside a record of another machine or subject: {dest}")

@@ -1,4 +1,5 @@
-"""Corrupt records through every reader of the real command: one line naming file and field, exit 2, nothing merged."""
+"""Corrupt records through every reader of the real command: one line naming file and field, exit 2,
+nothing merged; a sweep that resumes sets a corrupt record aside with a note and runs its cell again."""
 
 from __future__ import annotations
 
@@ -61,7 +62,8 @@ def damage(path: Path, case: str) -> str:
 
 
 CASES = ("binary", "samples-oops", "empty-cell", "nan", "directory", "truncated")
-COMMANDS = ("show", "merge", "compare", "report", "resume")
+# the readers a corrupt record stops; a sweep's resume sets it aside instead (see below)
+COMMANDS = ("show", "merge", "compare", "report")
 
 
 def argv_of(command: str, tmp_path: Path, sweep_dir: Path, other: Path) -> list[str]:
@@ -71,11 +73,13 @@ def argv_of(command: str, tmp_path: Path, sweep_dir: Path, other: Path) -> list[
         return ["merge", str(other), str(sweep_dir), "--out", str(tmp_path / "merged")]
     if command == "compare":
         return ["compare", str(other), str(sweep_dir)]
-    if command == "report":
-        return ["report", str(sweep_dir)]
+    assert command == "report", command
+    return ["report", str(sweep_dir)]
+
+
+def sweep_argv(tmp_path: Path, *more: str) -> list[str]:
     spec = tmp_path / "c.toml"
     spec.write_text(f'name = "c"\n{SPEC}')
-    # resume: the sweep reads its records before it runs anything
     return [
         "sweep",
         str(spec),
@@ -85,6 +89,7 @@ def argv_of(command: str, tmp_path: Path, sweep_dir: Path, other: Path) -> list[
         str(tmp_path / "results"),
         "--work-dir",
         str(tmp_path / "work"),
+        *more,
     ]
 
 
@@ -112,4 +117,32 @@ def test_a_corrupt_record_stops_every_reader_with_one_line_and_exit_2(tmp_path: 
         assert "Traceback" not in done.stderr + done.stdout
         assert good.read_bytes() == good_bytes and load_record(good)["samples"][0]["status"] == "ok"
     assert not (tmp_path / "merged").exists() or not list((tmp_path / "merged").rglob("*.json"))
-    assert not (tmp_path / "work").exists(), "the sweep created nothing"
+    # a dry run of the sweep names the record it would set aside, and moves nothing
+    done = run_diskbench(*sweep_argv(tmp_path, "--dry-run"), timeout_s=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    notes = [line for line in done.stdout.splitlines() if line.startswith(f"record {bad} cannot be read")]
+    assert len(notes) == 1 and message in notes[0] and "sets it aside" in notes[0], done.stdout
+    assert bad.exists() and not (sweep_dir / "previous").exists()
+    assert not (tmp_path / "work").exists(), "the dry run created nothing"
+
+
+def test_a_sweep_that_resumes_sets_a_corrupt_record_aside_with_a_note_and_runs_its_cell(
+    tmp_path: Path,
+) -> None:
+    sweep_dir = tmp_path / "results" / "sweeps" / "c"
+    record = good_record("raw")
+    cell_id = str(record["cell"]["id"])  # type: ignore[index]
+    bad = sweep_dir / f"{cell_id}.json"
+    write_json_atomic(bad, record)
+    message = damage(bad, "truncated")
+    done = run_diskbench(*sweep_argv(tmp_path, "--only", "raw-*", "--repeat", "1"), timeout_s=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr + done.stdout
+    aside = list((sweep_dir / "previous" / "corrupt").glob(f"{cell_id}.*.json"))
+    assert len(aside) == 1, list(sweep_dir.rglob("*"))
+    why = aside[0].with_name(aside[0].name + ".why.txt").read_text()
+    assert str(bad) in why and message in why
+    assert f"set aside a record that cannot be read: {aside[0]}" in done.stderr
+    # the cell ran again into a new record, its one sample ok
+    fresh = load_record(bad)
+    assert [s["status"] for s in fresh["samples"]] == ["ok"]

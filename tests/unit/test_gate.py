@@ -331,7 +331,7 @@ def test_rounds_interleave_both_sides_in_the_seeds_order_until_max_rounds(tmp_pa
     ]  # fmt: skip
 
 
-def test_rounds_stop_at_the_budget_after_the_first_rounds(tmp_path: Path) -> None:
+def test_the_budget_holds_from_the_first_round(tmp_path: Path) -> None:
     spec = parse_gate_spec(SPEC, source="g.toml")
     calls: list[tuple[str, str, int]] = []
     options = GateOptions.decide(spec, rounds=3, max_rounds=5, seed=7, budget_min=1)
@@ -345,6 +345,9 @@ def test_rounds_stop_at_the_budget_after_the_first_rounds(tmp_path: Path) -> Non
         started=time.monotonic() - 60,
         progress=notes.append,
     )
+    # the budget is spent before the first sample: none runs, and no cell passes for lack of samples
     assert done.stopped == "budget of 1 min reached"
-    assert len(calls) == 2 * 2 * 3
+    assert calls == []
     assert notes[-1] == "gate: budget of 1 min reached; 2 cell(s) stay as they are"
+    assert [(r.verdict.value, r.kind.value) for r in done.results] == [("error", "missing")] * 2
+    assert done.results[0].reason == "no sample of base and head: the gate's budget ran out first"

@@ -23,6 +23,11 @@ RUN = ["run", "--workload", "dd", "--dd-mib", "16", "--repeat", "1", "--accel", 
         (["--workload-timeout-s", "inf"], "--workload-timeout-s inf is not allowed"),
         (["--boot-timeout-s", "0"], "--boot-timeout-s 0.0 is not allowed"),
         (["--size", "99999999T"], "size 99999999t is not allowed: QEMU's images hold at most"),
+        (["--size", "65G"], "size 65g is over this runner's cap of 64g (--max-disk-size)"),
+        (
+            ["--size", "2G", "--preallocation", "full", "--max-disk-size", "1G"],
+            "size 2g is over this runner's cap of 1g (--max-disk-size)",
+        ),
     ],
 )
 def test_a_bad_number_is_one_line_exit_2_and_nothing_is_created(
@@ -45,7 +50,10 @@ def test_a_spec_size_qemu_img_refuses_is_exit_2_before_anything_is_created(
         '[axes]\nformat = ["qcow2"]\n\n[params]\nworkload = "dd"\nsize = "1T"\ncluster_size = "512"\n'
     )
     work, results = tmp_path / "work", tmp_path / "results"
-    rc = main(["sweep", str(spec), "--work-dir", str(work), "--results-dir", str(results)])
+    # over the runner's default cap of 64G: raised, so that qemu-img is the one that refuses
+    rc = main(
+        ["sweep", str(spec), "--work-dir", str(work), "--results-dir", str(results), "--max-disk-size", "2T"]
+    )
     err = capsys.readouterr().err
     assert rc == 2, err
     assert (

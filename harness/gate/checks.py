@@ -1,0 +1,59 @@
+"""What a gate checks of each side before it spends anything: its cells, their images, the disk.
+
+A side's cells are the gate spec's cells completed from that side's policy, and a
+pull request writes the head's policy: its sizes and preallocation go through the
+same checks as a sweep's cells (:func:`harness.limits.check_images`, the runner's
+``--max-disk-size`` cap, :func:`harness.sweep.check_free_space`) right after the
+side is checked out, before anything is built, booted or created.  ``qemu-img
+measure`` is the run's own qemu-img (never one a side brings) and runs as the
+unprivileged account.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness import limits
+from harness.binaries import QEMU_IMG
+from harness.errors import SpecError, UsageError
+from harness.gate.spec import GateSpec
+from harness.policy import Policy
+from harness.spec import Cell
+
+
+def side_cells(spec: GateSpec, label: str, policy: Policy) -> dict[str, Cell]:
+    """The cells of ``spec`` by gate name under the policy of side ``label``; bad input if a cell
+    cannot be made or two become the same cell."""
+    try:
+        cells = {gc.name: gc.resolve(policy) for gc in spec.cells}
+    except SpecError as exc:
+        raise UsageError(f"{spec.source}: under the policy of {label}: {exc.message}") from None
+    ids = [c.id for c in cells.values()]
+    if len(set(ids)) != len(ids):
+        raise UsageError(
+            f"{spec.source}: two cells are the same cell under the policy of {label}: "
+            "make the cells differ in a value the policy does not set"
+        )
+    return cells
+
+
+def check_side(
+    spec: GateSpec,
+    label: str,
+    policy: Policy,
+    *,
+    work_dir: Path,
+    qemu_img: str = QEMU_IMG,
+    max_disk_bytes: int = limits.MAX_DISK_BYTES,
+) -> str:
+    """Side ``label``'s cells under ``policy`` pass a sweep's image, size and free-space checks;
+    returns the free-space line.  A size over a limit is bad input (exit 2), naming the side;
+    too little free space is an infrastructure error (exit 3)."""
+    from harness.sweep import check_free_space
+
+    cells = list(side_cells(spec, label, policy).values())
+    try:
+        limits.check_images(cells, work_dir, qemu_img=qemu_img, max_disk_bytes=max_disk_bytes)
+    except SpecError as exc:
+        raise SpecError(f"{spec.source}: under the policy of {label}: {exc.message}") from None
+    return f"gate: {label}: {check_free_space(work_dir, cells, qemu_img=qemu_img)}"

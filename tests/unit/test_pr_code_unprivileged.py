@@ -1,0 +1,80 @@
+"""What a pull request built or named never runs as root: its build command, ``--version`` probes of
+its binaries, ``qemu-img measure``.  Each binary here writes down who ran it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness import confine
+from harness.gate.subjects import SubjectSource, prepare_subject, remove_worktree
+from harness.host import tool_version
+from harness.paths import REPO_ROOT
+from harness.spec import make_cell
+from harness.sweep import measure_image
+
+
+@pytest.fixture
+def shared() -> Iterator[Path]:
+    """A directory the account can read and run from (pytest's own is root's alone)."""
+    path = Path(tempfile.mkdtemp(prefix="diskbench-unpriv-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def script(path: Path, body: str) -> str:
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+    return str(path)
+
+
+def expected_uid() -> int:
+    return confine.account().uid
+
+
+def test_a_version_probe_runs_as_the_account(shared: Path) -> None:
+    fake = script(shared / "qemu-img", 'echo "qemu-img version 9.9 uid=$(id -u)"\n')
+    assert tool_version(fake) == f"qemu-img version 9.9 uid={expected_uid()}"
+
+
+def test_qemu_img_measure_runs_as_the_account(shared: Path) -> None:
+    fake = script(shared / "qemu-img", 'echo "{\\"required\\": $(id -u), \\"fully-allocated\\": 1}"\n')
+    measured = measure_image(make_cell(format="qcow2", workload="dd", size="1G"), qemu_img=fake)
+    assert measured.required == expected_uid()
+
+
+def test_the_build_command_runs_as_the_account_in_a_checkout_it_owns(shared: Path) -> None:
+    repo = shared / "repo"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True, timeout=60)
+    (repo / "policy.toml").write_text((REPO_ROOT / "policy.toml").read_text())
+    for args in (
+        ["add", "policy.toml"],
+        ["-c", "user.email=t@t.invalid", "-c", "user.name=t", "commit", "-qm", "x"],
+    ):
+        subprocess.run(["git", "-C", str(repo), *args], check=True, timeout=60)
+    build = "sh -c 'id -u > built-by && mkdir build && cp /bin/true build/qemu-system-x86_64 && cp /bin/true build/qemu-img'"
+    into = shared / "checkouts" / "head"
+    into.parent.mkdir()
+    into.parent.chmod(0o755)
+    subject = prepare_subject(
+        repo,
+        SubjectSource("head", "main"),
+        into,
+        default_policy=REPO_ROOT / "policy.toml",
+        build_command=build,
+    )
+    try:
+        assert (into / "built-by").read_text().strip() == str(expected_uid())
+        assert subject.qemu == str(into / "build" / "qemu-system-x86_64")
+        if os.geteuid() == 0:
+            assert expected_uid() != 0
+            assert (into / "build").stat().st_uid == expected_uid()
+    finally:
+        remove_worktree(repo, into)
