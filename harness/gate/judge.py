@@ -25,8 +25,9 @@ from harness.errors import UsageError
 from harness.untrusted import clean_line
 from harness.workloads import metric_info
 
-# namespaces of the figures the host measures itself (QEMU's accounting, /proc, its clock)
-HOST_NAMESPACES = ("host.", "dev.")
+# namespaces of the figures the host measures itself (QEMU's accounting, /proc, its clock, and
+# the native replay of a request stream, timed by the side's own qemu-io)
+HOST_NAMESPACES = ("host.", "dev.", "replay.")
 # the host's clock of the workload: what a guest's own time gives way to
 HOST_TIME = "host.workload_s"
 
