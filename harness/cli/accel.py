@@ -10,8 +10,21 @@ from harness.errors import ExitCode
 
 
 def add_parser(sub: Any) -> None:
-    acc = sub.add_parser("accel", help="say which accelerator works here, and why")
-    acc.add_argument("--accel", default="auto", choices=("auto", "kvm", "tcg"))
+    acc = sub.add_parser(
+        "accel",
+        help="say which accelerator works here, and why",
+        description=(
+            "Boot the guest under KVM once (the result is cached per host boot and QEMU binary) and "
+            "say which accelerator samples will run under, why, and what to do if KVM does not work."
+        ),
+    )
+    acc.add_argument(
+        "--accel",
+        default="auto",
+        choices=("auto", "kvm", "tcg"),
+        help="the accelerator to check: auto tries KVM and says why it falls back to TCG; kvm fails "
+        "(exit 3) where KVM does not work; tcg needs no check",
+    )
     acc.add_argument("--no-cache", action="store_true", help="probe again even if a result is cached")
 
 

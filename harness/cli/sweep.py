@@ -22,7 +22,6 @@ def add_parser(sub: Any) -> None:
             "RESULTS/sweeps/NAME/CELL_ID.json and are the checkpoint: running the same sweep again "
             "skips the samples recorded on this machine and subject and runs the rest."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     sweep.add_argument(
         "spec", type=Path, nargs="?", help="the sweep spec, e.g. sweeps/default.toml (or --preset NAME)"
@@ -57,7 +56,7 @@ def add_parser(sub: Any) -> None:
     sweep.add_argument(
         "--keep-failures",
         action="store_true",
-        help="on a rerun, keep failed samples as they are (default: run them again, keeping the good ones)",
+        help="on a rerun, keep failed samples as they are (without it: run them again, keeping the good ones)",
     )
     sweep.add_argument(
         "--dry-run", action="store_true", help="list cells, exclusions and the estimate; run nothing"
