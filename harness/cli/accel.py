@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from harness.cli.common import err
 from harness.errors import ExitCode
 
 
@@ -29,12 +28,20 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.accel import choose_accel
+    from harness.accel import advice, choose_accel
     from harness.guest import build_guest
 
     art = build_guest()
+    # the answer below says the reason once, whole: choose_accel's warning would say it again
     choice = choose_accel(
-        args.accel, art.kernel, art.initrd, warn=err, use_cache=not args.no_cache, qemu=args.binaries.qemu
+        args.accel,
+        art.kernel,
+        art.initrd,
+        warn=lambda _message: None,
+        use_cache=not args.no_cache,
+        qemu=args.binaries.qemu,
     )
     print(f"accel: {choice.accel} ({choice.reason})")
+    if choice.problem:
+        print(f"what to do: {advice(choice.problem)}")
     return ExitCode.OK
