@@ -98,7 +98,14 @@ def run(args: argparse.Namespace) -> int:
     accel_guess = "kvm" if args.accel == "kvm" else "tcg"
     print(
         sweep.describe_plan(
-            plan, cells, repeat=repeat, only=args.only, shard=args.shard, recorded=recorded, accel=accel_guess
+            plan,
+            cells,
+            repeat=repeat,
+            only=args.only,
+            shard=args.shard,
+            recorded=recorded,
+            accel=accel_guess,
+            start=args.start,
         ),
         end="",
         flush=True,
