@@ -30,6 +30,7 @@ KVM_PROBE_TIMEOUT_S = 30.0
 class AccelChoice:
     accel: str
     reason: str
+    problem: str | None = None  # why KVM does not work, where ``auto`` fell back to TCG
 
 
 def kvm_device_problem(dev: str = "/dev/kvm") -> str | None:
@@ -64,14 +65,50 @@ def probe_kvm(
             with Machine(config, Path(tmp), name="kvm-probe") as vm:
                 vm.wait_event("ready", timeout_s=timeout_s, what="ready line under KVM")
         except VMError as exc:
-            console = exc.log_tail.strip().splitlines()
-            last = f" (console: {console[-1][:120]})" if console else ""
-            return f"a guest did not boot under KVM: {exc.message}{last}"
+            return probe_failure(exc.message, exc.log_tail)
     return None
 
 
+def probe_failure(message: str, log_tail: str) -> str:
+    """Why the probe guest did not boot under KVM, said once and whole (pure).
+
+    Where QEMU exited, its own last line is the reason (an assertion of its KVM code, say) and
+    what came before it in ``message`` (a QMP connection that failed because QEMU was gone) is
+    left out; the last line of the log is added only when the message does not hold it already.
+    """
+    exited = message.find("QEMU exited with")
+    if exited > 0:
+        message = message[exited:]
+    lines = [line.strip() for line in log_tail.splitlines() if line.strip()]
+    if lines and lines[-1] not in message:
+        message = f"{message} (its last output: {lines[-1]})"
+    return f"a guest did not boot under KVM: {message}"
+
+
+def advice(problem: str) -> str:
+    """What to do about a KVM that does not work, for ``problem`` as :func:`probe_kvm` says it."""
+    tcg = "until then samples run under TCG (emulation: slower, never compared with KVM's numbers)"
+    if "does not exist" in problem:
+        return f"load the kvm_intel or kvm_amd module, or enable nested virtualization for this VM; {tcg}"
+    if "cannot be opened" in problem or "cannot use" in problem or "kvm group" in problem:
+        return f"give the user that runs QEMU read-write access to /dev/kvm (the kvm group); {tcg}"
+    if "QEMU exited" in problem or "QEMU did not start" in problem:
+        return (
+            "this QEMU stops under this host's KVM (often nested virtualization lacking a CPU feature "
+            f"QEMU needs): try another QEMU (--qemu PATH) or a host with KVM on bare metal; {tcg}; "
+            "--accel tcg skips the probe"
+        )
+    return f"check the host's KVM (dmesg), then probe again with `diskbench accel --no-cache`; {tcg}"
+
+
+# the probe's result as :func:`probe_failure` words it; a cached result of another form is probed again
+_CACHE_FORMAT = "2"
+
+
 def _cache_key(kernel: Path, qemu: str) -> str:
-    return "|".join([boot_id(), qemu, tool_version(qemu), str(kernel), str(kernel.stat().st_size)])
+    return "|".join(
+        [_CACHE_FORMAT, boot_id(), qemu, tool_version(qemu), str(kernel), str(kernel.stat().st_size)]
+    )
 
 
 def choose_accel(
@@ -113,9 +150,9 @@ def choose_accel(
     if problem is None:
         return AccelChoice("kvm", "a guest reached its ready line under KVM")
     if requested == "kvm":
-        raise AccelError(f"--accel kvm: KVM does not work here: {problem}")
+        raise AccelError(f"--accel kvm: KVM does not work here: {problem}; what to do: {advice(problem)}")
     warn(
         f"WARNING: KVM does not work here ({problem}); running under TCG. "
         "Numbers under TCG measure emulation, not disks: never compare them with KVM results."
     )
-    return AccelChoice("tcg", f"auto: KVM unusable: {problem}")
+    return AccelChoice("tcg", f"auto: KVM unusable: {problem}", problem)

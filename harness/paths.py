@@ -55,3 +55,13 @@ def default_results_dir() -> Path:
     for an installed package)."""
     env = os.environ.get("DISKBENCH_RESULTS_DIR")
     return Path(env) if env else _home() / "results"
+
+
+def shown_path(path: Path) -> str:
+    """A default path as help shows it: ``./work`` for one under the checkout (or, installed, the
+    current directory) it is relative to, else as it is."""
+    try:
+        relative = path.relative_to(_home())
+    except ValueError:
+        return str(path)
+    return f"./{relative}"

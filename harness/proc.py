@@ -17,6 +17,12 @@ from harness.errors import CommandError
 
 PR_SET_PDEATHSIG = 1
 
+#: The locale of every command: the harness parses what tools print (``apt-cache policy``'s
+#: "Candidate:", qemu-img's and mke2fs's messages), and in another locale they print other words
+#: (German apt says "Installationskandidat:").  ``C``, not ``C.UTF-8``: gettext translates under
+#: the latter when ``LANGUAGE`` is set.  A caller's ``env`` can still set its own.
+TOOL_LOCALE: Mapping[str, str] = {"LC_ALL": "C"}
+
 
 def die_with_parent() -> None:
     """In the child before exec: SIGKILL it when the harness dies, even by SIGKILL.
@@ -60,16 +66,14 @@ def run(
     exit code and the tail of stderr.  With ``log_path``, stdout and stderr
     are appended to that file as they come (a long command can be followed
     there) instead of being captured; the result's ``stderr`` is then the
-    tail of what this command wrote.  ``confined`` holds the extra
+    tail of what this command wrote.  The command runs in the C locale (:data:`TOOL_LOCALE`),
+    with ``env`` added to the harness's environment.  ``confined`` holds the extra
     ``subprocess`` arguments of :meth:`harness.confine.Handoff.popen_kwargs`
     (the account to run as, the descriptors it inherits).
     """
     extra = dict(confined or {})
     args = [os.fspath(a) for a in argv]
-    full_env = None
-    if env is not None:
-        full_env = dict(os.environ)
-        full_env.update(env)
+    full_env = {**os.environ, **TOOL_LOCALE, **(env or {})}
     start = time.monotonic()
     try:
         if log_path is None:

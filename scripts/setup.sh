@@ -48,14 +48,15 @@ fi
 
 PY=${PYTHON:-python3}
 stamp=.venv/.diskbench-installed
-want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+want=$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)
 if [ ! -x .venv/bin/python ]; then
   log "creating .venv with $($PY --version 2>&1)"
   "$PY" -m venv .venv
 fi
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  log "pip install -e .[dev]"
-  .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+  # the tested versions (constraints.txt) within pyproject.toml's ranges; .[dev] includes .[plots]
+  log "pip install -c constraints.txt -e .[dev]"
+  .venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev]'
   echo "$want" > "$stamp"
 else
   log "python environment up to date"

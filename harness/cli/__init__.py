@@ -17,7 +17,7 @@ from types import ModuleType
 
 from harness import __version__
 from harness.cli import accel, compare, gate, guest, history, merge, report, run, show, sweep
-from harness.cli.common import ENV_QEMU, ENV_QEMU_IMG, configure_logging, err, resolve_binaries
+from harness.cli.common import ENV_QEMU, ENV_QEMU_IMG, Parser, configure_logging, err, resolve_binaries
 from harness.errors import ExitCode, HarnessError
 from harness.untrusted import inert_output
 
@@ -26,7 +26,7 @@ COMMANDS: tuple[ModuleType, ...] = (run, guest, accel, show, sweep, merge, repor
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="diskbench",
         description=(
             "Benchmark virtual-disk IO under QEMU: boot a minimal guest on a fresh disk image "
@@ -38,14 +38,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--qemu",
         metavar="PATH",
-        help=f"qemu-system-x86_64 to run guests with (default ${ENV_QEMU}, else the one on PATH); "
+        help=f"qemu-system-x86_64 to run guests with (default: ${ENV_QEMU}, else the one on PATH); "
         "recorded in every record's machine info",
     )
     parser.add_argument(
         "--qemu-img",
         metavar="PATH",
-        help=f"qemu-img to create and check images with (default ${ENV_QEMU_IMG}, else the one on PATH)",
+        help=f"qemu-img to create and check images with (default: ${ENV_QEMU_IMG}, else the one on PATH)",
     )
+    # every sub-parser is a Parser too (argparse makes them of the parent's class): one formatter
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in COMMANDS:
         command.add_parser(sub)

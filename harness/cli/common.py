@@ -18,7 +18,48 @@ from typing import Any
 from harness.binaries import Binaries
 from harness.compare.settings import Settings, check_gated_metric, parse_percent, parse_rule
 from harness.errors import UsageError
-from harness.paths import default_results_dir, default_work_dir
+from harness.paths import default_results_dir, default_work_dir, shown_path
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """The one help formatter of every parser: each default said once, where it says something.
+
+    The rule: a flag whose argparse default is a value gets ``(default: VALUE)`` from here, and
+    its help text names no default itself; a flag whose default is unset (``None``: decided
+    later, from a spec or the accelerator) or off (``False``, a switch) gets nothing from here,
+    and its help text says what happens when it is not given where that needs saying.  Paths
+    under the checkout are shown relative to it (``./work``), as the README writes them.
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (
+            "%(default)" in text
+            or default is None
+            or default is False
+            or default is argparse.SUPPRESS
+            or default == []
+            or not action.option_strings
+        ):
+            return action.help
+        return f"{text} (default: {_shown_default(default)})"
+
+
+def _shown_default(default: object) -> str:
+    if isinstance(default, Path):
+        return shown_path(default).replace("%", "%%")
+    if isinstance(default, float) and default.is_integer():
+        return str(int(default))
+    return str(default).replace("%", "%%")
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose help uses :class:`HelpFormatter`; sub-parsers are of this class too."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
 
 
 def err(msg: str) -> None:
@@ -66,22 +107,24 @@ def add_machine_options(group: Any) -> None:
         "--work-dir",
         type=Path,
         default=default_work_dir(),
-        help="where disk images are created: the runner's real disk, never tmpfs",
+        help="where disk images are created: the runner's real disk, never tmpfs "
+        "($DISKBENCH_WORK_DIR changes it)",
     )
     group.add_argument(
         "--results-dir",
         type=Path,
         default=default_results_dir(),
-        help="records and logs go here (a sweep's under RESULTS/sweeps/NAME/)",
+        help="records and logs go here, a sweep's under RESULTS/sweeps/NAME/ "
+        "($DISKBENCH_RESULTS_DIR changes it)",
     )
     group.add_argument(
         "--boot-timeout-s",
         type=float,
         default=None,
-        help="deadline for the guest's ready line (default 30 under KVM, 120 under TCG)",
+        help="deadline in seconds for the guest's ready line (default: 30 under KVM, 120 under TCG)",
     )
     group.add_argument(
-        "--workload-timeout-s", type=float, default=1800.0, help="deadline for the workload report"
+        "--workload-timeout-s", type=float, default=1800.0, help="deadline in seconds for the workload report"
     )
     group.add_argument(
         "--max-disk-size",
@@ -97,7 +140,7 @@ def add_machine_options(group: Any) -> None:
         choices=("cold", "snapshot", "auto"),
         default="auto",
         help="how each sample's guest starts: boot it (cold), restore it from a snapshot taken at "
-        "its ready line (snapshot), or snapshot where it applies (auto, the default)",
+        "its ready line (snapshot), or snapshot where it applies (auto)",
     )
 
 
@@ -166,7 +209,7 @@ def add_compare_options(parser: Any) -> None:
                 "action": "append",
                 "default": None,
                 "metavar": "NAME",
-                "help": "a gated metric (repeatable; default total_s): its regression fails the comparison",
+                "help": "a gated metric (repeatable; default: total_s): its regression fails the comparison",
             },
         ),
         (
@@ -174,8 +217,7 @@ def add_compare_options(parser: Any) -> None:
             {
                 "default": "5%",
                 "metavar": "PCT",
-                "help": "smallest change that counts as a regression or improvement, e.g. 5 or 5%% "
-                "(default 5%%)",
+                "help": "smallest change that counts as a regression or improvement, e.g. 5 or 5%%",
             },
         ),
         (
@@ -194,7 +236,7 @@ def add_compare_options(parser: Any) -> None:
                 "default": Settings.alpha,
                 "help": "family-wise significance level of the Mann-Whitney U tests that can fail the "
                 "comparison (every cell x gated metric and structural counter), kept with Holm's "
-                "step-down correction (default 0.01)",
+                "step-down correction",
             },
         ),
         (
@@ -220,7 +262,7 @@ def add_compare_options(parser: Any) -> None:
             {
                 "type": int,
                 "default": Settings.seed,
-                "help": "seed of the bootstrap: same input, same interval (default 0)",
+                "help": "seed of the bootstrap: same input, same interval",
             },
         ),
     ]

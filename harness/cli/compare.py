@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
 from harness.cli.common import add_compare_options, err, settings_from_args
+from harness.compare.text_table import SORTS, render_text
 from harness.comparison import COMPARISON_NAME, SUMMARY_NAME, compare_paths, verdict_exit_code
+from harness.units import Style, wants_color
 
 
 def add_parser(sub: Any) -> None:
@@ -19,8 +24,10 @@ def add_parser(sub: Any) -> None:
             "Compare two sets of records of the same cells (base, then head), e.g. the two sides of "
             "an interleaved run on one runner. Per cell and gated metric: Mann-Whitney U test, "
             "bootstrap interval of the ratio of medians (paired by round when the rounds match) and "
-            "a minimum effect; structural counters that moved make a cell 'changed'. Prints the markdown "
-            "summary. Exit 1 when a cell regressed or changed (unless --changed-passes), else 0."
+            "a minimum effect; structural counters that moved make a cell 'changed'. Prints a table of "
+            "every cell (--format markdown: the summary a pull request gets; json: comparison.json). "
+            "Exit 1 when a cell regressed or changed (unless --changed-passes), 2 when a side has no "
+            "record, else 0."
         ),
     )
     parser.add_argument("base", type=Path, help="base records: a record file or a directory of them")
@@ -31,6 +38,24 @@ def add_parser(sub: Any) -> None:
         default=None,
         metavar="DIR",
         help=f"write {COMPARISON_NAME} and {SUMMARY_NAME} into DIR (atomically)",
+    )
+    shown = parser.add_argument_group("what is printed")
+    shown.add_argument(
+        "--format",
+        choices=("text", "markdown", "json"),
+        default="text",
+        help="text: an aligned table of every cell (colour on a terminal unless NO_COLOR is set); "
+        f"markdown: the summary a pull request gets ({SUMMARY_NAME}); json: the comparison "
+        f"document ({COMPARISON_NAME}, raw values)",
+    )
+    shown.add_argument(
+        "--only-changed", action="store_true", help="text: leave out the cells whose verdict is unchanged"
+    )
+    shown.add_argument(
+        "--sort",
+        choices=SORTS,
+        default="cell",
+        help="text: order the cells by cell id, or by effect size (the largest change first)",
     )
     add_compare_options(parser)
 
@@ -44,7 +69,16 @@ def run(args: argparse.Namespace) -> int:
         out=args.out,
         warn=err,
     )
-    print(result.markdown, end="")
+    if args.format == "json":
+        print(json.dumps(result.document, indent=2, allow_nan=False))
+    elif args.format == "markdown":
+        print(result.markdown, end="")
+    else:
+        style = Style(wants_color(isatty=sys.stdout.isatty(), environ=os.environ))
+        print(
+            render_text(result.document, only_changed=args.only_changed, sort=args.sort, style=style), end=""
+        )
     if args.out is not None:
-        print(f"comparison: {args.out / COMPARISON_NAME}")
+        # beside JSON on stdout, the path goes to stderr: stdout stays one document
+        (err if args.format == "json" else print)(f"comparison: {args.out / COMPARISON_NAME}")
     return verdict_exit_code(result.document)

@@ -38,14 +38,13 @@ def add_parser(sub: Any) -> None:
         ),
         epilog="Exit codes: 0 nothing fails, 1 regression (or changed, unless the spec says changed_fails = "
         "false), 2 bad usage, 3 infrastructure failure.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     gate.add_argument("--base", required=True, help="base revision (branch, tag or commit)")
     gate.add_argument("--head", required=True, help="head revision (branch, tag or commit)")
     gate.add_argument("--spec", type=Path, default=GATE_SPEC, help="the gate spec: cells, rounds, budget")
     gate.add_argument("--repo", type=Path, default=Path("."), help="the git repository the revisions are of")
     gate.add_argument(
-        "--out", type=Path, default=None, help="output dir (default RESULTS/gate/BASE..HEAD-TIME)"
+        "--out", type=Path, default=None, help="output dir (default: RESULTS/gate/BASE..HEAD-TIME)"
     )
     gate.add_argument(
         "--budget-min", type=float, default=None, help="time budget in minutes (default: the spec's)"
@@ -54,7 +53,12 @@ def add_parser(sub: Any) -> None:
         "--rounds", type=int, default=None, help="first rounds for every cell (default: the spec's)"
     )
     gate.add_argument("--max-rounds", type=int, default=None, help="rounds at most (default: the spec's)")
-    gate.add_argument("--seed", type=int, default=None, help="seed of the run order and the bootstrap")
+    gate.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="seed of the run order and the bootstrap (default: drawn, and recorded in the output)",
+    )
     gate.add_argument("--no-canary", action="store_true", help="skip the host canary (O_DIRECT writes)")
     gate.add_argument(
         "--policy",

@@ -30,11 +30,11 @@ def add_parser(sub: Any) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="the last N commits of the config's branch (default 1)",
+        help="the last N commits of the config's branch (default: 1)",
     )
     which.add_argument("--range", default=None, metavar="A..B", help="the commits after A up to B")
     history.add_argument(
-        "--machine", default=None, help="asv machine name, ending in -kvm or -tcg (default HOSTNAME-ACCEL)"
+        "--machine", default=None, help="asv machine name, ending in -kvm or -tcg (default: HOSTNAME-ACCEL)"
     )
     history.add_argument("--publish-only", action="store_true", help="run nothing: publish the pages again")
     history.add_argument(
@@ -44,7 +44,7 @@ def add_parser(sub: Any) -> None:
         "--config",
         type=Path,
         default=REPO_ROOT / "asv.conf.json",
-        help="asv config: asv.conf.json (this repository, the default) or benchmarks/qemu/asv.conf.json "
+        help="asv config: this repository's asv.conf.json, or benchmarks/qemu/asv.conf.json "
         "(a QEMU repository)",
     )
     history.add_argument(
@@ -54,7 +54,7 @@ def add_parser(sub: Any) -> None:
         "--work-dir",
         type=Path,
         default=default_work_dir(),
-        help="where the guests' disk images are created (default: %(default)s)",
+        help="where the guests' disk images are created ($DISKBENCH_WORK_DIR changes it)",
     )
 
 

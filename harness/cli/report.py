@@ -19,7 +19,8 @@ def add_parser(sub: Any) -> None:
             "machine identity, and report each series: median ± spread per cell, bonnie++'s table as "
             "bonnie++ prints it, bar charts with min-max error bars, and for a preset the seed's figures "
             "and shape claims beside ours. Prints the text version; --html and --markdown also write "
-            "files, with the charts as PNG files in OUT_files/ next to them."
+            "files, with the charts as PNG files in OUT_files/ next to them: those need matplotlib "
+            "(pip install 'diskbench[plots]'), the text version does not."
         ),
     )
     report.add_argument("records", nargs="+", type=Path, help="record files or directories of records")

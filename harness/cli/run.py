@@ -23,7 +23,6 @@ def add_parser(sub: Any) -> None:
             "lists; every combination is run (combinations a format cannot have, such as "
             "preallocation=metadata on raw, are skipped when several formats are given)."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     axes = run.add_argument_group("cell axes (comma-separated lists)")
     axes.add_argument("--format", default="qcow2", help=f"image format: {choices(Format)}")
@@ -35,10 +34,10 @@ def add_parser(sub: Any) -> None:
     axes.add_argument(
         "--cluster-size",
         default=None,
-        help="qcow2 cluster_size, a power of two from 512 to 2M (default 64K)",
+        help="qcow2 cluster_size, a power of two from 512 to 2M (default: 64K)",
     )
     axes.add_argument("--lazy-refcounts", action="store_true", help="qcow2 lazy_refcounts=on")
-    axes.add_argument("--compat", default=None, help="qcow2 compat: 1.1 (default) or 0.10")
+    axes.add_argument("--compat", default=None, help="qcow2 compat: 1.1 or 0.10 (default: 1.1)")
     axes.add_argument(
         "--cache-state",
         default="fresh",

@@ -22,7 +22,6 @@ def add_parser(sub: Any) -> None:
             "RESULTS/sweeps/NAME/CELL_ID.json and are the checkpoint: running the same sweep again "
             "skips the samples recorded on this machine and subject and runs the rest."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     sweep.add_argument(
         "spec", type=Path, nargs="?", help="the sweep spec, e.g. sweeps/default.toml (or --preset NAME)"
@@ -57,7 +56,7 @@ def add_parser(sub: Any) -> None:
     sweep.add_argument(
         "--keep-failures",
         action="store_true",
-        help="on a rerun, keep failed samples as they are (default: run them again, keeping the good ones)",
+        help="on a rerun, keep failed samples as they are (without it: run them again, keeping the good ones)",
     )
     sweep.add_argument(
         "--dry-run", action="store_true", help="list cells, exclusions and the estimate; run nothing"
@@ -100,7 +99,14 @@ def run(args: argparse.Namespace) -> int:
     accel_guess = "kvm" if args.accel == "kvm" else "tcg"
     print(
         sweep.describe_plan(
-            plan, cells, repeat=repeat, only=args.only, shard=args.shard, recorded=recorded, accel=accel_guess
+            plan,
+            cells,
+            repeat=repeat,
+            only=args.only,
+            shard=args.shard,
+            recorded=recorded,
+            accel=accel_guess,
+            start=args.start,
         ),
         end="",
         flush=True,

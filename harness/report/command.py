@@ -9,10 +9,12 @@ Markdown where asked; the last two draw the charts into PNG files in a
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.errors import UsageError
 from harness.report.blocks import build_report, charts_in
 from harness.report.charts import draw_charts
 from harness.report.html import to_html
@@ -35,6 +37,11 @@ def make_report(
     records, dirs = load_records(paths)
     series = group_series(records, dirs)
     blocks = build_report(series)
+    if (html_out or markdown_out) and charts_in(blocks) and not plots_installed():
+        raise UsageError(
+            "the HTML and Markdown reports draw charts with matplotlib, which is not installed: "
+            "pip install 'diskbench[plots]' (the text report needs neither --html nor --markdown)"
+        )
     written = []
     for out, writer in ((html_out, to_html), (markdown_out, to_markdown)):
         if out is None:
@@ -44,3 +51,8 @@ def make_report(
         out.write_text(writer(blocks, images), encoding="utf-8")
         written.append(out)
     return ReportResult(text=to_text(blocks), written=tuple(written), series=len(series))
+
+
+def plots_installed() -> bool:
+    """Whether matplotlib, the ``plots`` extra, can be imported (``pip install 'diskbench[plots]'``)."""
+    return importlib.util.find_spec("matplotlib") is not None

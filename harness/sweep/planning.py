@@ -81,11 +81,45 @@ def select(cells: Sequence[Cell], *, only: str | None = None, shard: str | None 
 
 # -- estimates: time and disk -------------------------------------------------
 
-# Each workload declares rough seconds per sample under TCG on two cores (boot
-# included), used only until this sweep has measured its own samples; one that
-# declares none is taken to need this long.
-_TCG_SAMPLE_S = 60.0
+# What a sample costs besides its workload, measured on the development host (2 cores, TCG,
+# other guests running): docs/snapshot-start.md, the README's default sweep run twice with each
+# start kind (10 cells x 2 repeats; wall 7:05-7:20 cold, 5:30-6:12 with snapshot start):
+# - a cold boot, QEMU start to the guest's start line: 4.94 and 5.31 s (median host.boot_s of 20
+#   samples per run; benchmarks/boot_time.py: 4.74 s);
+# - a restore from a snapshot: 0.23 and 0.24 s (median host.boot_s, 0.15-0.60 s);
+# - a snapshot build, once per snapshot key: 7.7-9.3 s for install's (it has the payload drive),
+#   4.4-5.1 s for dd's; about 6.5 s on average;
+# - the rest of a sample on the host (image create, QMP, teardown): wall minus boots, workload
+#   totals and builds, 15-25 s over 20 samples, about 1 s a sample.
+# A workload's ``estimate_s`` is its own time (``total_s``) under TCG; one that declares none is
+# taken to need _TCG_WORKLOAD_S.  Under KVM no figure was measured here (KVM does not work on
+# this host): everything is divided by _KVM_SPEEDUP, a guess.
+_TCG_WORKLOAD_S = 55.0
+COLD_BOOT_S = 5.0
+RESTORE_S = 0.25
+SNAPSHOT_BUILD_S = 6.5
+SAMPLE_OVERHEAD_S = 1.0
 _KVM_SPEEDUP = 4.0
+
+
+def restores(cell: Cell, start: str) -> bool:
+    """Whether ``cell``'s samples start from a snapshot under ``--start start``."""
+    from harness.snapshot import not_applicable
+
+    return start != "cold" and not_applicable(cell) is None
+
+
+def snapshot_key_guess(cell: Cell) -> tuple[str, ...]:
+    """What tells two cells' snapshots apart, as far as planning can know it without QEMU: the
+    workload's drives, the disk's device and size, whether the guest sees a write cache."""
+    from harness.snapshot import NO_WRITE_CACHE
+
+    return (
+        cell.workload.kind.name,
+        cell.drive.interface.value,
+        str(cell.image.size),
+        str(cell.drive.cache in NO_WRITE_CACHE),
+    )
 
 
 def estimate_create_s(cell: Cell) -> float:
@@ -106,13 +140,28 @@ def estimate_create_s(cell: Cell) -> float:
     return secs
 
 
-def estimate_sample_s(cell: Cell, *, accel: str = "tcg") -> float:
-    """A prior for one sample's wall time, before any sample was measured."""
+def estimate_workload_s(cell: Cell) -> float:
+    """The workload's own prior under TCG (what the workload declares), before any sample ran."""
     estimate = cell.workload.kind.estimate_s
-    secs = _TCG_SAMPLE_S if estimate is None else estimate(cell.workload.params(), cell.image.size)
+    return _TCG_WORKLOAD_S if estimate is None else estimate(cell.workload.params(), cell.image.size)
+
+
+def estimate_sample_s(cell: Cell, *, accel: str = "tcg", start: str = "auto") -> float:
+    """A prior for one sample's wall time, before any sample was measured: its workload, its
+    start (a boot, or a restore where snapshot start applies), the host's part and its image's
+    creation; a snapshot's build, once per key, is :func:`estimate_builds_s`'s."""
+    secs = estimate_workload_s(cell)
     if cell.cache_state is not CacheState.FRESH:
         secs *= 2  # the unmeasured first run on the same image
+    secs += (RESTORE_S if restores(cell, start) else COLD_BOOT_S) + SAMPLE_OVERHEAD_S
     return (secs / _KVM_SPEEDUP if accel == "kvm" else secs) + estimate_create_s(cell)
+
+
+def estimate_builds_s(cells: Iterable[Cell], *, accel: str = "tcg", start: str = "auto") -> tuple[int, float]:
+    """The snapshots ``cells`` would build (an empty snapshot cache) and their time."""
+    keys = {snapshot_key_guess(c) for c in cells if restores(c, start)}
+    secs = len(keys) * SNAPSHOT_BUILD_S
+    return len(keys), secs / _KVM_SPEEDUP if accel == "kvm" else secs
 
 
 def workload_write_bytes(cell: Cell) -> int:
@@ -263,6 +312,7 @@ def describe_plan(
     shard: str | None = None,
     recorded: Mapping[str, int] | None = None,
     accel: str = "tcg",
+    start: str = "auto",
 ) -> str:
     """The cells that will run, the exclusions with their reasons, and a time estimate."""
     spec = plan.spec
@@ -284,7 +334,7 @@ def describe_plan(
     for cell in cells:
         have = min(recorded.get(cell.id, 0), repeat)
         todo += repeat - have
-        seconds += (repeat - have) * estimate_sample_s(cell, accel=accel)
+        seconds += (repeat - have) * estimate_sample_s(cell, accel=accel, start=start)
         state = f"  ({have}/{repeat} recorded)" if have else ""
         lines.append(f"  run   {cell.id}{state}")
     by_reason: dict[str, list[Excluded]] = {}
@@ -292,9 +342,13 @@ def describe_plan(
         by_reason.setdefault(ex.reason, []).append(ex)
     for reason, items in by_reason.items():
         lines.append(f"  excluded {_common_label(items)}: {reason}")
+    todo_cells = [c for c in cells if min(recorded.get(c.id, 0), repeat) < repeat]
+    builds, build_s = estimate_builds_s(todo_cells, accel=accel, start=start)
+    seconds += build_s
+    builds_text = f"{_plural(builds, 'snapshot build')} included, none if cached; " if builds else ""
     lines.append(
         f"estimate: {_plural(todo, 'sample')}, about {format_duration(seconds)} under {accel.upper()} "
-        "(a rough prior; the progress line refines it from measured samples)"
+        f"with --start {start} ({builds_text}a prior the progress line refines from measured samples)"
     )
     return "\n".join(lines) + "\n"
 

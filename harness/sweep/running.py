@@ -225,7 +225,12 @@ def run_sweep(
         )
     )
     planned = [cell for _, cell in (t.cell for t in turns)]
-    progress.plan([(c.workload.slug, estimate_sample_s(c, accel=session.opts.accel)) for c in planned])
+    progress.plan(
+        [
+            (c.workload.slug, estimate_sample_s(c, accel=session.opts.accel, start=session.opts.start))
+            for c in planned
+        ]
+    )
     if done:
         progress.note(f"resuming: {done} of {total} samples are recorded already and are skipped")
     if retried:

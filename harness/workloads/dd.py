@@ -48,7 +48,9 @@ WORKLOAD = WorkloadKind(
     told=(FS, DD_MIB, DD_CHUNK_MIB),
     check=check,
     check_disk=check_disk,
-    estimate_s=lambda v, disk_size: 10.0 + v["dd_mib"] * 0.1,
+    # total_s under TCG, writeback on virtio-blk: 3.07-3.38 s for 256 MiB (the default sweep),
+    # 1.85-1.93 s for 128 MiB (docs/snapshot-start.md)
+    estimate_s=lambda v, disk_size: 0.6 + v["dd_mib"] * 0.01,
     write_bytes=lambda v: v["dd_mib"] * MIB,
     metrics=METRICS,
     parse_outputs=parse_outputs,

@@ -173,9 +173,10 @@ def check_disk(v: Values, disk_size: int) -> None:
 
 
 def estimate_s(v: Values, disk_size: int) -> float:
-    # per target: two sequential passes and four random jobs at about 1 ms an IO under TCG
+    # per target: two sequential passes and four random jobs at about 1 ms an IO under TCG (a
+    # prior; a boot, which it once included, taken out)
     targets = 2 if v["fio_target"] == "both" else 1
-    return 10.0 + float(
+    return 5.0 + float(
         targets * (v["fio_size_mib"] * 0.05 + (4 * v["fio_ios"] + v["fio_fsync_ios"] * 5) * 1e-3)
     )
 

@@ -87,7 +87,8 @@ class WorkloadKind:
     values of every parameter and runs for every cell, whatever its workload
     (a bad value is bad wherever it is given); ``check_disk`` runs for this
     workload's cells only, with the disk's size in bytes.  ``estimate_s`` is a
-    prior for one sample's seconds under TCG, boot included (disk size given);
+    prior for the workload's own seconds (its ``total_s``) under TCG, disk size given; planning
+    adds the guest's start and the host's part (:mod:`harness.sweep.planning`);
     ``write_bytes`` what the guest writes at most besides the filesystem's own.
     ``tools`` are the files it needs on the guest's tools drive;
     ``check_outputs`` checks a report's outputs against the cell's values.

@@ -15,7 +15,9 @@ from harness.binaries import Binaries
 from harness.cli import build_parser, main
 from harness.cli.common import resolve_binaries
 from harness.errors import SpecError
+from harness.files import write_json_atomic
 from harness.policy import Policy, load_policy, parse_policy
+from harness.record import new_record
 from harness.runner import RunOptions, vm_config
 from harness.spec import Aio, Cache, Format, Interface, make_cell
 from harness.sweep import expand_spec, parse_spec
@@ -378,7 +380,11 @@ def test_binary_flags_point_the_harness_at_an_executable(
     exe.parent.mkdir()
     exe.write_text("#!/bin/sh\nexit 0\n")
     exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
-    (tmp_path / "records").mkdir()
+    # one record to show: an empty directory is bad input (exit 2), which would hide the flag's effect
+    cell = make_cell(format="raw", workload="dd")
+    record = new_record(cell=cell.as_dict(), machine={}, subject={}, vm={}, run_id="r")
+    record["samples"] = [{"index": 0, "status": "ok", "metrics": {"total_s": 1.0}}]
+    write_json_atomic(tmp_path / "records" / "cell.json", record)
     argv = [flag, str(exe), "show", str(tmp_path / "records")]
     args = build_parser().parse_args(argv)
     binaries = resolve_binaries(qemu=args.qemu, qemu_img=args.qemu_img, environ=os.environ)

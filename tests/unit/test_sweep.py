@@ -514,3 +514,41 @@ def test_the_next_sample_index_never_reuses_a_retried_ones() -> None:
     record = {"samples": [{"index": 0}, {"index": 2}], "retried": [{"index": 1}, {"index": 3}]}
     assert next_sample_index(record) == 4
     assert next_sample_index({"samples": []}) == 0
+
+
+# The README's default sweep measured on the development host (docs/snapshot-start.md): wall time
+# of two runs with each start kind, 20 samples under TCG on two cores.
+MEASURED_DEFAULT_S = {"auto": (329.6, 371.7), "cold": (424.6, 439.6)}
+
+
+@pytest.mark.parametrize("start", ["auto", "cold"])
+def test_the_default_sweeps_estimate_is_within_a_quarter_of_its_measured_time(start: str) -> None:
+    from harness.sweep import describe_plan, estimate_builds_s, estimate_sample_s, expand_spec, load_spec
+
+    plan = expand_spec(load_spec(Path("sweeps/default.toml")))
+    cells = plan.cells
+    builds, build_s = estimate_builds_s(cells, start=start)
+    total = sum(estimate_sample_s(c, start=start) for c in cells) * 2 + build_s
+    measured = sum(MEASURED_DEFAULT_S[start]) / 2
+    assert 0.75 * measured <= total <= 1.25 * measured, (start, total, measured)
+    # one snapshot per workload (install has its payload drive), none for cold boots
+    assert builds == (2 if start == "auto" else 0)
+    text = describe_plan(plan, cells, repeat=2, start=start)
+    assert f"with --start {start}" in text
+
+
+def test_the_start_kind_moves_the_estimate() -> None:
+    from harness.spec import make_cell
+    from harness.sweep import estimate_builds_s, estimate_sample_s
+
+    fresh = make_cell(workload="dd", dd_mib=256)
+    cold = estimate_sample_s(fresh, start="cold")
+    assert cold - estimate_sample_s(fresh, start="snapshot") == pytest.approx(5.0 - 0.25)
+    assert estimate_sample_s(fresh, start="auto") == estimate_sample_s(fresh, start="snapshot")
+    # a warm sample runs on a primed image: it boots under any --start, and builds no snapshot
+    warm = make_cell(workload="dd", dd_mib=256, cache_state="warm")
+    assert estimate_sample_s(warm, start="snapshot") == estimate_sample_s(warm, start="cold")
+    assert estimate_builds_s([warm], start="auto") == (0, 0.0)
+    # two cells differing only in the image share a snapshot
+    raw = make_cell(workload="dd", dd_mib=256, format="raw")
+    assert estimate_builds_s([fresh, raw], start="auto")[0] == 1

@@ -16,7 +16,7 @@ from harness.cli.run import cells_from_args
 from harness.errors import SpecError
 from harness.record import load_record, new_record, record_path, write_record
 from harness.spec import Cell, Workload, make_cell
-from harness.sweep import estimate_sample_s, expand_spec, parse_spec, workload_write_bytes
+from harness.sweep import estimate_workload_s, expand_spec, parse_spec, workload_write_bytes
 from harness.workloads import parse_outputs, registry
 
 MIB = 1024**2
@@ -61,7 +61,7 @@ def test_a_registered_workload_makes_cells_with_its_parameters(toy: ModuleType) 
     # its disk check is its cells' only: a dd cell does not care
     assert make_cell(workload="dd", toy_blocks=900, size="1G", dd_mib=64).workload.toy_blocks == 900
     # planning asks the workload
-    assert estimate_sample_s(cell) == 7.0 + 16
+    assert estimate_workload_s(cell) == 7.0 + 16
     assert workload_write_bytes(cell) == 16 * MIB + 128 * MIB
     assert parse_outputs("toy", {}) == ({}, {})
 

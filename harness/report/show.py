@@ -1,0 +1,204 @@
+"""What ``diskbench show`` prints: each cell's figures as an aligned table, as Markdown, or as JSON.
+
+Pure: records (as their JSON dicts) in, text out.  Text and Markdown scale the values for a person
+(:func:`harness.units.human`); JSON keeps the raw values of every sample.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from harness.errors import HarnessError, UsageError
+from harness.report.tables import metric_order, render_summary, render_time_split
+from harness.samplestats import Stats
+from harness.units import PLAIN, Style, human, table
+from harness.untrusted import clean_line, inert_markdown
+from harness.workloads import metric_info
+
+FORMATS = ("text", "markdown", "json")
+
+
+def unit_of(name: str) -> str:
+    try:
+        return metric_info(name).unit
+    except HarnessError:
+        return ""
+
+
+def select_metrics(records: Sequence[Mapping[str, Any]], patterns: Sequence[str]) -> list[str] | None:
+    """The metric names matching any glob of ``patterns`` (None: all); a glob that matches no
+    metric of any record is a :class:`UsageError` naming a few that exist."""
+    if not patterns:
+        return None
+    names = list(dict.fromkeys(n for r in records for n in metric_order(dict(r))))
+    chosen: list[str] = []
+    for pattern in patterns:
+        hits = [n for n in names if fnmatch.fnmatchcase(n, pattern)]
+        if not hits:
+            example = ", ".join(names[:4]) or "none"
+            raise UsageError(
+                f"--metric {pattern!r} matches no metric of these records: names look like {example}"
+            )
+        chosen += hits
+    return list(dict.fromkeys(chosen))
+
+
+def _ok(record: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [s for s in record["samples"] if s.get("status") == "ok"]
+
+
+def _names(record: Mapping[str, Any], wanted: Sequence[str] | None) -> list[str]:
+    names = metric_order(dict(record))
+    return names if wanted is None else [n for n in names if n in wanted]
+
+
+def _values(record: Mapping[str, Any], name: str) -> list[float]:
+    return [float(s["metrics"][name]) for s in _ok(record) if name in s.get("metrics", {})]
+
+
+def _figure(values: Sequence[float], unit: str) -> str:
+    """``"15.50 s ± 3.2%"``: the median in its unit and the spread; ``(n=1)`` when there is none."""
+    stats = Stats.of(values)
+    if not values:
+        return "-"
+    head = human(stats.median, unit)
+    return f"{head} (n=1)" if stats.n < 2 else f"{head} ± {stats.cv_pct:.1f}%"
+
+
+def _sample_cells(record: Mapping[str, Any], name: str, unit: str) -> list[str]:
+    cells = []
+    for sample in record["samples"]:
+        if sample.get("status") != "ok":
+            cells.append("failed")
+        else:
+            value = sample.get("metrics", {}).get(name)
+            cells.append("-" if value is None else human(float(value), unit))
+    return cells
+
+
+def _heading(record: Mapping[str, Any]) -> str:
+    samples = record["samples"]
+    vm = record.get("vm", {})
+    return (
+        f"cell {record['cell']['id']}  [{len(_ok(record))}/{len(samples)} ok, "
+        f"accel {vm.get('accel', '?')}, {vm.get('mem_mib', '?')} MiB, {vm.get('smp', '?')} vCPU]"
+    )
+
+
+def render_text(
+    records: Sequence[Mapping[str, Any]],
+    *,
+    metrics: Sequence[str] | None = None,
+    samples: bool = False,
+    style: Style = PLAIN,
+) -> str:
+    """One aligned table per cell (metric, median ± spread, min, max, n; with ``samples`` every
+    sample's value), its failed samples under it; for several cells the headline line per cell
+    and where the time went."""
+    lines: list[str] = []
+    for record in records:
+        lines.append(style(clean_line(_heading(record)), "bold"))
+        header = ["metric", "median ± spread", "min", "max", "n"]
+        count = len(record["samples"])
+        if samples:
+            header += [f"#{s.get('index', i)}" for i, s in enumerate(record["samples"])]
+        rows = []
+        for name in _names(record, metrics):
+            values = _values(record, name)
+            unit = unit_of(name)
+            stats = Stats.of(values)
+            row = [
+                name,
+                _figure(values, unit),
+                human(stats.min, unit) if values else "-",
+                human(stats.max, unit) if values else "-",
+                str(stats.n),
+            ]
+            if samples:
+                row += _sample_cells(record, name, unit)
+            rows.append(row)
+        if rows:
+            numeric = {2, 3, 4, *range(5, 5 + (count if samples else 0))}
+            lines += ["  " + line for line in table(header, rows, numeric=numeric)]
+        for sample in record["samples"]:
+            if sample.get("status") != "ok":
+                reason = clean_line(str(sample.get("reason", "?")))
+                lines.append(style(f"  sample {sample['index']}: FAILED: {reason}", "red"))
+                lines.append(f"    console: {sample.get('logs', {}).get('console', '-')}")
+        lines.append("")
+    text = "\n".join(lines).rstrip() + "\n"
+    plain = [dict(r) for r in records]
+    if len(records) > 1:
+        text += "\n" + render_summary(plain)
+    return text + render_time_split(plain)
+
+
+def render_markdown(
+    records: Sequence[Mapping[str, Any]], *, metrics: Sequence[str] | None = None, samples: bool = False
+) -> str:
+    """The same tables in Markdown, every record's text made inert."""
+    out: list[str] = []
+    for record in records:
+        out += [f"### {inert_markdown(_heading(record))}", ""]
+        header = ["metric", "median ± spread", "min", "max", "n"]
+        if samples:
+            header += [f"#{s.get('index', i)}" for i, s in enumerate(record["samples"])]
+        out.append("| " + " | ".join(header) + " |")
+        out.append("| --- | --- |" + " ---: |" * (len(header) - 2))
+        for name in _names(record, metrics):
+            values = _values(record, name)
+            unit = unit_of(name)
+            stats = Stats.of(values)
+            row = [
+                name,
+                _figure(values, unit),
+                human(stats.min, unit) if values else "-",
+                human(stats.max, unit) if values else "-",
+                str(stats.n),
+            ]
+            if samples:
+                row += _sample_cells(record, name, unit)
+            out.append("| " + " | ".join(inert_markdown(c) for c in row) + " |")
+        failed = [s for s in record["samples"] if s.get("status") != "ok"]
+        if failed:
+            out.append("")
+            out += [
+                f"- sample {s['index']}: FAILED: {inert_markdown(clean_line(str(s.get('reason', '?'))))}"
+                for s in failed
+            ]
+        out.append("")
+    return "\n".join(out)
+
+
+def figures(records: Sequence[Mapping[str, Any]], *, metrics: Sequence[str] | None = None) -> dict[str, Any]:
+    """The records' figures as plain data: per cell and metric its unit, median, spread and every
+    ok sample's raw value (``values``, in sample order), and the failed samples with their reason."""
+    cells = []
+    for record in records:
+        entry: dict[str, Any] = {
+            "cell_id": record["cell"]["id"],
+            "run_id": record.get("run_id"),
+            "accel": (record.get("vm") or {}).get("accel"),
+            "samples": len(record["samples"]),
+            "ok": len(_ok(record)),
+            "metrics": {},
+            "failed": [
+                {"index": s.get("index"), "reason": s.get("reason")}
+                for s in record["samples"]
+                if s.get("status") != "ok"
+            ],
+        }
+        for name in _names(record, metrics):
+            values = _values(record, name)
+            if not values:
+                continue
+            entry["metrics"][name] = {"unit": unit_of(name), **Stats.of(values).as_dict(), "values": values}
+        cells.append(entry)
+    return {"schema": "diskbench-show", "version": 1, "cells": cells}
+
+
+def render_json(records: Sequence[Mapping[str, Any]], *, metrics: Sequence[str] | None = None) -> str:
+    return json.dumps(figures(records, metrics=metrics), indent=2, allow_nan=False) + "\n"
