@@ -50,6 +50,26 @@ def _ok(record: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [s for s in record["samples"] if s.get("status") == "ok"]
 
 
+def _rows(record: Mapping[str, Any], metrics: Sequence[str] | None, samples: bool) -> list[list[str]]:
+    """One row per shown metric: name, median ± spread, min, max, n (and each sample's value)."""
+    rows = []
+    for name in _names(record, metrics):
+        values = _values(record, name)
+        unit = unit_of(name)
+        stats = Stats.of(values)
+        row = [
+            name,
+            _figure(values, unit),
+            human(stats.min, unit) if values else "-",
+            human(stats.max, unit) if values else "-",
+            str(stats.n),
+        ]
+        if samples:
+            row += _sample_cells(record, name, unit)
+        rows.append(row)
+    return rows
+
+
 def _names(record: Mapping[str, Any], wanted: Sequence[str] | None) -> list[str]:
     names = metric_order(dict(record))
     return names if wanted is None else [n for n in names if n in wanted]
@@ -105,21 +125,7 @@ def render_text(
         count = len(record["samples"])
         if samples:
             header += [f"#{s.get('index', i)}" for i, s in enumerate(record["samples"])]
-        rows = []
-        for name in _names(record, metrics):
-            values = _values(record, name)
-            unit = unit_of(name)
-            stats = Stats.of(values)
-            row = [
-                name,
-                _figure(values, unit),
-                human(stats.min, unit) if values else "-",
-                human(stats.max, unit) if values else "-",
-                str(stats.n),
-            ]
-            if samples:
-                row += _sample_cells(record, name, unit)
-            rows.append(row)
+        rows = _rows(record, metrics, samples)
         if rows:
             numeric = {2, 3, 4, *range(5, 5 + (count if samples else 0))}
             lines += ["  " + line for line in table(header, rows, numeric=numeric)]
@@ -148,19 +154,7 @@ def render_markdown(
             header += [f"#{s.get('index', i)}" for i, s in enumerate(record["samples"])]
         out.append("| " + " | ".join(header) + " |")
         out.append("| --- | --- |" + " ---: |" * (len(header) - 2))
-        for name in _names(record, metrics):
-            values = _values(record, name)
-            unit = unit_of(name)
-            stats = Stats.of(values)
-            row = [
-                name,
-                _figure(values, unit),
-                human(stats.min, unit) if values else "-",
-                human(stats.max, unit) if values else "-",
-                str(stats.n),
-            ]
-            if samples:
-                row += _sample_cells(record, name, unit)
+        for row in _rows(record, metrics, samples):
             out.append("| " + " | ".join(inert_markdown(c) for c in row) + " |")
         failed = [s for s in record["samples"] if s.get("status") != "ok"]
         if failed:
