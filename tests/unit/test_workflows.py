@@ -1073,3 +1073,19 @@ def test_the_action_fixtures_are_valid_comparisons(name: str) -> None:
     path = ACTION / "__tests__" / "fixtures" / name
     doc = validate_comparison(json.loads(path.read_text(encoding="utf-8")), source=str(path))
     assert doc["verdict"] == name.removesuffix(".json")
+
+
+def test_the_comment_action_knows_every_kind_of_verdict() -> None:
+    """The action refuses a comparison.json whose cell kind it does not list: every kind the
+    comparison can write must be in its KINDS, or a gate's comment fails to render."""
+    import re
+
+    from harness.compare import Kind
+
+    source = (
+        Path(__file__).resolve().parents[2] / ".github/actions/gate-comment/src/comparison.ts"
+    ).read_text()
+    listed = re.search(r"export const KINDS = \[([^\]]*)\]", source)
+    assert listed is not None
+    kinds = set(re.findall(r"'([a-z-]+)'", listed.group(1)))
+    assert {k.value for k in Kind} <= kinds

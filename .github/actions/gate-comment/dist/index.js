@@ -23980,7 +23980,7 @@ var fs = __toESM(require("fs"));
 var SCHEMA = "diskbench-comparison";
 var VERSION = 2;
 var VERDICTS = ["regression", "changed", "improvement", "unchanged", "inconclusive", "error"];
-var KINDS = ["metric", "failure", "both-failed", "base-failed", "missing", "no-metric", "canary", "counter", "mixed-start"];
+var KINDS = ["metric", "failure", "both-failed", "base-failed", "missing", "no-metric", "canary", "counter", "mixed-start", "head-timed-out"];
 var ComparisonError = class extends Error {
   constructor(message) {
     super(message);

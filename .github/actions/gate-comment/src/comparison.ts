@@ -15,7 +15,7 @@ export const VERSION = 2
 export const VERDICTS = ['regression', 'changed', 'improvement', 'unchanged', 'inconclusive', 'error'] as const
 export type Verdict = (typeof VERDICTS)[number]
 
-export const KINDS = ['metric', 'failure', 'both-failed', 'base-failed', 'missing', 'no-metric', 'canary', 'counter', 'mixed-start'] as const
+export const KINDS = ['metric', 'failure', 'both-failed', 'base-failed', 'missing', 'no-metric', 'canary', 'counter', 'mixed-start', 'head-timed-out'] as const
 export type Kind = (typeof KINDS)[number]
 
 export interface MetricResult {
