@@ -268,7 +268,8 @@ def repack_uncompressed(deb: Path, out: Path, tmp_root: Path) -> None:
     with tempfile.TemporaryDirectory(dir=tmp_root, prefix="repack-") as tmp:
         tree = Path(tmp) / "tree"
         run(["dpkg-deb", "-R", deb, tree], timeout_s=600, error_cls=GuestBuildError)
-        part = out.with_name(out.name + ".part")
+        # a name of this build's own: another build of another recipe may repack the same package now
+        part = out.with_name(f"{out.name}.{os.getpid()}.{Path(tmp).name}.part")
         run(
             ["dpkg-deb", "-Znone", "--nocheck", "-b", tree, part],
             timeout_s=600,
