@@ -6,6 +6,7 @@ import subprocess
 import threading
 from pathlib import Path
 
+from harness.errors import GuestBuildError
 from harness.guest.packages import deb_fields, repack_uncompressed
 
 
@@ -36,7 +37,7 @@ def test_two_builds_repacking_one_package_at_once_both_succeed(tmp_path: Path) -
         try:
             for _ in range(5):
                 repack_uncompressed(deb, out, tmp)
-        except BaseException as exc:
+        except (OSError, GuestBuildError) as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=build, args=(n,)) for n in range(3)]
