@@ -42,6 +42,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -50,11 +51,20 @@ from typing import Any
 from harness.compare import Settings, Verdict, compare_metric
 from harness.compare.power import could_see
 from harness.gate import GATE_SPEC, load_gate_spec, settings_for
-from harness.replay.replay import replay
+from harness.replay.replay import Pairing, replay
 from harness.replay.stream import parse_stream
 from harness.spec import make_cell
 
-FIGURES = ("replay.wall_s", "replay.io_s", "replay.write_mean_ms", "replay.write_p50_ms")
+FIGURES = (
+    "replay.wall_s",
+    "replay.io_s",
+    "replay.write_mean_ms",
+    "replay.write_p50_ms",
+    "replay.write_p25_ms",
+    "replay.write_p10_ms",
+    "replay.read_p10_ms",
+    "replay.read_p50_ms",
+)
 
 SHIM = r"""
 #define _GNU_SOURCE
@@ -144,17 +154,55 @@ def run(args: argparse.Namespace) -> None:
     work = Path(tempfile.mkdtemp(prefix="calrep-", dir=args.work_dir))
     work.chmod(0o755)
     started = time.monotonic()
+    base_name = arms[0][0]
+
+    def play(name: str, together: Pairing | None) -> dict[str, Any]:
+        cell, qemu_io, drive_options = plans[name]
+        try:
+            got = replay(
+                stream,
+                cell,
+                qemu_io=qemu_io,
+                work_dir=work,
+                drive_options=drive_options,
+                passes=args.passes,
+                together=together,
+            )
+        finally:
+            if together is not None:
+                together.barrier.abort()
+        return {"figures": got.figures, "pass_wall_s": got.pass_wall_s, "together": got.passes_together}
+
     for number in range(1, args.rounds + 1):
         order = list(plans)
         rng.shuffle(order)
         for name in order:
-            if (number, name) in done:
+            if (number, name) in done or (args.together and name == base_name):
                 continue
-            cell, qemu_io, drive_options = plans[name]
-            got = replay(
-                stream, cell, qemu_io=qemu_io, work_dir=work, drive_options=drive_options, passes=args.passes
-            )
-            line = {"round": number, "arm": name, "figures": got.figures, "pass_wall_s": got.pass_wall_s}
+            if not args.together:
+                line = {"round": number, "arm": name, **play(name, None)}
+            else:
+                # the arm and a base sample of its own at the same moment, pass by pass
+                barrier = Pairing()
+                got: dict[str, dict[str, Any]] = {}
+
+                def side(
+                    label: str,
+                    arm: str,
+                    barrier: Pairing = barrier,
+                    got: dict[str, dict[str, Any]] = got,
+                ) -> None:
+                    got[label] = play(arm, barrier)
+
+                threads = [
+                    threading.Thread(target=side, args=("base", base_name)),
+                    threading.Thread(target=side, args=("arm", name)),
+                ]
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    thread.join()
+                line = {"round": number, "arm": name, **got["arm"], "base": got["base"]}
             with samples.open("a") as fh:
                 fh.write(json.dumps(line) + "\n")
         elapsed = time.monotonic() - started
@@ -172,7 +220,9 @@ def _load(out: Path) -> tuple[list[str], dict[str, dict[int, dict[str, Any]]]]:
     # the run's own order of arms (its first is the base), else a "base" arm first
     listed = out / "arms.json"
     if listed.exists():
-        order = [arm for arm in json.loads(listed.read_text()) if arm in by_arm]
+        names = json.loads(listed.read_text())
+        # (a together run has no lines of the base arm's own: they sit in each arm's line)
+        order = [arm for arm in names if arm in by_arm or arm == names[0]]
     elif "base" in order:
         order = ["base", *(arm for arm in order if arm != "base")]
     return order, by_arm
@@ -188,21 +238,29 @@ def _value(sample: dict[str, Any], figure: str, passes: int) -> float:
 def analyse(args: argparse.Namespace) -> None:
     order, by_arm = _load(args.out)
     base = order[0]
+    # a together run: each arm's line holds the base sample taken at the same moment
+    together = any("base" in line for lines in by_arm.values() for line in lines.values())
     spec = load_gate_spec(GATE_SPEC)
     settings = settings_for(spec, Settings(bootstrap=args.bootstrap, seed=args.seed))
     family = len(spec.cells) * len(settings.metrics)
     settings = replace(settings, comparisons=family)
     rng = random.Random(args.seed)
-    passes_all = len(next(iter(by_arm[base].values()))["pass_wall_s"])
-    print(f"arms {order}; base {base}; {passes_all} passes a sample; family of {family} tests")
+    some = next(iter(next(iter(by_arm.values())).values()))
+    passes_all = len(some["pass_wall_s"])
+    how = "each arm with a base sample at the same moment" if together else "one after the other"
+    print(f"arms {order}; base {base}; {passes_all} passes a sample ({how}); family of {family} tests")
     variants = [("replay.wall_s", 1), *((f, 0) for f in FIGURES)]
     for figure, passes in variants:
         label = f"{figure} ({passes or passes_all} pass{'es' if (passes or passes_all) > 1 else ''})"
         m = settings.effect_for(figure)
         print(f"\n## {label}, minimum effect {m * 100:g}%")
         for arm in order[1:]:
-            rounds = sorted(set(by_arm[base]) & set(by_arm[arm]))
-            b = [_value(by_arm[base][r], figure, passes) for r in rounds]
+            if together:
+                rounds = sorted(by_arm.get(arm, {}))
+                b = [_value(by_arm[arm][r]["base"], figure, passes) for r in rounds]
+            else:
+                rounds = sorted(set(by_arm[base]) & set(by_arm[arm]))
+                b = [_value(by_arm[base][r], figure, passes) for r in rounds]
             h = [_value(by_arm[arm][r], figure, passes) for r in rounds]
             logs = [math.log(y / x) for x, y in zip(b, h, strict=True)]
             effect = statistics.median(h) / statistics.median(b) - 1
@@ -213,7 +271,12 @@ def analyse(args: argparse.Namespace) -> None:
             for _ in range(args.draws):
                 picks = rng.sample(range(len(rounds)), n)
                 result = compare_metric(
-                    figure, [b[i] for i in picks], [h[i] for i in picks], settings=settings, paired=True
+                    figure,
+                    [b[i] for i in picks],
+                    [h[i] for i in picks],
+                    settings=settings,
+                    paired=True,
+                    together=together,
                 )
                 regress += result.verdict is Verdict.REGRESSION
                 unchanged += result.verdict is Verdict.UNCHANGED
@@ -238,6 +301,12 @@ def main() -> None:
     r.add_argument("--qemu-io", default="/usr/bin/qemu-io")
     r.add_argument("--work-dir", default=os.environ.get("TMPDIR", "/var/tmp"))
     r.add_argument("--seed", type=int, default=1)
+    r.add_argument(
+        "--together",
+        action="store_true",
+        help="run each arm with a base sample of its own at the same moment on one CPU, pass by pass "
+        "(as the gate's pairs)",
+    )
     a = sub.add_parser("analyse")
     a.add_argument("out", type=Path)
     a.add_argument("--gate-rounds", type=int, default=24)

@@ -37,6 +37,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from harness.compare.paired import signed_rank_test, trimmed_paired_test
 from harness.compare.settings import Settings
 from harness.compare.stats import mann_whitney_u, rank_test
 from harness.compare.yuen import TrimmedTest, rounds_for_level, yuen_test
@@ -63,7 +64,14 @@ class Figures:
         return self.attainable[0] if self.attainable else 0.0
 
 
-def figures(base: Sequence[float], head: Sequence[float], settings: Settings) -> Figures:
+def figures(
+    base: Sequence[float], head: Sequence[float], settings: Settings, *, together: bool = False
+) -> Figures:
+    """The test's figures; ``together``: base[i] and head[i] ran at the same moment, and the tests
+    are those of the pairs' log ratios (:mod:`harness.compare.paired`)."""
+    if together and settings.test != "mann-whitney":
+        p, attainable = signed_rank_test(base, head)
+        return Figures(p, attainable, trimmed_paired_test(base, head))
     if settings.test == "mann-whitney":
         pooled = sorted([*base, *head])
         floor = mann_whitney_u(pooled[len(base) :], pooled[: len(base)])[1]
@@ -106,9 +114,11 @@ def effective_p(fig: Figures, levels: Sequence[float]) -> float:
     return p
 
 
-def family_p(base: Sequence[float], head: Sequence[float], settings: Settings) -> float:
+def family_p(
+    base: Sequence[float], head: Sequence[float], settings: Settings, *, together: bool = False
+) -> float:
     """The p value Holm adjusts for this test in a family of ``settings.comparisons`` tests."""
-    return effective_p(figures(base, head, settings), holm_levels(settings, family=True))
+    return effective_p(figures(base, head, settings, together=together), holm_levels(settings, family=True))
 
 
 def describe_test(settings: Settings) -> str:
@@ -119,15 +129,20 @@ def _untied_floor(rounds: int) -> float:
     return 2.0 / math.comb(2 * rounds, rounds)
 
 
-def rounds_below_floor(floor: float, rounds: int, level: float) -> int | None:
+def _untied_pairs_floor(rounds: int) -> float:
+    return 2.0 / 2.0**rounds
+
+
+def rounds_below_floor(floor: float, rounds: int, level: float, *, together: bool = False) -> int | None:
     """The rounds per side at which the rank test's floor falls below ``level``.
 
     ``floor`` is the floor measured at ``rounds`` (ties raise it above the untied one); the same
-    factor is assumed at more rounds.
+    factor is assumed at more rounds.  ``together``: the signed-rank test's floor (2/2^n).
     """
-    penalty = floor / _untied_floor(rounds)
+    untied = _untied_pairs_floor if together else _untied_floor
+    penalty = floor / untied(rounds)
     for more in range(rounds, MAX_ROUNDS + 1):
-        if _untied_floor(more) * penalty <= level:
+        if untied(more) * penalty <= level:
             return more
     return None
 
@@ -153,13 +168,14 @@ def weigh(
     *,
     settings: Settings,
     p_adjusted: float | None,
+    together: bool = False,
 ) -> Evidence:
     """The evidence of ``head`` against ``base`` (both with ``min_samples`` values or more).
 
     ``p_adjusted``: Holm's adjusted p of this test's :func:`effective_p` in its family of
     ``settings.comparisons`` tests; None: the test is judged at ``settings.alpha_per_test``.
     """
-    fig = figures(base, head, settings)
+    fig = figures(base, head, settings, together=together)
     levels = holm_levels(settings, family=p_adjusted is not None)
     level = settings.alpha_per_test
     eff = effective_p(fig, levels)
@@ -175,22 +191,25 @@ def weigh(
         t_rounds = rounds_for_level(fig.yuen, rounds, share, limit=MAX_ROUNDS)
     # the floor stopped it when the ranks are as one-sided as they can be and still not enough
     at_floor = fig.floor > level and fig.p_rank <= fig.floor * (1 + 1e-9)
-    floor_rounds = rounds_below_floor(fig.floor, rounds, level) if at_floor else None
+    floor_rounds = rounds_below_floor(fig.floor, rounds, level, together=together) if at_floor else None
+    test = "signed-rank test of the pairs" if together else "rank test"
     options = [r for r in (floor_rounds, t_rounds) if r is not None and r > rounds]
     need = min(options) if options else None
     family = f" ({settings.alpha:g} over {settings.comparisons} tests)" if settings.comparisons > 1 else ""
     t_text = ""
     if fig.yuen is not None:
-        t_text = f"; Yuen's t on logs p={fig.yuen.p:.2g}, its share of the level {share:.2g}"
+        t_name = "the trimmed t of the pairs' log ratios" if together else "Yuen's t on logs"
+        t_text = f"; {t_name} p={fig.yuen.p:.2g}, its share of the level {share:.2g}"
         if fig.p_rank >= RANK_GUARD:
             t_text += f", but the ranks do not point one way (p={fig.p_rank:.2g})"
     if at_floor:
-        ties = " with these ties" if fig.floor > _untied_floor(rounds) * 1.0001 else ""
+        untied = _untied_pairs_floor(rounds) if together else _untied_floor(rounds)
+        ties = " with these ties" if fig.floor > untied * 1.0001 else ""
         return Evidence(
             p,
             False,
             level,
-            limit=f"at {len(base)}+{len(head)} rounds the rank test cannot go below "
+            limit=f"at {len(base)}+{len(head)} rounds the {test} cannot go below "
             f"p={fig.floor:.2g}{ties}, above the family's level {level:.2g}{family}{t_text}",
             rounds=need,
             floor=True,
@@ -200,7 +219,7 @@ def weigh(
         p,
         False,
         level,
-        limit=f"the rank test's p={fig.p_rank:.2g} is not below the family's level {level:.2g}{family}{t_text}",
+        limit=f"the {test}'s p={fig.p_rank:.2g} is not below the family's level {level:.2g}{family}{t_text}",
         rounds=need,
         route=route,
     )

@@ -97,8 +97,11 @@ def compare_metric(
     paired: bool,
     min_effect: float | None = None,
     p_adjusted: float | None = None,
+    together: bool = False,
 ) -> MetricResult:
-    """The verdict of one metric; ``paired``: ``base[i]`` and ``head[i]`` are of round i.
+    """The verdict of one metric; ``paired``: ``base[i]`` and ``head[i]`` are of round i;
+    ``together`` (with ``paired``): they ran at the same moment, and the test is that of the
+    pairs' log ratios (:mod:`harness.compare.paired`).
 
     "Significant" below is :func:`~harness.compare.evidence.weigh`'s: the
     settings' test beats ``settings.alpha_per_test``, or, when ``p_adjusted``
@@ -151,7 +154,7 @@ def compare_metric(
     )
     if ratio is None or len(b) < need or len(h) < need:
         return result
-    evidence = weigh(b, h, settings=settings, p_adjusted=p_adjusted)
+    evidence = weigh(b, h, settings=settings, p_adjusted=p_adjusted, together=together and paired)
     lo, hi = bootstrap_ratio_ci(
         b, h, confidence=settings.confidence, n=settings.bootstrap, seed=settings.seed, paired=paired
     )

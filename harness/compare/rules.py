@@ -140,18 +140,37 @@ def _values(
     metric: str, base: Sequence[Mapping[str, Any]], head: Sequence[Mapping[str, Any]]
 ) -> tuple[list[float], list[float], bool]:
     """The metric's values of both sides, paired by round when both have the same rounds."""
+    b, h, paired, _together = _pairs(metric, base, head)
+    return b, h, paired
 
-    def by_index(samples: Sequence[Mapping[str, Any]]) -> tuple[list[float], list[Any]]:
-        values, indices = [], []
+
+def taken_together(sample: Mapping[str, Any]) -> bool:
+    """Whether ``sample`` ran at the same moment as its partner of the other side, every pass
+    (a gate's replay pair, :class:`harness.replay.replay.Pairing`)."""
+    replay = sample.get("replay")
+    if not isinstance(replay, Mapping):
+        return False
+    met, walls = replay.get("passes_together"), replay.get("pass_wall_s")
+    return isinstance(met, int) and isinstance(walls, list) and 0 < len(walls) == met
+
+
+def _pairs(
+    metric: str, base: Sequence[Mapping[str, Any]], head: Sequence[Mapping[str, Any]]
+) -> tuple[list[float], list[float], bool, bool]:
+    """:func:`_values`, and whether every pair ran together (both its samples at one moment)."""
+
+    def by_index(samples: Sequence[Mapping[str, Any]]) -> tuple[list[float], list[Any], bool]:
+        values, indices, together = [], [], True
         for pos, s in enumerate(samples):
             figures = s.get("metrics") or {}
             if metric in figures and figures[metric] is not None:
                 values.append(float(figures[metric]))
                 indices.append(s.get("index", pos))
-        return values, indices
+                together = together and taken_together(s)
+        return values, indices, together
 
-    b, bi = by_index(base)
-    h, hi = by_index(head)
+    b, bi, b_together = by_index(base)
+    h, hi, h_together = by_index(head)
     paired = bool(b) and len(set(bi)) == len(bi) and len(set(hi)) == len(hi) and set(bi) == set(hi)
     if paired:
         order = {index: pos for pos, index in enumerate(bi)}
@@ -159,7 +178,7 @@ def _values(
         for value, index in zip(h, hi, strict=True):
             h_by_round[order[index]] = value
         h = h_by_round
-    return b, h, paired
+    return b, h, paired, paired and b_together and h_together
 
 
 def _present(metric: str, samples: Iterable[Mapping[str, Any]]) -> bool:
@@ -229,9 +248,13 @@ def compare_cell(
         for name in names:
             if not (_present(name, base_ok) or _present(name, head_ok)):
                 continue  # not a figure of this workload
-            b, h, paired = _values(name, base_ok, head_ok)
+            b, h, paired, together = _pairs(name, base_ok, head_ok)
             adjusted = None if p_adjusted is None else p_adjusted.get(name)
-            results.append(compare_metric(name, b, h, settings=settings, paired=paired, p_adjusted=adjusted))
+            results.append(
+                compare_metric(
+                    name, b, h, settings=settings, paired=paired, p_adjusted=adjusted, together=together
+                )
+            )
         return tuple(results)
 
     metrics = run(settings.metrics)
@@ -426,23 +449,23 @@ def compare_family(
     """
     if settings.correction != "holm":
         return [compare_cell(c, b, h, settings=settings) for c, b, h in groups]
-    families: dict[bool, list[tuple[int, str, list[float], list[float]]]] = {True: [], False: []}
+    families: dict[bool, list[tuple[int, str, list[float], list[float], bool]]] = {True: [], False: []}
     for index, (_, base, head) in enumerate(groups):
         base_ok, head_ok = _ok(base), _ok(head)
         if _fails(len(base_ok), len(base)) or _fails(len(head_ok), len(head)):
             continue
         for name in (*settings.metrics, *_counters(settings)):
-            b, h, _paired = _values(name, base_ok, head_ok)
+            b, h, _paired, together = _pairs(name, base_ok, head_ok)
             if len(b) < settings.min_samples or len(h) < settings.min_samples:
                 continue
             fails = name in settings.metrics or settings.changed_fails
-            families[fails].append((index, name, b, h))
+            families[fails].append((index, name, b, h, together))
     adjusted: list[dict[str, float]] = [{} for _ in groups]
     for tests in families.values():
         # each test's p knows the levels of its family (Holm's alpha/m .. alpha)
         sized = replace(settings, comparisons=max(len(tests), 1))
-        p_values = [family_p(b, h, sized) for _i, _n, b, h in tests]
-        for (index, name, _b, _h), p_adj in zip(tests, holm_adjust(p_values), strict=True):
+        p_values = [family_p(b, h, sized, together=t) for _i, _n, b, h, t in tests]
+        for (index, name, _b, _h, _t), p_adj in zip(tests, holm_adjust(p_values), strict=True):
             adjusted[index][name] = p_adj
     settings = replace(settings, comparisons=max(len(families[True]), 1))
     return [

@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import random
 import statistics
+import threading
 import time
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -31,6 +32,7 @@ from harness.compare import CellResult, Kind, Settings, Verdict, compare_family,
 from harness.gate.options import GateOptions
 from harness.gate.spec import GateSpec
 from harness.gate.subjects import SIDES, Subject
+from harness.replay.replay import Pairing
 from harness.runner import Sampler
 from harness.spec import Cell
 from harness.sweep.rounds import round_order
@@ -73,6 +75,8 @@ class GateSide:
     samplers: dict[str, Sampler] = field(default_factory=dict)
     #: samples per round of a cell where not one (cheap replay cells take several, see _play_pairs)
     per_round: dict[str, int] = field(default_factory=dict)
+    #: cells whose pair of samples runs at the same moment: what both sides' samples share
+    together: dict[str, Pairing] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -263,22 +267,45 @@ def _play_pairs(
     workload_timeout_s: float,
 ) -> None:
     """Round ``number`` of a cell taking ``per`` samples a round: ``per`` pairs of base and head,
-    each pair's order drawn, so that sample i of both sides are taken next to each other."""
+    each pair's order drawn, so that sample i of both sides are taken next to each other; where
+    the cell's pairs run together, both samples of a pair at the same moment."""
     spent = dict.fromkeys(SIDES, 0.0)
+    pairing = sides["base"].together.get(name)
+    barrier = pairing.barrier if pairing is not None else None
+    raised: list[BaseException] = []
+
+    def one(label: str, index: int) -> None:
+        t0 = time.monotonic()
+        try:
+            _run_one(sides[label], name, index, out_dir, progress, workload_timeout_s=workload_timeout_s)
+        except BaseException as exc:  # handed to the gate's own thread below
+            if barrier is None:
+                raise
+            raised.append(exc)
+        finally:
+            # a side that is done (or failed early) never keeps its partner waiting
+            if barrier is not None:
+                barrier.abort()
+            spent[label] += time.monotonic() - t0
+
     for k in range(1, per + 1):
+        index = (number - 1) * per + k
         pair = list(SIDES)
         rng.shuffle(pair)
-        for label in pair:
-            t0 = time.monotonic()
-            _run_one(
-                sides[label],
-                name,
-                (number - 1) * per + k,
-                out_dir,
-                progress,
-                workload_timeout_s=workload_timeout_s,
-            )
-            spent[label] += time.monotonic() - t0
+        if barrier is None:
+            for label in pair:
+                one(label, index)
+            continue
+        barrier.reset()
+        threads = [
+            threading.Thread(target=one, args=(label, index), name=f"{name}-{label}") for label in pair
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if raised:
+            raise raised[0]
     # one entry per side and round, as a cell of one sample a round: the budget's guess stays per turn
     tally.sample_s.extend(spent.values())
     tally.rounds_of[name] = number * per

@@ -227,10 +227,16 @@ def replay_streams(
     """Base's stream of every replay cell, handed to both sides' samples, ``replay_samples`` a round."""
     names = spec.replay_cells
     streams = prepare_streams(
-        sides, names, passes=spec.replay_passes, log_root=out_dir / "logs" / "streams", progress=progress
+        sides,
+        names,
+        passes=spec.replay_passes,
+        log_root=out_dir / "logs" / "streams",
+        progress=progress,
+        together=spec.replay_together,
     )
     for side in sides.values():
         side.samplers.update(streams.samplers)
+        side.together.update(streams.together)
         side.per_round.update(dict.fromkeys(names, spec.replay_samples))
     return streams
 

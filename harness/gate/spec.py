@@ -36,6 +36,7 @@ SPEC_KEYS = (
     "changed_fails",
     "replay_samples",
     "replay_passes",
+    "replay_together",
 )
 SPEC_KEYS_TABLES = ("params", "cells")
 
@@ -69,6 +70,8 @@ class GateSpec:
     replay_samples: int = 1
     #: passes of the stream in one replay sample (each a fresh image and qemu-io)
     replay_passes: int = 1
+    #: a replay cell's pair of samples (base's and head's) runs at the same moment, pass by pass
+    replay_together: bool = False
 
     @property
     def replay_cells(self) -> list[str]:
@@ -149,6 +152,9 @@ def parse_gate_spec(text: str, *, source: str = "<gate spec>") -> GateSpec:
     changed_fails = data.get("changed_fails", True)
     if not isinstance(changed_fails, bool):
         raise SpecError(f"{source}: changed_fails = {changed_fails!r}: use true or false")
+    together = data.get("replay_together", False)
+    if not isinstance(together, bool):
+        raise SpecError(f"{source}: replay_together = {together!r}: use true or false")
     return GateSpec(
         name=str(data.get("name", "gate")),
         source=source,
@@ -164,6 +170,7 @@ def parse_gate_spec(text: str, *, source: str = "<gate spec>") -> GateSpec:
         changed_fails=changed_fails,
         replay_samples=integer("replay_samples", 1),
         replay_passes=integer("replay_passes", 1),
+        replay_together=together,
     )
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.replay.record import cached_stream, stream_key
+from harness.replay.replay import Pairing
 from harness.replay.sample import replay_sampler
 from harness.replay.stream import Stream
 from harness.runner import Sampler, vm_config
@@ -55,6 +56,8 @@ class GateStreams:
     streams: dict[str, Stream] = field(default_factory=dict)
     samplers: dict[str, Sampler] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
+    #: where the two sides' samples of a pair run at the same moment: what they share
+    together: dict[str, Pairing] = field(default_factory=dict)
 
 
 def summary_difference(base: Mapping[str, Any], head: Mapping[str, Any]) -> list[str]:
@@ -101,10 +104,12 @@ def prepare_streams(
     *,
     passes: int,
     log_root: Path,
+    together: bool = False,
     progress: Callable[[str], None] = lambda _m: None,
 ) -> GateStreams:
     """Record (or find in the cache) base's stream of every replay cell in ``names``; head's too
-    where it could differ; the samplers that replay base's on both sides."""
+    where it could differ; the samplers that replay base's on both sides (``together``: a pair's
+    two samples run at the same moment on one CPU, see :class:`harness.replay.replay.Pairing`)."""
     out = GateStreams()
     base, head = sides["base"], sides["head"]
     for name in names:
@@ -114,7 +119,11 @@ def prepare_streams(
         progress(f"gate: the request stream of {name} (base's guest)")
         _, stream = cached_stream(cell, base.session.guest, base.session.opts, log_root / "base" / name)
         out.streams[name] = stream
-        out.samplers[name] = replay_sampler(stream, passes=passes, label=f"base {stream.digest[:12]}")
+        if together:
+            out.together[name] = Pairing()
+        out.samplers[name] = replay_sampler(
+            stream, passes=passes, label=f"base {stream.digest[:12]}", together=out.together.get(name)
+        )
         head_cell = head.cells[name]
         if _material(head_cell, head) != _material(cell, base):
             progress(f"gate: the request stream of {name} (head's guest, to compare)")

@@ -17,30 +17,40 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.replay.record import cached_stream
-from harness.replay.replay import replay
+from harness.replay.replay import Pairing, replay
 from harness.replay.stream import Stream
 from harness.runner import Guest, RunOptions, Sampler
 from harness.spec import Cell
 from harness.untrusted import clean_sample
 
 
-def replay_sampler(stream: Stream | None = None, *, passes: int = 1, label: str = "") -> Sampler:
+def replay_sampler(
+    stream: Stream | None = None,
+    *,
+    passes: int = 1,
+    label: str = "",
+    together: Pairing | None = None,
+) -> Sampler:
     """A sampler that replays ``stream`` (the cell's own, recorded and cached, when None)
     ``passes`` times per sample.
 
     A gate hands base's stream to the samples of both sides (:mod:`harness.gate.streams`), so
     both serve the very same requests; ``label`` says whose stream it is in the sample.
+    ``together``: what the two sides' samples of a pair share when the gate runs them at the same
+    moment on one CPU (:class:`harness.replay.replay.Pairing`).
     """
 
     def sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: Path) -> dict[str, Any]:
-        return _replay_sample(cell, guest, opts, index, log_dir, stream=stream, passes=passes, label=label)
+        return _replay_sample(
+            cell, guest, opts, index, log_dir, stream=stream, passes=passes, label=label, together=together
+        )
 
     return sample
 
 
 def replay_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: Path) -> dict[str, Any]:
     """One replay of ``cell``'s own stream; never raises for a failure of the sample itself."""
-    return _replay_sample(cell, guest, opts, index, log_dir, stream=None, passes=1, label="")
+    return _replay_sample(cell, guest, opts, index, log_dir, stream=None, passes=1, label="", together=None)
 
 
 def _replay_sample(
@@ -53,6 +63,7 @@ def _replay_sample(
     stream: Stream | None,
     passes: int,
     label: str,
+    together: Pairing | None,
 ) -> dict[str, Any]:
     t0 = time.monotonic()
     host: dict[str, Any] = {"cache_state": cell.cache_state.value}
@@ -78,6 +89,7 @@ def _replay_sample(
             work_dir=opts.work_dir / "replay",
             drive_options=opts.drive_options,
             passes=passes,
+            together=together,
         )
         sample["metrics"] = dict(done.figures)
         sample["replay"] = {k: v for k, v in done.as_dict().items() if k != "metrics"}

@@ -293,7 +293,7 @@ def figures(done: Sequence[Completion], *, wall_s: float, flushes: int, passes: 
         times = [c.latency_s for c in done if c.word == word]
         out[f"replay.{name}_ops"] = float(len(times) // passes)
         if times and name != "discard":
-            for label, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
+            for label, q in (("p10", 0.1), ("p25", 0.25), ("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
                 out[f"replay.{name}_{label}_ms"] = quantile(times, q) * 1e3
             out[f"replay.{name}_mean_ms"] = sum(times) / len(times) * 1e3
     return out

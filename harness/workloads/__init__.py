@@ -120,7 +120,7 @@ _PATTERNS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], Metric]], ...]
     ),
     # a replay sample's figures (harness.replay): latencies of the replayed requests, its time
     (
-        re.compile(r"replay\.(write|read)_(p50|p90|p99|mean)_ms"),
+        re.compile(r"replay\.(write|read)_(p10|p25|p50|p90|p99|mean)_ms"),
         lambda m: Metric(m.string, "ms", False, f"{m.group(2)} latency of the replayed {m.group(1)}s"),
     ),
     (re.compile(r"replay\.wall_s"), lambda m: seconds(m.string, "qemu-io's time for the whole replay")),

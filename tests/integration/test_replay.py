@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -9,7 +11,7 @@ from typing import Any
 import pytest
 
 from harness.replay.record import record
-from harness.replay.replay import qemu_io_beside, replay
+from harness.replay.replay import Pairing, qemu_io_beside, replay
 from harness.replay.script import ReplayMismatch
 from harness.replay.stream import Kind, Request, Stream, parse_stream
 from harness.runner import RunOptions
@@ -139,3 +141,59 @@ def test_run_measure_replay_records_replay_samples(tmp_path: Path, disk_dir: Pat
         assert sample.metrics["replay.write_ops"] == counts["write"] + counts["write_zeroes"]
         assert sample.metrics["replay.write_p90_ms"] > 0
     assert len(list((results / "streams").glob("*.json"))) == 2  # the stream and what its key hashes
+
+
+def barrier_cpu() -> int:
+    return max(os.sched_getaffinity(0))
+
+
+def _pair(streams: tuple[Stream, Stream], cells: tuple[Any, Any], work: Path, passes: int) -> dict[str, Any]:
+    """Two replays in two threads that meet before each pass, as a gate's pair does."""
+    barrier = Pairing()
+    got: dict[str, Any] = {}
+
+    def side(label: str, stream: Stream, cell: Any) -> None:
+        try:
+            got[label] = replay(
+                stream,
+                cell,
+                qemu_io=qemu_io_beside("qemu-img"),
+                work_dir=work,
+                passes=passes,
+                together=barrier,
+            )
+        except ReplayMismatch as exc:
+            got[label] = exc
+
+    threads = [
+        threading.Thread(target=side, args=(label, stream, cell))
+        for label, stream, cell in zip(("base", "head"), streams, cells, strict=True)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not any(t.is_alive() for t in threads), "a side of the pair is still waiting"
+    return got
+
+
+def test_a_pair_replays_together_pass_by_pass_and_a_failed_side_never_keeps_the_other_waiting(
+    disk_dir: Path,
+) -> None:
+    # the two sides replay the same cell in one work dir at once: each has an image of its own
+    writes = tuple(Request(Kind.WRITE, i * 65536, 65536) for i in range(40))
+    stream = replace(SMALL, requests=(*writes, Request(Kind.FLUSH)), drive={})
+    got = _pair((stream, stream), (SMALL_CELL, SMALL_CELL), disk_dir, passes=3)
+    for label in ("base", "head"):
+        assert got[label].passes_together == 3 and len(got[label].pass_wall_s) == 3
+        assert got[label].completions["wrote"] == 40
+        assert not any("without their partner" in n for n in got[label].notes)
+        # both on the pair's one CPU
+        assert got[label].argv[:3] == ["taskset", "--cpu-list", str(barrier_cpu())]
+    assert not list(disk_dir.glob("*.replay.*"))
+    # head fails before its first pass (a disk larger than the cell's): base runs alone, and says so
+    too_big = replace(stream, disk_bytes=SMALL_CELL.image.size * 2)
+    got = _pair((stream, too_big), (SMALL_CELL, SMALL_CELL), disk_dir, passes=2)
+    assert isinstance(got["head"], ReplayMismatch)
+    assert got["base"].passes_together == 0
+    assert "2 of 2 passes ran without their partner (it failed or was late)" in got["base"].notes

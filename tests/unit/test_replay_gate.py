@@ -20,7 +20,7 @@ from harness.gate.spec import GATE_SPEC
 from harness.paths import REPO_ROOT
 from harness.policy import parse_policy
 from harness.replay import sample as replay_sample_module
-from harness.replay.replay import ReplaySample
+from harness.replay.replay import Pairing, ReplaySample
 from harness.replay.stream import Kind, Request, Stream
 from harness.runner import RunOptions
 from harness.session import Session
@@ -231,3 +231,54 @@ def test_the_summary_first_lines_say_what_each_cell_could_see_and_what_it_needs(
         "Inconclusive: `policy-fio` would need about 40 rounds (has 8)",
         "",
     ]
+
+
+def test_a_together_replay_cell_runs_each_pair_at_the_same_moment(tmp_path: Path) -> None:
+    import threading
+
+    spec = parse_gate_spec("replay_together = true\n" + SPEC, source="g.toml")
+    assert spec.replay_together
+    calls: list[tuple[str, str, int, bool]] = []
+    sides = _sides(SPEC, calls)
+    barrier = threading.Barrier(2)
+    inside: list[int] = []
+    lock = threading.Lock()
+    most = [0]
+
+    def sampler(*_a: Any) -> dict[str, Any]:
+        return {}
+
+    @dataclass
+    class _Overlapping(_Session):
+        def run_cell(self, cell: Cell, **kw: Any) -> tuple[Path, dict[str, Any]]:
+            if cell.measure is Measure.REPLAY:
+                with lock:
+                    inside.append(1)
+                    most[0] = max(most[0], len(inside))
+                barrier.wait(5)  # both sides of the pair are in at once, or this breaks
+                time.sleep(0.01)
+                with lock:
+                    inside.pop()
+            return super().run_cell(cell, **kw)
+
+    for label, side in sides.items():
+        side.session = _Overlapping(guest=None, opts=OPTS, machine={}, calls=calls, label=label)  # type: ignore[arg-type]
+        side.samplers["replayed"] = sampler
+        side.per_round["replayed"] = spec.replay_samples
+        side.together["replayed"] = Pairing()
+    options = GateOptions.decide(spec, seed=3)
+    done = run_rounds(
+        spec, sides, Settings(metrics=spec.metrics), options, out_dir=tmp_path, started=time.monotonic(),
+        progress=lambda _m: None,
+    )  # fmt: skip
+    replay_id = sides["head"].cells["replayed"].id
+    assert most[0] == 2
+    assert sorted(c[2] for c in calls if c[1] == replay_id and c[0] == "base") == [1, 2, 3, 4, 5, 6]
+    assert {r.cell_id: r.rounds for r in done.results}[replay_id] == 6
+
+
+def test_replay_together_is_true_or_false() -> None:
+    from harness.errors import SpecError
+
+    with pytest.raises(SpecError, match="replay_together = 'yes': use true or false"):
+        parse_gate_spec('replay_together = "yes"\n' + SPEC, source="g.toml")

@@ -1,0 +1,122 @@
+"""Tests of samples taken together: the two sides of each pair at the same moment.  Pure.
+
+Where base's and head's sample of a pair ran at the same moment on the same CPU (a gate's
+replay cells, :class:`harness.replay.replay.Pairing`), whatever slowed the host down then
+slowed both alike: the pair's log ratio ``log(head/base)`` keeps the change and sheds the
+host's noise, which two-sample tests on each side's values would keep (on a busy 2-core host
+the values of one side varied by 20-80 % from pair to pair, their log ratio by 1.4-3 %).  So
+these tests look at the log ratios alone:
+
+* the exact Wilcoxon signed-rank test (exact also with ties: midranks, every sign pattern
+  equally likely; pairs whose two values are equal carry no sign and are left out), with
+  every p it can attain at this size, the first being its floor (2/2^n untied);
+* the trimmed-mean t test of one sample (Tukey and McLaughlin; Yuen's trimming and
+  winsorized variance, ``h - 1`` degrees of freedom) for the level the rank test cannot use,
+  as :mod:`harness.compare.evidence` combines the two for unpaired samples.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+
+from harness.compare.yuen import TRIM, TrimmedTest, _resolution, student_t_two_sided
+
+# up to this many pairs the signed-rank test is exact; beyond it the normal approximation
+EXACT_MAX_PAIRS = 60
+
+
+def log_ratios(base: Sequence[float], head: Sequence[float]) -> tuple[list[float], bool]:
+    """``log(head[i]/base[i])`` for each pair (and True), or ``head[i] - base[i]`` (and False)
+    when some value is not above 0."""
+    if len(base) != len(head):
+        raise ValueError("paired samples need the same number of rounds on both sides")
+    if all(v > 0 for v in (*base, *head)):
+        return [math.log(h / b) for b, h in zip(base, head, strict=True)], True
+    return [float(h) - float(b) for b, h in zip(base, head, strict=True)], False
+
+
+def signed_rank_test(base: Sequence[float], head: Sequence[float]) -> tuple[float, tuple[float, ...]]:
+    """(two-sided p, every p the test can give, smallest first) of the signed-rank test of the
+    pairs' log ratios; p = 1 when no pair differs."""
+    diffs = [d for d in log_ratios(base, head)[0] if d != 0.0]
+    n = len(diffs)
+    if n == 0:
+        return 1.0, (1.0,)
+    doubled = _doubled_midranks([abs(d) for d in diffs])
+    positive = sum(r for r, d in zip(doubled, diffs, strict=True) if d > 0)
+    total = sum(doubled)
+    # distance of twice the positive rank sum from its mean, in doubled-rank units
+    distance = abs(2 * positive - total)
+    if n > EXACT_MAX_PAIRS:
+        var = sum(r * r for r in doubled)  # of 2*W+ - total, in doubled units
+        return min(1.0, math.erfc(distance / math.sqrt(2.0 * var))), ()
+    tails = _tails(tuple(sorted(doubled)))
+    p = next(tail for d, tail in tails if d <= distance)
+    return p, tuple(sorted({tail for _d, tail in tails}))
+
+
+def _doubled_midranks(values: Sequence[float]) -> list[int]:
+    """Twice the midrank of each value (ties share one), as whole numbers."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0] * len(values)
+    start = 0
+    while start < len(order):
+        end = start
+        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
+            end += 1
+        for k in range(start, end + 1):
+            ranks[order[k]] = start + end + 2
+        start = end + 1
+    return ranks
+
+
+@functools.cache
+def _tails(doubled: tuple[int, ...]) -> tuple[tuple[int, float], ...]:
+    """(distance d of twice the positive rank sum from its mean, P(distance >= d)), largest d
+    first, over the 2^n equally likely sign patterns."""
+    total = sum(doubled)
+    counts = [0] * (total + 1)
+    counts[0] = 1
+    for rank in doubled:
+        for s in range(total, rank - 1, -1):
+            counts[s] += counts[s - rank]
+    by_distance: dict[int, int] = {}
+    for s, count in enumerate(counts):
+        if count:
+            d = abs(2 * s - total)
+            by_distance[d] = by_distance.get(d, 0) + count
+    patterns = 2 ** len(doubled)
+    tails = []
+    running = 0
+    for d in sorted(by_distance, reverse=True):
+        running += by_distance[d]
+        tails.append((d, min(1.0, running / patterns)))
+    return tuple(tails)
+
+
+def trimmed_paired_test(base: Sequence[float], head: Sequence[float], *, trim: float = TRIM) -> TrimmedTest:
+    """The two-sided trimmed-mean t test of the pairs' log ratios against 0 (``t`` > 0 when
+    head is larger).  Its spread is at least the rounding of the figures (the grid of binned
+    values, as :func:`harness.compare.yuen.yuen_test` keeps it).  Needs 2 pairs (p = 1 else)."""
+    diffs, logs = log_ratios(base, head)
+    n = len(diffs)
+    if n < 2:
+        return TrimmedTest(0.0, 0.0, 1.0, logs)
+    ordered = sorted(diffs)
+    g = math.floor(trim * n)
+    h = n - 2 * g
+    kept = ordered[g : n - g]
+    mean = math.fsum(kept) / h
+    winsorized = [ordered[g]] * g + kept + [ordered[n - g - 1]] * g
+    w_mean = math.fsum(winsorized) / n
+    w_var = math.fsum((v - w_mean) ** 2 for v in winsorized) / (n - 1)
+    se2 = (n - 1) * w_var / (h * max(h - 1, 1))
+    values = [math.log(v) for v in (*base, *head)] if logs else [float(v) for v in (*base, *head)]
+    se2 = max(se2, 2 * _resolution(values) ** 2 / 12.0 / h)
+    if se2 == 0.0:
+        return TrimmedTest(0.0 if mean == 0 else math.copysign(math.inf, mean), 0.0, float(mean == 0), logs)
+    t = mean / math.sqrt(se2)
+    df = float(max(h - 1, 1))
+    return TrimmedTest(t, df, student_t_two_sided(t, df), logs)
