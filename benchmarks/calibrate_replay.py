@@ -8,7 +8,8 @@
     .venv/bin/python benchmarks/calibrate_replay.py analyse OUT --gate-rounds 24 --draws 400
 
 An *arm* is ``NAME`` or ``NAME:KEY=VALUE,...``: ``cache=MODE`` sets the cell's cache mode,
-``delay_us=N`` adds N microseconds to every read, write and flush qemu-io's block layer sends
+``spin_us=N`` waits N microseconds on the clock (the CPU kept) and
+``delay_us=N`` sleeps N microseconds before every read, write and flush qemu-io's block layer sends
 to the host (a preloaded shim around ``pread``/``pwrite``/``preadv``/``pwritev``/
 ``fdatasync``/``fsync``: what a device-mapper ``delay`` target under the work dir would do
 with ``cache=none``, where every request reaches the device; this host has no device-mapper
@@ -74,13 +75,25 @@ SHIM = r"""
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <time.h>
-static long delay_ns;
+static long delay_ns, spin_ns;
 __attribute__((constructor)) static void init(void) {
     const char *v = getenv("DISKBENCH_DELAY_US");
+    const char *w = getenv("DISKBENCH_SPIN_US");
     delay_ns = v ? atol(v) * 1000L : 0;
+    spin_ns = w ? atol(w) * 1000L : 0;
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
 }
+static long now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1000000000L + t.tv_nsec;
+}
 static void pause_(void) {
+    if (spin_ns > 0) {
+        long until = now_ns() + spin_ns;
+        while (now_ns() < until) {
+        }
+    }
     if (delay_ns > 0) {
         struct timespec t = {delay_ns / 1000000000L, delay_ns % 1000000000L};
         clock_nanosleep(CLOCK_MONOTONIC, 0, &t, NULL);
@@ -104,17 +117,21 @@ def parse_arm(text: str) -> tuple[str, dict[str, str]]:
     return name, options
 
 
-def delayed_qemu_io(out: Path, qemu_io: str, delay_us: int) -> str:
-    """A wrapper that runs ``qemu_io`` with the delay shim preloaded (built once in ``out``)."""
+def delayed_qemu_io(out: Path, qemu_io: str, delay_us: int, spin_us: int = 0) -> str:
+    """A wrapper that runs ``qemu_io`` with the delay shim preloaded (built once in ``out``):
+    ``delay_us`` sleeps, ``spin_us`` waits on the clock without giving the CPU up."""
     tools = out / "tools"
     tools.mkdir(mode=0o755, exist_ok=True)
-    shim = tools / "delay.so"
+    shim = tools / "delay2.so"
     if not shim.exists():
         source = tools / "delay.c"
         source.write_text(SHIM)
         subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", str(shim), str(source), "-ldl"], check=True)
-    wrapper = tools / f"qemu-io-delay-{delay_us}"
-    wrapper.write_text(f'#!/bin/sh\nLD_PRELOAD={shim} DISKBENCH_DELAY_US={delay_us} exec {qemu_io} "$@"\n')
+    wrapper = tools / f"qemu-io-delay-{delay_us}-spin-{spin_us}"
+    wrapper.write_text(
+        f"#!/bin/sh\nLD_PRELOAD={shim} DISKBENCH_DELAY_US={delay_us} DISKBENCH_SPIN_US={spin_us} "
+        f'exec {qemu_io} "$@"\n'
+    )
     wrapper.chmod(0o755)
     for path in (out, tools, shim):
         path.chmod(path.stat().st_mode | 0o755)
@@ -140,8 +157,9 @@ def run(args: argparse.Namespace) -> None:
         opts = dict(options)
         cache = opts.pop("cache", base_values["cache"])
         delay = int(opts.pop("delay_us", "0"))
+        spin = int(opts.pop("spin_us", "0"))
         cell = make_cell(**{**base_values, "cache": cache})
-        qemu_io = delayed_qemu_io(args.out, args.qemu_io, delay) if delay else args.qemu_io
+        qemu_io = delayed_qemu_io(args.out, args.qemu_io, delay, spin) if delay or spin else args.qemu_io
         plans[name] = (cell, qemu_io, tuple(opts.items()))
     (args.out / "arms.json").write_text(json.dumps([name for name, _ in arms]))
     samples = args.out / "samples.jsonl"

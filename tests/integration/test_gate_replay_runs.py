@@ -25,6 +25,7 @@ metrics = ["replay.wall_s", "replay.write_mean_ms"]
 min_effect = "5%"
 replay_samples = 4
 replay_passes = 1
+replay_together = true
 
 [[cells]]
 name = "policy-replay"
@@ -76,7 +77,7 @@ def test_a_writethrough_head_is_seen_by_the_replay_of_bases_stream(
     )
     doc = result.document
     (cell,) = doc["cells"]
-    assert cell["verdict"] != "unchanged", result.markdown
+    assert cell["verdict"] == "regression", result.markdown
     assert cell["cell_id"].endswith(".replay") and ".writethrough-" in cell["cell_id"]
     assert cell["rounds"] == 8
     metrics = {m["metric"]: m for m in cell["metrics"]}
@@ -94,6 +95,9 @@ def test_a_writethrough_head_is_seen_by_the_replay_of_bases_stream(
         assert len(record["samples"]) == 8
         for sample in record["samples"]:
             assert sample["status"] == "ok", sample.get("reason")
+            # each pass at the same moment as its partner's, on one CPU
+            assert sample["replay"]["passes_together"] == 1
+            assert sample["replay"]["argv"][:2] == ["taskset", "--cpu-list"]
             assert sample["host"]["stream"]["given"].startswith("base ")
             digests.add(sample["host"]["stream"]["digest"])
         assert record["samples"][0]["replay"]["options"]["cache"] == (

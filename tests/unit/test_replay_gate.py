@@ -185,6 +185,8 @@ def test_the_default_gate_has_replay_cells_over_format_preallocation_and_cache()
     assert len({c.image.preallocation for c in cells}) >= 2
     assert len({c.drive.cache for c in cells}) == 3
     assert "replay.wall_s" in spec.metrics
+    # many small requests, a pair's two samples at the same moment on one CPU
+    assert {c.workload.name for c in cells} == {"fio"} and spec.replay_together
 
 
 def _result(ratio: float, lo: float, hi: float, n: int = 8, m: float = 0.05) -> MetricResult:
