@@ -21,8 +21,11 @@ def explainable(metric: MetricResult, change: float) -> bool:
 
     A figure of speed (a time, a latency, a throughput; not a count, a ratio
     or bytes) whose change is no larger than the canary's, in either direction
-    (compared as logarithms, so +25 % and -20 % are the same size).
+    (compared as logarithms, so +25 % and -20 % are the same size).  Never one judged on pairs
+    taken together: the host's move hit both samples of each pair alike and cancelled.
     """
+    if metric.together:
+        return False
     if metric.unit in STRUCTURAL_UNITS or metric.ratio is None or metric.ratio <= 0:
         return False
     if not math.isfinite(metric.ratio) or change <= 0:

@@ -192,7 +192,7 @@ def weigh(
     # the floor stopped it when the ranks are as one-sided as they can be and still not enough
     at_floor = fig.floor > level and fig.p_rank <= fig.floor * (1 + 1e-9)
     floor_rounds = rounds_below_floor(fig.floor, rounds, level, together=together) if at_floor else None
-    test = "signed-rank test of the pairs" if together else "rank test"
+    test = "pairs' signed-rank test" if together else "rank test"
     options = [r for r in (floor_rounds, t_rounds) if r is not None and r > rounds]
     need = min(options) if options else None
     family = f" ({settings.alpha:g} over {settings.comparisons} tests)" if settings.comparisons > 1 else ""

@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from harness.compare.evidence import Evidence, rounds_text, weigh
+from harness.compare.paired import bootstrap_pairs_ci, pairs_ratio
 from harness.compare.power import could_see, rounds_to_decide
 from harness.compare.settings import Settings
 from harness.compare.stats import _inverse, _median, _ratio, bootstrap_ratio_ci
@@ -48,6 +49,8 @@ class MetricResult:
     could_see: float | None = None
     # for an inconclusive metric: about how many rounds per side would decide it (None: not in reach)
     rounds_to_decide: int | None = None
+    # every pair ran at the same moment: ratio, interval and test are the pairs' log ratios'
+    together: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: figures that are not finite (a median of 0 as divisor) become null."""
@@ -61,6 +64,7 @@ class MetricResult:
             "unit": self.unit,
             "higher_is_better": self.higher_is_better,
             "paired": self.paired,
+            "together": self.together,
             "n_base": self.n_base,
             "n_head": self.n_head,
             "median_base": _finite(self.median_base),
@@ -154,10 +158,19 @@ def compare_metric(
     )
     if ratio is None or len(b) < need or len(h) < need:
         return result
-    evidence = weigh(b, h, settings=settings, p_adjusted=p_adjusted, together=together and paired)
-    lo, hi = bootstrap_ratio_ci(
-        b, h, confidence=settings.confidence, n=settings.bootstrap, seed=settings.seed, paired=paired
-    )
+    together = together and paired
+    evidence = weigh(b, h, settings=settings, p_adjusted=p_adjusted, together=together)
+    if together:
+        # the pairs' own ratio and its interval: each side's values keep the host's noise
+        ratio = pairs_ratio(b, h)
+        result = replace(result, ratio=ratio, together=True)
+        lo, hi = bootstrap_pairs_ci(
+            b, h, confidence=settings.confidence, n=settings.bootstrap, seed=settings.seed
+        )
+    else:
+        lo, hi = bootstrap_ratio_ci(
+            b, h, confidence=settings.confidence, n=settings.bootstrap, seed=settings.seed, paired=paired
+        )
     constant = len(set(b)) == 1 and set(b) == set(h)
     verdict, reason = _decide(
         ratio,

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import functools
 import math
+import random
 from collections.abc import Sequence
 
+from harness.compare.stats import _median, _quantile, _ratio
 from harness.compare.yuen import TRIM, TrimmedTest, _resolution, student_t_two_sided
 
 # up to this many pairs the signed-rank test is exact; beyond it the normal approximation
@@ -120,3 +122,31 @@ def trimmed_paired_test(base: Sequence[float], head: Sequence[float], *, trim: f
     t = mean / math.sqrt(se2)
     df = float(max(h - 1, 1))
     return TrimmedTest(t, df, student_t_two_sided(t, df), logs)
+
+
+def pairs_ratio(base: Sequence[float], head: Sequence[float]) -> float:
+    """The pairs' typical ratio head/base: exp of the median of their log ratios (the median of
+    the differences where some value is not above 0 is not a ratio: then median(head)/median(base))."""
+    diffs, logs = log_ratios(base, head)
+    if not logs:
+        return _ratio_of_medians(base, head)
+    return math.exp(_median(diffs))
+
+
+def bootstrap_pairs_ci(
+    base: Sequence[float], head: Sequence[float], *, confidence: float, n: int, seed: int
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of :func:`pairs_ratio`, resampling pairs (``random.Random(seed)``
+    drives the draws: the same input gives the same interval)."""
+    diffs, logs = log_ratios(base, head)
+    if not logs or len(set(diffs)) == 1:
+        ratio = pairs_ratio(base, head)
+        return ratio, ratio
+    rng = random.Random(seed)
+    draws = sorted(math.exp(_median(rng.choices(diffs, k=len(diffs)))) for _ in range(n))
+    tail = (1.0 - confidence) / 2.0
+    return _quantile(draws, tail), _quantile(draws, 1.0 - tail)
+
+
+def _ratio_of_medians(base: Sequence[float], head: Sequence[float]) -> float:
+    return _ratio(_median(list(head)), _median(list(base)))

@@ -87,3 +87,19 @@ def test_a_family_uses_the_pairs_test_only_where_every_sample_ran_together() -> 
         [(cell, _samples(base, together=True), _samples(head, together=False))], settings=settings
     )
     assert apart.verdict is Verdict.INCONCLUSIVE
+
+
+def test_the_host_canary_never_voids_a_metric_judged_on_pairs_taken_together() -> None:
+    from dataclasses import replace as copy
+
+    from harness.compare.canary import explainable
+
+    rng = random.Random(3)
+    base = [rng.uniform(0.08, 0.3) for _ in range(12)]
+    head = [b * 1.12 for b in base]
+    settings = Settings(metrics=("replay.write_p50_ms",))
+    together = compare_metric("replay.write_p50_ms", base, head, settings=settings, paired=True, together=True)
+    assert together.together and together.as_dict()["together"] is True
+    # the host 30 % slower would explain +12 % on two samples; not on pairs taken together
+    assert not explainable(together, 0.7)
+    assert explainable(copy(together, together=False), 0.7)
