@@ -98,7 +98,9 @@ def test_the_host_canary_never_voids_a_metric_judged_on_pairs_taken_together() -
     base = [rng.uniform(0.08, 0.3) for _ in range(12)]
     head = [b * 1.12 for b in base]
     settings = Settings(metrics=("replay.write_p50_ms",))
-    together = compare_metric("replay.write_p50_ms", base, head, settings=settings, paired=True, together=True)
+    together = compare_metric(
+        "replay.write_p50_ms", base, head, settings=settings, paired=True, together=True
+    )
     assert together.together and together.as_dict()["together"] is True
     # the host 30 % slower would explain +12 % on two samples; not on pairs taken together
     assert not explainable(together, 0.7)
