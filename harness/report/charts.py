@@ -12,6 +12,7 @@ bar, an error bar or another label.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,6 +96,17 @@ def _title(fig: Figure, title: str) -> None:
     fig.suptitle(title, fontsize=11)
 
 
+def tick_labels(groups: Sequence[str], width_in: float) -> tuple[list[str], bool]:
+    """The groups' labels wrapped at spaces to fit their share of the axis; vertical where a word
+    does not fit (a slanted label's box reaches under its neighbour's)."""
+    # about 0.8 of the figure is the plot; a character of 8 pt is about 0.065 inch wide
+    chars = max(4, int(0.8 * width_in / max(1, len(groups)) / 0.065) - 1)
+    wrapped = [textwrap.fill(g, chars, break_long_words=False) for g in groups]
+    if any(len(line) > chars for label in wrapped for line in label.split("\n")):
+        return list(groups), True
+    return wrapped, False
+
+
 def bars_figure(chart: BarChart) -> Figure:
     """The chart drawn: a bar per median, a min-max error bar, each sample a point over it.
 
@@ -102,9 +114,14 @@ def bars_figure(chart: BarChart) -> Figure:
     stands right of the plot and the titles above it: no text covers a bar.
     """
     nseries = max(1, len(chart.series))
-    longest = max((len(g) for g in chart.groups), default=0)
-    rotate = len(chart.groups) * max(longest, 4) > 70
-    fig, ax = _figure(max(6.5, 0.55 * len(chart.groups) * (nseries + 1) + 3.0), 4.6 if rotate else 4.0)
+    # wide enough for its bars, never wider than a page; two narrow charts share a row of the page
+    bars = len(chart.groups) * nseries
+    width = min(12.0, max(6.0, 0.3 * bars + 0.25 * len(chart.groups) + 2.5))
+    labels, vertical = tick_labels(chart.groups, width)
+    lines = max((label.count("\n") + 1 for label in labels), default=1)
+    fig, ax = _figure(
+        width, 4.0 + (0.07 * max(len(g) for g in chart.groups) if vertical else 0.15 * (lines - 1))
+    )
     unit, divisor = chart.unit, 1.0
     if chart.unit == "B":
         unit, divisor = byte_unit([s.max for s in chart.stats.values() if s.n])
@@ -133,13 +150,7 @@ def bars_figure(chart: BarChart) -> Figure:
             xs, heights, yerr=[low, high], fmt="none", ecolor="#222222", capsize=3, linewidth=1, zorder=3
         )
         ax.scatter(px, py, s=9, color="#111111", edgecolors="white", linewidths=0.4, zorder=4)
-    ax.set_xticks(
-        range(len(chart.groups)),
-        list(chart.groups),
-        rotation=30 if rotate else 0,
-        ha="right" if rotate else "center",
-        fontsize=8,
-    )
+    ax.set_xticks(range(len(chart.groups)), labels, rotation=90 if vertical else 0, fontsize=8)
     ax.set_ylabel(f"{chart.ylabel} [{unit}]" if unit else chart.ylabel)
     if chart.group_label:
         ax.set_xlabel(chart.group_label)

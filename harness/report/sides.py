@@ -98,9 +98,12 @@ def _table(workload: str, rows: Sequence[Row], base: Side, head: Side) -> Table:
     cells = [c for _label, by_side in rows for c in by_side.values() if c is not None]
     metrics = [m for m in TABLE_METRICS if any(c.stats(m).n for c in cells)]
     header = ["cell"]
+    groups: list[tuple[str, int]] = [("", 1)]
     for name in metrics:
-        header += [f"{label_of(name)} {base.label}", f"{label_of(name)} {head.label}", "change"]
+        header += [base.label, head.label, "change"]
+        groups.append((label_of(name), 3))
     header.append(f"ok {base.label}/{head.label}")
+    groups.append(("", 1))
     body = []
     for label, by_side in rows:
         b, h = by_side.get(base.label), by_side.get(head.label)
@@ -117,6 +120,7 @@ def _table(workload: str, rows: Sequence[Row], base: Side, head: Side) -> Table:
     return Table(
         tuple(header),
         tuple(body),
+        groups=(tuple(groups),),
         caption=(
             f"{workload_words(workload)}: median ± coefficient of variation over the ok samples; "
             f"change: {head.label}'s median against {base.label}'s (no verdict: diskbench compare "

@@ -117,7 +117,8 @@ def test_comparison_charts_have_one_colour_per_side() -> None:
     assert total.stats[("qcow2", "head")].median == pytest.approx(3.6)
     assert charts["dd-phases"].groups == ("write: qcow2", "write: raw", "mkfs: qcow2", "mkfs: raw")
     (table,) = [b for b in blocks if isinstance(b, Table) and "dd" in b.caption]
-    assert table.header[:4] == ("cell", "total base", "total head", "change")
+    assert table.header[:4] == ("cell", "base", "head", "change")
+    assert table.groups[0][:3] == (("", 1), ("total", 3), ("rate", 3))
     assert table.rows[0][3] == "+20.0%"
 
 
@@ -142,8 +143,13 @@ def test_bad_labels_exit_2_in_one_line(tmp_path: Path, capsys: pytest.CaptureFix
     assert len(err.splitlines()) == 1 and "--labels 'x'" in err
 
 
-def crowded_chart() -> BarChart:
-    groups = tuple(f"qcow2 metadata 64k cell {i}" for i in range(7))
+SEVEN_CELLS = tuple(f"qcow2 metadata 64k cell {i}" for i in range(7))
+# a comparison's phases: ten groups; and labels too long to wrap (they stand vertical)
+PHASES = tuple(f"{p}: {c}" for p in ("mkfs", "mount", "write", "umount", "fsck") for c in ("qcow2", "raw"))
+IDS = tuple(f"qcow2-off-cs64k-1g.writeback-threads-virtio-blk.dd-{i}m" for i in range(6))
+
+
+def crowded_chart(groups: tuple[str, ...] = SEVEN_CELLS) -> BarChart:
     return BarChart(
         title="dd (a file written and flushed): time of each phase (guest clock)",
         ylabel="time",
@@ -151,7 +157,7 @@ def crowded_chart() -> BarChart:
         groups=groups,
         series=("base", "head"),
         stats={
-            (g, s): Stats.of([1.0 + i, 1.3 + i, 1.1 + i])
+            (g, s): Stats.of([1.0 + i % 7, 1.3 + i % 7, 1.1 + i % 7])
             for i, g in enumerate(groups)
             for s in ("base", "head")
         },
@@ -172,7 +178,12 @@ def test_every_sample_is_a_point_over_its_bar() -> None:
 
 @pytest.mark.parametrize(
     "chart",
-    [crowded_chart(), BarChart("t", "rate", "MiB/s", ("a",), ("",), {("a", ""): Stats.of([5.0])}, "kvm")],
+    [
+        crowded_chart(),
+        crowded_chart(PHASES),
+        crowded_chart(IDS),
+        BarChart("t", "rate", "MiB/s", ("a",), ("",), {("a", ""): Stats.of([5.0])}, "kvm"),
+    ],
 )
 def test_no_text_covers_the_plot_or_another_text(chart: BarChart) -> None:
     from matplotlib.text import Text
@@ -185,7 +196,9 @@ def test_no_text_covers_the_plot_or_another_text(chart: BarChart) -> None:
     texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
     boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in texts]
     assert any("guest clock" in label or label == "t" for label, _ in boxes)
+    page = fig.bbox
     for label, box in boxes:
         assert not box.overlaps(plot), f"{label!r} lies on the plot"
+        assert page.x0 <= box.x0 and box.x1 <= page.x1 and page.y0 <= box.y0 and box.y1 <= page.y1, label
     for (a, box_a), (b, box_b) in itertools.combinations(boxes, 2):
         assert not box_a.shrunk(0.98, 0.98).overlaps(box_b.shrunk(0.98, 0.98)), f"{a!r} collides with {b!r}"
