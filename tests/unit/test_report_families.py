@@ -202,3 +202,22 @@ def test_no_text_covers_the_plot_or_another_text(chart: BarChart) -> None:
         assert page.x0 <= box.x0 and box.x1 <= page.x1 and page.y0 <= box.y0 and box.y1 <= page.y1, label
     for (a, box_a), (b, box_b) in itertools.combinations(boxes, 2):
         assert not box_a.shrunk(0.98, 0.98).overlaps(box_b.shrunk(0.98, 0.98)), f"{a!r} collides with {b!r}"
+
+
+def test_the_html_report_names_each_charts_workload_and_family(tmp_path: Path) -> None:
+    base = write(default_run("one"), tmp_path / "base")
+    head = write(default_run("two", slower=1.1), tmp_path / "head")
+    out = tmp_path / "report" / "index.html"
+    make_report([head], against=[base], html_out=out)
+    html = out.read_text()
+    found = re.findall(
+        r'<img src="index_files/([^"]+)" alt="([^"]+)" data-workload="(\w+)" data-family="(\w+)">', html
+    )
+    assert len(found) == 9 == len(list((tmp_path / "report" / "index_files").glob("*.png")))
+    assert (
+        "dd-total.png",
+        "dd (a file written and flushed): total time of the workload (guest clock)",
+        "dd",
+        "total",
+    ) in found
+    assert '<th colspan="3">total</th>' in html
