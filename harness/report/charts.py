@@ -92,8 +92,10 @@ def _stamp(ax: Axes, accel: str, *, host_side: bool = False) -> None:
 
 
 def _title(fig: Figure, title: str) -> None:
-    # the figure's title, above the axes' titles (the accelerator): the two never share a line
-    fig.suptitle(title, fontsize=11)
+    """The figure's title, above the axes' titles (the accelerator), wrapped to the figure's width."""
+    # a character of 11 pt is about 0.09 inch wide
+    chars = max(20, int(fig.get_figwidth() / 0.09))
+    fig.suptitle(textwrap.fill(title, chars, break_long_words=False), fontsize=11)
 
 
 def tick_labels(groups: Sequence[str], width_in: float) -> tuple[list[str], bool]:
