@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from harness.errors import ExitCode
+from harness.errors import ExitCode, UsageError
 from harness.report.command import make_report
 from harness.report.sides import parse_labels
 
@@ -54,6 +54,8 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.labels != "base,head" and not args.against:
+        raise UsageError(f"--labels {args.labels!r} names the two sides of a comparison: add --against BASE")
     result = make_report(
         args.records,
         against=args.against,

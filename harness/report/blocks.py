@@ -25,15 +25,20 @@ from harness.sweep import canonical
 _DIGITS = {"s": 2, "MiB/s": 1, "ratio": 3, "%": 0}
 
 
-def format_stats(stats: Stats, unit: str) -> str:
-    """``12.30 s ± 2.1%``; bytes in the binary unit their median reaches; ``-`` without samples."""
+def format_stats(stats: Stats, unit: str, *, beside: Stats | None = None) -> str:
+    """``12.30 s ± 2.1%``; bytes in the binary unit their median reaches; ``-`` without samples.
+
+    ``beside``: the figure it stands next to (base's, for head's), so that both take one unit:
+    the one the smaller median needs.
+    """
     if not stats.n:
         return "-"
+    medians = [abs(stats.median)] + ([abs(beside.median)] if beside is not None and beside.n else [])
     if unit == "B":
-        name, divisor = byte_unit([stats.median])
+        name, divisor = byte_unit([min(medians)])
         scaled = Stats.of([v / divisor for v in stats.values])
         return scaled.format(name, digits=0 if name == "B" else 1)
-    if unit == "s" and abs(stats.median) < 0.1:
+    if unit == "s" and min(medians) < 0.1 and max(medians) < 10:
         return Stats.of([v * 1000 for v in stats.values]).format("ms", digits=1)
     if unit in ("ratio", "count"):
         return stats.format("", digits=_DIGITS.get(unit, 0))

@@ -111,8 +111,8 @@ def _table(workload: str, rows: Sequence[Row], base: Side, head: Side) -> Table:
         for name in metrics:
             unit = metric_of(name).unit
             row += [
-                format_stats(b.stats(name), unit) if b else "-",
-                format_stats(h.stats(name), unit) if h else "-",
+                format_stats(b.stats(name), unit, beside=h.stats(name) if h else None) if b else "-",
+                format_stats(h.stats(name), unit, beside=b.stats(name) if b else None) if h else "-",
                 change(b, h, name),
             ]
         row.append(f"{len(b.ok) if b else '-'}/{len(h.ok) if h else '-'}")

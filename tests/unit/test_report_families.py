@@ -230,3 +230,20 @@ def test_the_html_report_names_each_charts_workload_and_family(tmp_path: Path) -
         "total",
     ) in found
     assert '<th colspan="3">total</th>' in html
+
+
+def test_labels_without_a_base_say_what_to_add(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    head = write(default_run("one"), tmp_path / "head")
+    assert main(["report", str(head), "--labels", "a,b"]) == 2
+    assert "add --against BASE" in capsys.readouterr().err
+
+
+def test_base_and_head_take_one_unit_side_by_side() -> None:
+    from harness.report.blocks import format_stats
+
+    base, head = Stats.of([0.021, 0.020, 0.022]), Stats.of([0.27, 0.25, 0.30])
+    assert format_stats(base, "s", beside=head) == "21.0 ms ± 4.8%"
+    assert format_stats(head, "s", beside=base) == "270.0 ms ± 9.2%"
+    assert format_stats(head, "s") == "0.27 s ± 9.2%"
+    kib, mib = Stats.of([512 * 1024]), Stats.of([3 * 1024**2])
+    assert format_stats(mib, "B", beside=kib) == "3072.0 KiB (n=1)"
