@@ -6,8 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from harness.errors import ExitCode
+from harness.errors import ExitCode, UsageError
 from harness.report.command import make_report
+from harness.report.sides import parse_labels
 
 
 def add_parser(sub: Any) -> None:
@@ -17,13 +18,35 @@ def add_parser(sub: Any) -> None:
         description=(
             "Read records (files, or directories such as results/sweeps/NAME), group them by sweep and "
             "machine identity, and report each series: median ± spread per cell, bonnie++'s table as "
-            "bonnie++ prints it, bar charts with min-max error bars, and for a preset the seed's figures "
-            "and shape claims beside ours. Prints the text version; --html and --markdown also write "
+            "bonnie++ prints it, bar charts (one per workload and metric family: the median, a min-max "
+            "error bar and every sample as a point), and for a preset the seed's figures and shape claims "
+            "beside ours. With --against BASE, a comparison report: base's and head's figures side by "
+            "side, and the change of each median. Prints the text version; --html and --markdown also write "
             "files, with the charts as PNG files in OUT_files/ next to them: those need matplotlib "
             "(pip install 'diskbench[plots]'), the text version does not."
         ),
     )
-    report.add_argument("records", nargs="+", type=Path, help="record files or directories of records")
+    report.add_argument(
+        "records",
+        nargs="+",
+        type=Path,
+        help="record files or directories of records (head's, with --against)",
+    )
+    report.add_argument(
+        "--against",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="BASE",
+        help="base's records (a file or directory; repeatable): a comparison report, base and head "
+        "side by side in every table and chart",
+    )
+    report.add_argument(
+        "--labels",
+        default="base,head",
+        metavar="BASE,HEAD",
+        help="with --against: the two sides' names in tables and legends",
+    )
     report.add_argument("--html", type=Path, default=None, metavar="OUT", help="write an HTML report here")
     report.add_argument(
         "--markdown", type=Path, default=None, metavar="OUT", help="write a Markdown report here"
@@ -31,7 +54,15 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    result = make_report(args.records, html_out=args.html, markdown_out=args.markdown)
+    if args.labels != "base,head" and not args.against:
+        raise UsageError(f"--labels {args.labels!r} names the two sides of a comparison: add --against BASE")
+    result = make_report(
+        args.records,
+        against=args.against,
+        labels=parse_labels(args.labels),
+        html_out=args.html,
+        markdown_out=args.markdown,
+    )
     print(result.text, end="")
     for path in result.written:
         print(f"report: {path}")

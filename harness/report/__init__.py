@@ -7,6 +7,9 @@
 * :mod:`~harness.report.text`, :mod:`~harness.report.markdown`, :mod:`~harness.report.html`:
   the writers of those blocks;
 * :mod:`~harness.report.charts`: the PNG charts (matplotlib);
+* :mod:`~harness.report.families`: one chart per workload and metric family, where no preset
+  lays the charts out;
+* :mod:`~harness.report.sides`: the comparison report, two record sets side by side;
 * :mod:`~harness.report.command`: ``make_report``, which ties them together.
 
 Only the tables are imported here, so that a run can print them without loading presets,

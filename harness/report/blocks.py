@@ -17,6 +17,7 @@ from typing import Any
 
 from harness.presets import PlotSpec, TableSpec, check_shape, display_value, matches
 from harness.report.charts import BarChart, ShapeChart, byte_unit
+from harness.report.families import family_charts, one_side_rows
 from harness.report.series import CellResult, Series, label_of, metric_of
 from harness.samplestats import Stats
 from harness.sweep import canonical
@@ -24,15 +25,20 @@ from harness.sweep import canonical
 _DIGITS = {"s": 2, "MiB/s": 1, "ratio": 3, "%": 0}
 
 
-def format_stats(stats: Stats, unit: str) -> str:
-    """``12.30 s ± 2.1%``; bytes in the binary unit their median reaches; ``-`` without samples."""
+def format_stats(stats: Stats, unit: str, *, beside: Stats | None = None) -> str:
+    """``12.30 s ± 2.1%``; bytes in the binary unit their median reaches; ``-`` without samples.
+
+    ``beside``: the figure it stands next to (base's, for head's), so that both take one unit:
+    the one the smaller median needs.
+    """
     if not stats.n:
         return "-"
+    medians = [abs(stats.median)] + ([abs(beside.median)] if beside is not None and beside.n else [])
     if unit == "B":
-        name, divisor = byte_unit([stats.median])
+        name, divisor = byte_unit([min(medians)])
         scaled = Stats.of([v / divisor for v in stats.values])
         return scaled.format(name, digits=0 if name == "B" else 1)
-    if unit == "s" and abs(stats.median) < 0.1:
+    if unit == "s" and min(medians) < 0.1 and max(medians) < 10:
         return Stats.of([v * 1000 for v in stats.values]).format("ms", digits=1)
     if unit in ("ratio", "count"):
         return stats.format("", digits=_DIGITS.get(unit, 0))
@@ -281,18 +287,6 @@ def bar_chart(series: Series, spec: PlotSpec) -> BarChart | None:
     )
 
 
-def default_chart(series: Series) -> BarChart | None:
-    metric = "total_s"
-    axes = _axes_shown(series, series.cells)
-    spec = PlotSpec(
-        metric=metric,
-        title=f"{series.sweep}: {metric}",
-        group=tuple(axes[:2]),
-        series=axes[2] if len(axes) > 2 else None,
-    )
-    return bar_chart(series, spec)
-
-
 def seed_blocks(series: Series, slug: str) -> list[Block]:
     ref = series.reference
     if ref is None:
@@ -371,13 +365,24 @@ def seed_blocks(series: Series, slug: str) -> list[Block]:
     return blocks
 
 
-def _slug(text: str) -> str:
+def file_slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "series"
 
 
-def series_blocks(series: Series, index: int) -> list[Block]:
+def machine_line(series: Series) -> str:
+    """The accelerator, QEMU, host and guest a series ran on, in one line."""
     machine = series.machine
-    slug = f"{index:02d}-{_slug(series.sweep)}-{series.accel}"
+    return (
+        f"accel {series.accel.upper()}; QEMU {machine.get('qemu_version', '?')}, qemu-img "
+        f"{machine.get('qemu_img_version', '?')}; host {machine.get('hostname', '?')} "
+        f"({machine.get('cpu', '?')}, {machine.get('cores', '?')} cores, {machine.get('host_kernel', '?')}); "
+        f"images on {machine.get('work_dir_fs', '?')}; guest {series.vm.get('mem_mib', '?')} MiB, "
+        f"{series.vm.get('smp', '?')} vCPU"
+    )
+
+
+def series_blocks(series: Series, index: int) -> list[Block]:
+    slug = f"{index:02d}-{file_slug(series.sweep)}-{series.accel}"
     title = (
         f"{series.preset.title} (preset {series.preset.name}, seed {series.preset.seed})"
         if series.preset
@@ -392,11 +397,7 @@ def series_blocks(series: Series, index: int) -> list[Block]:
         blocks.append(Para(f"Sweep {series.sweep}: {scale} (scale 1: {series.preset.scale_1})."))
     blocks.append(
         Para(
-            f"accel {series.accel.upper()}; QEMU {machine.get('qemu_version', '?')}, qemu-img "
-            f"{machine.get('qemu_img_version', '?')}; host {machine.get('hostname', '?')} "
-            f"({machine.get('cpu', '?')}, {machine.get('cores', '?')} cores, {machine.get('host_kernel', '?')}); "
-            f"images on {machine.get('work_dir_fs', '?')}; guest {series.vm.get('mem_mib', '?')} MiB, "
-            f"{series.vm.get('smp', '?')} vCPU; {len(series.cells)} cells, {samples} samples"
+            f"{machine_line(series)}; {len(series.cells)} cells, {samples} samples"
             + (f", {failed} FAILED" if failed else ""),
             "loud" if series.accel != "kvm" else "",
         )
@@ -421,7 +422,12 @@ def series_blocks(series: Series, index: int) -> list[Block]:
     plots = series.preset.plots if series.preset else ()
     charts = [(f"{slug}-{n}", bar_chart(series, p)) for n, p in enumerate(plots, start=1)]
     if not plots:
-        charts = [(f"{slug}-1", default_chart(series))]
+        # no preset lays the charts out: one per workload and metric family
+        charts = [
+            (f"{slug}-{file_slug(workload)}-{chart.family}", chart)
+            for workload, rows in one_side_rows(series.cells).items()
+            for chart in family_charts(workload, rows, [""], series.accel)
+        ]
     blocks += [Chart(name, chart) for name, chart in charts if chart is not None]
     blocks += seed_blocks(series, slug)
     failures = [(c, s) for c in series.cells for s in c.failed]

@@ -2,19 +2,27 @@
 
 Each chart is a plain value (:class:`BarChart`, :class:`ShapeChart`) built by
 the report from records; :func:`render` draws one to a file.  Medians are the
-bars, error bars run from the smallest to the largest sample, and the
-accelerator is printed in the corner of every chart: a TCG chart is about
-emulation, and says so where it is looked at.
+bars, error bars run from the smallest to the largest sample, each sample is a
+point over its bar, and the accelerator is printed above every chart: a TCG
+chart is about emulation, and says so where it is looked at.  No text is drawn
+inside the plot (the figures are in the report's tables), so none can cover a
+bar, an error bar or another label.
 """
 
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.samplestats import Stats
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 # matplotlib's tab10, spelled out so the colours do not depend on its version's defaults
 COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
@@ -37,6 +45,9 @@ class BarChart:
     series_label: str = ""
     # a figure of the host alone (qemu-img create, allocation): the accelerator does not touch it
     host_side: bool = False
+    # what the chart is of, where the report draws one chart per workload and metric family
+    family: str = ""
+    workload: str = ""
 
 
 @dataclass(frozen=True)
@@ -61,7 +72,7 @@ def byte_unit(values: Sequence[float]) -> tuple[str, float]:
     return "B", 1.0
 
 
-def _figure(width: float, height: float) -> tuple[object, object]:
+def _figure(width: float, height: float) -> tuple[Figure, Axes]:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -70,61 +81,78 @@ def _figure(width: float, height: float) -> tuple[object, object]:
     return fig, fig.add_subplot()
 
 
-def _stamp(ax: object, accel: str, *, host_side: bool = False) -> None:
-    from matplotlib.axes import Axes
-
-    assert isinstance(ax, Axes)
+def _stamp(ax: Axes, accel: str, *, host_side: bool = False) -> None:
+    """The accelerator, as the axes' right-hand title: above the plot, where no bar reaches."""
     loud = accel.lower() != "kvm" and not host_side
     if host_side:
         text = f"host-side figure (guests ran under {accel.upper()})"
     else:
         text = f"accel {accel.upper()}" + (": emulation, not disks" if loud else "")
-    ax.text(
-        0.995,
-        0.99,
-        text,
-        transform=ax.transAxes,
-        ha="right",
-        va="top",
-        fontsize=8,
-        color="#b00020" if loud else "#555555",
-        bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1.5},
+    ax.set_title(text, loc="right", fontsize=8, color="#b00020" if loud else "#555555")
+
+
+def _title(fig: Figure, title: str) -> None:
+    """The figure's title, above the axes' titles (the accelerator), wrapped to the figure's width."""
+    # a character of 11 pt is about 0.09 inch wide
+    chars = max(20, int(fig.get_figwidth() / 0.09))
+    fig.suptitle(textwrap.fill(title, chars, break_long_words=False), fontsize=11)
+
+
+def tick_labels(groups: Sequence[str], width_in: float) -> tuple[list[str], bool]:
+    """The groups' labels wrapped at spaces to fit their share of the axis; vertical where a word
+    does not fit (a slanted label's box reaches under its neighbour's)."""
+    # about 0.8 of the figure is the plot; a character of 8 pt is about 0.065 inch wide
+    chars = max(4, int(0.8 * width_in / max(1, len(groups)) / 0.065) - 1)
+    wrapped = [textwrap.fill(g, chars, break_long_words=False) for g in groups]
+    if any(len(line) > chars for label in wrapped for line in label.split("\n")):
+        return list(groups), True
+    return wrapped, False
+
+
+def bars_figure(chart: BarChart) -> Figure:
+    """The chart drawn: a bar per median, a min-max error bar, each sample a point over it.
+
+    No figure is written on the bars (the report's tables carry them), the legend
+    stands right of the plot and the titles above it: no text covers a bar.
+    """
+    nseries = max(1, len(chart.series))
+    # wide enough for its bars, never wider than a page; two narrow charts share a row of the page
+    bars = len(chart.groups) * nseries
+    width = min(12.0, max(6.0, 0.3 * bars + 0.25 * len(chart.groups) + 2.5))
+    labels, vertical = tick_labels(chart.groups, width)
+    lines = max((label.count("\n") + 1 for label in labels), default=1)
+    fig, ax = _figure(
+        width, 4.0 + (0.07 * max(len(g) for g in chart.groups) if vertical else 0.15 * (lines - 1))
     )
-
-
-def render_bars(chart: BarChart, path: Path) -> None:
-    from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
-
-    fig, ax = _figure(max(6.0, 1.1 * len(chart.groups) * max(1, len(chart.series)) + 2.5), 4.2)
-    assert isinstance(fig, Figure) and isinstance(ax, Axes)
     unit, divisor = chart.unit, 1.0
     if chart.unit == "B":
         unit, divisor = byte_unit([s.max for s in chart.stats.values() if s.n])
-    nseries = max(1, len(chart.series))
     width = 0.8 / nseries
     for si, series in enumerate(chart.series):
-        xs, heights, low, high = [], [], [], []
+        xs, heights, low, high, px, py = [], [], [], [], [], []
         for gi, group in enumerate(chart.groups):
             stats = chart.stats.get((group, series))
             if stats is None or not stats.n:
                 continue
-            xs.append(gi - 0.4 + width * (si + 0.5))
+            x = gi - 0.4 + width * (si + 0.5)
+            xs.append(x)
             heights.append(stats.median / divisor)
             low.append((stats.median - stats.min) / divisor)
             high.append((stats.max - stats.median) / divisor)
+            # the samples, spread a little across the bar so that equal values stay apart
+            n = len(stats.values)
+            for k, value in enumerate(stats.values):
+                px.append(x + (width * 0.5 * ((k + 0.5) / n - 0.5) if n > 1 else 0.0))
+                py.append(value / divisor)
         if not xs:
             continue
         label = series if len(chart.series) > 1 or series else None
-        ax.bar(xs, heights, width * 0.92, color=COLOURS[si % len(COLOURS)], label=label, zorder=2)
+        ax.bar(xs, heights, width * 0.92, color=COLOURS[si % len(COLOURS)], label=label, zorder=2, alpha=0.85)
         ax.errorbar(
             xs, heights, yerr=[low, high], fmt="none", ecolor="#222222", capsize=3, linewidth=1, zorder=3
         )
-        for x, h in zip(xs, heights, strict=True):
-            ax.annotate(
-                f"{h:.3g}", (x, h), textcoords="offset points", xytext=(0, 3), ha="center", fontsize=7
-            )
-    ax.set_xticks(range(len(chart.groups)), list(chart.groups), rotation=0 if len(chart.groups) < 6 else 30)
+        ax.scatter(px, py, s=9, color="#111111", edgecolors="white", linewidths=0.4, zorder=4)
+    ax.set_xticks(range(len(chart.groups)), labels, rotation=90 if vertical else 0, fontsize=8)
     ax.set_ylabel(f"{chart.ylabel} [{unit}]" if unit else chart.ylabel)
     if chart.group_label:
         ax.set_xlabel(chart.group_label)
@@ -135,20 +163,29 @@ def render_bars(chart: BarChart, path: Path) -> None:
     if chart.log and lows and max(tops) / min(lows) > 20:
         ax.set_yscale("log")
         ax.set_ylim(bottom=min(lows) / 4, top=max(tops) * 3)
-    ax.set_title(chart.title, fontsize=11)
+    elif tops:
+        ax.set_ylim(bottom=0, top=max(tops) * 1.08)
+    _title(fig, chart.title)
     ax.grid(axis="y", alpha=0.3, zorder=0)
     if len(chart.series) > 1:
-        ax.legend(title=chart.series_label or None, fontsize=8, title_fontsize=8, loc="upper left")
+        ax.legend(
+            title=chart.series_label or None,
+            fontsize=8,
+            title_fontsize=8,
+            loc="upper left",
+            bbox_to_anchor=(1.01, 1.0),
+            borderaxespad=0.0,
+        )
     _stamp(ax, chart.accel, host_side=chart.host_side)
-    fig.savefig(path, format="png")
+    return fig
 
 
-def render_shape(chart: ShapeChart, path: Path) -> None:
-    from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
+def render_bars(chart: BarChart, path: Path) -> None:
+    bars_figure(chart).savefig(path, format="png")
 
-    fig, ax = _figure(9.0, 0.45 * len(chart.names) + 1.6)
-    assert isinstance(fig, Figure) and isinstance(ax, Axes)
+
+def shape_figure(chart: ShapeChart) -> Figure:
+    fig, ax = _figure(9.0, 0.45 * len(chart.names) + 1.8)
     ys = list(range(len(chart.names)))
     for offset, values, label, colour in (
         (-0.2, chart.seed, chart.seed_label, "#7f7f7f"),
@@ -160,18 +197,20 @@ def render_shape(chart: ShapeChart, path: Path) -> None:
             ax.barh(
                 [p[0] for p in pts], [p[1] - 1 for p in pts], height=0.38, left=1, color=colour, label=label
             )
-            for y, v in pts:
-                ax.annotate(f"x{v:.3g}", (v, y), textcoords="offset points", xytext=(3, -3), fontsize=7)
     ax.axvline(1.0, color="#222222", linewidth=1)
     ax.set_xscale("log")
     ax.set_yticks(ys, list(chart.names), fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("ratio (log scale; 1 = the same)")
-    ax.set_title(chart.title, fontsize=11)
-    ax.legend(fontsize=8, loc="lower right")
+    _title(fig, chart.title)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     ax.grid(axis="x", alpha=0.3)
     _stamp(ax, chart.accel)
-    fig.savefig(path, format="png")
+    return fig
+
+
+def render_shape(chart: ShapeChart, path: Path) -> None:
+    shape_figure(chart).savefig(path, format="png")
 
 
 def render(chart: BarChart | ShapeChart, path: Path) -> Path:

@@ -5,6 +5,8 @@
 (:mod:`~harness.report.blocks`) and writes them as text, and as HTML and
 Markdown where asked; the last two draw the charts into PNG files in a
 ``NAME_files/`` directory next to the output (:mod:`~harness.report.charts`).
+Given base's records too (``against``), it builds a comparison report instead
+(:mod:`~harness.report.sides`): base and head side by side.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from harness.report.charts import draw_charts
 from harness.report.html import to_html
 from harness.report.markdown import to_markdown
 from harness.report.series import group_series, load_records
+from harness.report.sides import Side, comparison_blocks
 from harness.report.text import to_text
 
 
@@ -31,12 +34,27 @@ class ReportResult:
 
 
 def make_report(
-    paths: Sequence[Path], *, html_out: Path | None = None, markdown_out: Path | None = None
+    paths: Sequence[Path],
+    *,
+    against: Sequence[Path] = (),
+    labels: tuple[str, str] = ("base", "head"),
+    html_out: Path | None = None,
+    markdown_out: Path | None = None,
 ) -> ReportResult:
-    """Load, group, build; write HTML and Markdown where asked; return the text version too."""
+    """Load, group, build; write HTML and Markdown where asked; return the text version too.
+
+    With ``against`` (base's records), ``paths`` are head's and the report is a
+    comparison: both sides' figures side by side, ``labels`` naming them.
+    """
     records, dirs = load_records(paths)
     series = group_series(records, dirs)
-    blocks = build_report(series)
+    if against:
+        base_records, base_dirs = load_records(against)
+        base_series = group_series(base_records, base_dirs)
+        blocks = comparison_blocks(Side(labels[0], tuple(base_series)), Side(labels[1], tuple(series)))
+        series = [*base_series, *series]
+    else:
+        blocks = build_report(series)
     if (html_out or markdown_out) and charts_in(blocks) and not plots_installed():
         raise UsageError(
             "the HTML and Markdown reports draw charts with matplotlib, which is not installed: "

@@ -6,6 +6,7 @@ import html
 from collections.abc import Mapping, Sequence
 
 from harness.report.blocks import NUMERIC, Block, Bullets, Chart, Heading, Para, Table
+from harness.report.charts import BarChart
 
 _CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em; max-width: 80em; color: #111; }
@@ -61,6 +62,11 @@ def to_html(blocks: Sequence[Block], images: Mapping[str, str]) -> str:
             rows.append("</tbody></table>")
             out.append("\n".join(rows))
         elif isinstance(block, Chart):
-            out.append(f'<img src="{esc(images[block.name])}" alt="{esc(block.chart.title)}">')
+            chart = block.chart
+            # what the chart is of, for readers that look for one chart per workload and family
+            of = ""
+            if isinstance(chart, BarChart) and chart.family:
+                of = f' data-workload="{esc(chart.workload)}" data-family="{esc(chart.family)}"'
+            out.append(f'<img src="{esc(images[block.name])}" alt="{esc(chart.title)}"{of}>')
     out.append("</body></html>")
     return "\n".join(out) + "\n"
