@@ -49,6 +49,10 @@ WORKLOAD_KEYS = (
     "bonnie_size_mib",
     "bonnie_ram_mib",
     "bonnie_files",
+    "fio_target",
+    "fio_size_mib",
+    "fio_ios",
+    "fio_fsync_ios",
 )
 DEFAULT_WORKLOAD = "install"
 
@@ -71,9 +75,10 @@ HOST_FIGURES = (
 )
 # The device's latency percentiles and mean per request type, and its IO time, from QEMU's
 # accounting (harness.latency): every guest sample has them (a type with no request is a gap).
-DEVICE_FIGURES = tuple(
-    f"dev.{op}_{stat}_ms" for op in ("read", "write", "flush") for stat in ("p50", "p90", "p99", "mean")
-) + ("dev.io_s",)
+DEVICE_FIGURES = (
+    *(f"dev.{op}_{stat}_ms" for op in ("read", "write", "flush") for stat in ("p50", "p90", "p99", "mean")),
+    "dev.io_s",
+)
 # fio's jobs (images/workloads/fio.fio) and the latencies tracked of each, per target prefix
 FIO_JOBS = (
     "seq-write",
@@ -350,9 +355,7 @@ def lookup(data: Mapping[str, Any], kind: str, workload: str, key: Sequence[Any]
 # -- the benchmark classes ---------------------------------------------------------------
 
 
-def benchmark_class(
-    group: Group, kind: str, module: str, params: Mapping[str, Any] | None = None
-) -> type:
+def benchmark_class(group: Group, kind: str, module: str, params: Mapping[str, Any] | None = None) -> type:
     """A class of ``track_*`` benchmarks, one per figure of ``group``'s workload.
 
     ``kind`` is ``"matrix"`` or ``"policy"``: which cells of ``setup_cache``'s
