@@ -39,6 +39,8 @@ from typing import Any
 
 from harness import proc
 from harness.binaries import ON_PATH, Binaries
+from harness.changes.find import branch_order
+from harness.changes.page import publish_changes
 from harness.errors import CommandError, InfraError, UsageError
 from harness.history_progress import LogFollower
 from harness.pages import localize
@@ -355,6 +357,17 @@ def run_history(
     if not index.is_file():
         raise InfraError(f"asv publish wrote no {index}: see {log_path}")
     localize(pages, log=log)
+    try:
+        changes_page = publish_changes(
+            pages,
+            results_dir=conf.results_dir,
+            records_root=conf.results_dir.parent / "history",
+            thresholds=conf.data.get("regressions_thresholds") or {},
+            order=branch_order(tracked, conf.branch),
+        )
+        log(f"history: change points: {changes_page}")
+    except UsageError as exc:
+        log(f"history: WARNING: no change points page: {exc}")
     failed = failed_cells(conf.results_dir.parent / "history", name, hashes) if name else {}
     for commit, cells in failed.items():
         log(f"history: WARNING: {commit[:12]}: failed cells, gaps in the graphs: {', '.join(cells)}")
