@@ -411,3 +411,16 @@ def test_the_install_step_copies_the_commits_subject(tmp_path: Path) -> None:
     assert (subject / "qemu" / "pc-bios" / "bios-256k.bin").read_text() == "fw"
     with pytest.raises(SystemExit, match="was not built"):
         asv_subject.main(["collect-qemu", "--build-dir", str(source), "--out", str(tmp_path / "x")])
+
+
+def test_the_small_matrix_is_one_dd_cell_the_policys_own_with_one_sample() -> None:
+    from harness.policy import load_policy
+    from harness.sweep import expand_spec, load_spec
+
+    spec = load_spec(REPO / "sweeps" / "history-small.toml")
+    policy = load_policy(REPO / "policy.toml")
+    (cell,) = expand_spec(spec, policy=policy).cells
+    assert spec.repeat == 1 and cell.workload.name == "dd"
+    (group,) = layout.policy_groups(spec)
+    ((_key, values),) = group.combinations()
+    assert layout.policy_cell(spec, policy, "dd", values) == cell

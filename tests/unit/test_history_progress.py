@@ -60,3 +60,20 @@ def test_the_follower_reads_what_asv_appends_to_the_log(tmp_path: Path) -> None:
         fh.write(SETUP + "\n" + "[ 0.43%] ··· matrix.Dd.track_total_s")  # a line not yet whole
     assert len(seen) == 3, seen
     assert "commit 1/8 5cbf3cbe" in seen[1] and "cells measured" in seen[2]
+
+
+def test_spec_and_repeat_reach_the_suite_and_bad_ones_stop_before_asv(tmp_path: Path) -> None:
+    import pytest
+
+    from harness.errors import SpecError, UsageError
+    from harness.history import matrix_environ
+
+    small = Path(__file__).resolve().parents[2] / "sweeps" / "history-small.toml"
+    assert matrix_environ(small, 1) == {"DISKBENCH_HISTORY_SPEC": str(small), "DISKBENCH_HISTORY_REPEAT": "1"}
+    assert matrix_environ(None, None) == {}
+    with pytest.raises(UsageError, match="--repeat 0"):
+        matrix_environ(None, 0)
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[axes]\nformat = ["vmdk9"]\n')
+    with pytest.raises(SpecError):
+        matrix_environ(bad, None)
