@@ -52,6 +52,9 @@ class HistoryProgress:
     phase: str = "starting"
     last_output: float = 0.0
     done_s: list[float] = field(default_factory=list)
+    # asv builds and installs the first commit before it says "For ... commit": that commit's
+    # time starts with asv's first line
+    run_started: float | None = None
 
     def eta_s(self, now: float) -> float | None:
         if not self.done_s or not self.commits:
@@ -83,6 +86,8 @@ class HistoryProgress:
 
     def line(self, text: str, now: float) -> list[str]:
         self.last_output = now
+        if self.run_started is None:
+            self.run_started = now
         out: list[str] = []
         if match := _TOTALS.search(text):
             self.commits, self.benchmarks = int(match.group(2)), int(match.group(4))
@@ -93,7 +98,9 @@ class HistoryProgress:
         if match := _COMMIT.search(text):
             out += self._finish_commit(now)
             self.index += 1
-            self.commit, self.started, self.recorded = match.group(1)[:8], now, 0
+            first = self.index == 1 and self.run_started is not None
+            self.commit, self.recorded = match.group(1)[:8], 0
+            self.started = self.run_started if first else now
             self.phase = "building, installing and measuring its cells"
             ref = f" <{match.group(2)}>" if match.group(2) else ""
             out.append(

@@ -297,3 +297,69 @@ def test_history_changes_command_prints_the_table_and_refuses_bad_input(
     assert main(["history", "changes", "--config", str(config), "--alpha", "2"]) == 2
     assert "--alpha 2.0" in capsys.readouterr().err
     assert main(["history", "changes", "--config", str(tmp_path / "missing.json")]) == 2
+
+
+# -- real history runs ------------------------------------------------------------------------------
+
+DATA = Path(__file__).parent / "data"
+
+
+def real_run(tmp_path: Path, name: str) -> tuple[dict[str, Any], Path]:
+    """A real history run (asv's results, the records' identity), written back as asv and the suite
+    wrote them: ``history-run-*.json`` keeps only what the change points read."""
+    run = json.loads((DATA / name).read_text())
+    results = tmp_path / "results" / "asv"
+    machine = results / run["machine"]
+    machine.mkdir(parents=True)
+    (machine / "machine.json").write_text(json.dumps({"machine": run["machine"], "version": 1}))
+    (results / "benchmarks.json").write_text(json.dumps({**run["benchmarks"], "version": 2}))
+    for i, (commit, rows) in enumerate(run["results"].items()):
+        data = {
+            "commit_hash": commit,
+            "env_name": "virtualenv-py3.11-setuptools-wheel",
+            "date": 1_795_482_102_000 + i,
+            "params": {"machine": run["machine"]},
+            "result_columns": ["result", "params"],
+            "results": rows,
+            "version": 2,
+        }
+        (machine / f"{commit[:8]}-virtualenv-py3.11-setuptools-wheel.json").write_text(json.dumps(data))
+        write_record(tmp_path, run["machine"], commit, **run["identity"][commit])
+    return run, tmp_path / "results"
+
+
+def test_a_real_history_with_a_policy_step_has_change_points_at_that_commit_only(tmp_path: Path) -> None:
+    run, results = real_run(tmp_path, "history-run-policy-step.json")
+    found = history_changes(
+        results_dir=results / "asv",
+        records_root=results / "history",
+        thresholds=run["regressions_thresholds"],
+        settings=Settings(),
+        order=run["order"],
+    )
+    stepped = run["order"][4]
+    assert found.series == 58
+    assert {c.commit for c in found.changes} == {stepped}
+    metrics = {c.series.metric for c in found.changes}
+    assert {"total_s", "phase.write_s", "s_per_gib", "dev.write_p99_ms"} <= metrics
+    assert all(c.cause == "the commit (nothing else changed)" for c in found.changes)
+    total = next(c for c in found.changes if c.series.metric == "total_s")
+    assert total.after / total.before > 4
+
+
+def test_a_real_history_whose_only_change_is_the_qemu_binary_is_attributed_to_it(tmp_path: Path) -> None:
+    run, results = real_run(tmp_path, "history-run-qemu-change.json")
+    found = history_changes(
+        results_dir=results / "asv",
+        records_root=results / "history",
+        thresholds=run["regressions_thresholds"],
+        settings=Settings(),
+        order=run["order"],
+    )
+    first_new = run["order"][4]
+    assert run["identity"][first_new]["qemu_version"] == "7.2.99"
+    assert found.changes and {c.commit for c in found.changes} == {first_new}
+    for change in found.changes:
+        assert change.cause.startswith("not the commit: lines up with QEMU version 7.2.22 → 7.2.99"), (
+            change.cause
+        )
