@@ -39,7 +39,10 @@ from typing import Any
 
 from harness import proc
 from harness.binaries import ON_PATH, Binaries
+from harness.changes.find import branch_order
+from harness.changes.page import publish_changes
 from harness.errors import CommandError, InfraError, UsageError
+from harness.history_progress import LogFollower
 from harness.pages import localize
 from harness.paths import default_work_dir
 
@@ -48,6 +51,8 @@ Log = Callable[[str], None]
 ACCELS = ("kvm", "tcg")
 ENV_MACHINE = "DISKBENCH_ASV_MACHINE"
 ENV_RECORDS = "DISKBENCH_HISTORY_RECORDS"
+ENV_SPEC = "DISKBENCH_HISTORY_SPEC"
+ENV_REPEAT = "DISKBENCH_HISTORY_REPEAT"
 # keys of an asv config that name paths, relative to the config's directory
 PATH_KEYS = ("benchmark_dir", "env_dir", "results_dir", "html_dir")
 COMMAND_KEYS = ("build_command", "install_command", "uninstall_command")
@@ -273,6 +278,8 @@ def run_history(
     repo: Path | None = None,
     work_dir: Path | None = None,
     accel: str | None = None,
+    spec: Path | None = None,
+    repeat: int | None = None,
     log: Log = lambda _msg: None,
     binaries: Binaries = ON_PATH,
     suite_environ: Mapping[str, str] | None = None,
@@ -282,9 +289,12 @@ def run_history(
     ``accel`` skips the detection (tests, or a caller that has just probed), which
     boots ``binaries``' QEMU.  The suite runs in asv's own process: ``suite_environ``
     is what it is handed besides the machine and where records go (the caller's
-    binaries, in the variables the suite reads).
+    binaries, in the variables the suite reads).  ``spec`` and ``repeat`` replace the
+    history matrix and its samples per cell (the suite reads them from its environment).
+    While asv runs, progress lines (counts, ETA) go to ``log``.
     """
     conf = load_asv_config(config)
+    matrix = matrix_environ(spec, repeat)
     if repo is not None and not (repo / ".git").exists():
         raise UsageError(f"--repo {repo}: not a git checkout: clone the repository there first")
     logs_dir = conf.results_dir.parent / "logs"
@@ -312,27 +322,29 @@ def run_history(
             hashfile.write_text("\n".join(hashes) + "\n", encoding="utf-8")
             env = {
                 **(suite_environ or {}),
+                **matrix,
                 ENV_MACHINE: name,
                 ENV_RECORDS: str(conf.results_dir.parent / "history"),
                 "DISKBENCH_WORK_DIR": str((work_dir or default_work_dir()).resolve()),
             }
-            _asv(
-                asv,
-                [
-                    "run",
-                    "--config",
-                    str(config_path),
-                    "--machine",
-                    name,
-                    "--show-stderr",
-                    "--skip-existing-successful",
-                    f"HASHFILE:{hashfile}",
-                ],
-                log_path,
-                "asv run",
-                env=env,
-                timeout_s=ASV_TIMEOUT_S,
-            )
+            with LogFollower(log_path, log):
+                _asv(
+                    asv,
+                    [
+                        "run",
+                        "--config",
+                        str(config_path),
+                        "--machine",
+                        name,
+                        "--show-stderr",
+                        "--skip-existing-successful",
+                        f"HASHFILE:{hashfile}",
+                    ],
+                    log_path,
+                    "asv run",
+                    env=env,
+                    timeout_s=ASV_TIMEOUT_S,
+                )
         pages = html_dir.resolve() if html_dir else conf.html_dir
         _asv(
             asv,
@@ -345,6 +357,17 @@ def run_history(
     if not index.is_file():
         raise InfraError(f"asv publish wrote no {index}: see {log_path}")
     localize(pages, log=log)
+    try:
+        changes_page = publish_changes(
+            pages,
+            results_dir=conf.results_dir,
+            records_root=conf.results_dir.parent / "history",
+            thresholds=conf.data.get("regressions_thresholds") or {},
+            order=branch_order(tracked, conf.branch),
+        )
+        log(f"history: change points: {changes_page}")
+    except UsageError as exc:
+        log(f"history: WARNING: no change points page: {exc}")
     failed = failed_cells(conf.results_dir.parent / "history", name, hashes) if name else {}
     for commit, cells in failed.items():
         log(f"history: WARNING: {commit[:12]}: failed cells, gaps in the graphs: {', '.join(cells)}")
@@ -356,6 +379,21 @@ def run_history(
         regressions=count_regressions(pages),
         failed=failed,
     )
+
+
+def matrix_environ(spec: Path | None, repeat: int | None) -> dict[str, str]:
+    """The suite's variables for ``--spec`` and ``--repeat``, checked here (bad input stops before asv)."""
+    from harness.sweep import load_spec
+
+    env = {}
+    if spec is not None:
+        load_spec(spec)
+        env[ENV_SPEC] = str(spec.resolve())
+    if repeat is not None:
+        if repeat < 1:
+            raise UsageError(f"--repeat {repeat}: use 1 or more samples per cell")
+        env[ENV_REPEAT] = str(repeat)
+    return env
 
 
 def _asv(

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.errors import SpecError
+from harness.errors import SpecError, UsageError
 from harness.spec import Cell, make_cell
 from harness.sweep import SweepSpec
 from harness.workloads import Metric, metric_info
@@ -49,6 +49,10 @@ WORKLOAD_KEYS = (
     "bonnie_size_mib",
     "bonnie_ram_mib",
     "bonnie_files",
+    "fio_target",
+    "fio_size_mib",
+    "fio_ios",
+    "fio_fsync_ios",
 )
 DEFAULT_WORKLOAD = "install"
 
@@ -69,6 +73,24 @@ HOST_FIGURES = (
     "host.flushes",
     "host.write_calls",
 )
+# The device's latency percentiles and mean per request type, and its IO time, from QEMU's
+# accounting (harness.latency): every guest sample has them (a type with no request is a gap).
+DEVICE_FIGURES = (
+    *(f"dev.{op}_{stat}_ms" for op in ("read", "write", "flush") for stat in ("p50", "p90", "p99", "mean")),
+    "dev.io_s",
+)
+# fio's jobs (images/workloads/fio.fio) and the latencies tracked of each, per target prefix
+FIO_JOBS = (
+    "seq-write",
+    "seq-read",
+    "rand-write-qd1",
+    "rand-write-qd32",
+    "rand-read-qd1",
+    "rand-read-qd32",
+    "fsync-write",
+)
+FIO_LATENCIES = ("clat_mean_ms", "clat_p50_ms", "clat_p99_ms")
+FIO_PREFIXES = {"raw": ("raw-",), "file": ("file-",), "both": ("raw-", "file-")}
 # What the guest reports besides its phases, per workload.
 WORKLOAD_FIGURES: Mapping[str, tuple[str, ...]] = {
     "install": ("files", "bytes", "packages"),
@@ -156,14 +178,31 @@ def inverse_figure(metric: Metric) -> Figure:
     )
 
 
-def workload_figures(workload: str) -> tuple[Figure, ...]:
-    """Every figure a sample of ``workload`` carries, in a stable order."""
+def workload_figures(workload: str, params: Mapping[str, Any] | None = None) -> tuple[Figure, ...]:
+    """Every figure a sample of ``workload`` carries, in a stable order.
+
+    ``params`` are the spec's (fio's ``fio_target`` names the jobs' prefixes; both by default).
+    """
     names = ["total_s"]
     names += [f"phase.{phase}_s" for phase in PHASES.get(workload, ())]
     names += HOST_FIGURES
     names += WORKLOAD_FIGURES.get(workload, ())
     names += [m.name for m in _module_metrics(workload)]
-    return tuple(figure_of(metric_info(name)) for name in dict.fromkeys(names))
+    if workload == "fio":
+        target = str((params or {}).get("fio_target", "both")).strip().lower()
+        for prefix in FIO_PREFIXES.get(target, FIO_PREFIXES["both"]):
+            names += [f"fio.{prefix}{job}.{lat}" for job in FIO_JOBS for lat in FIO_LATENCIES]
+    names += DEVICE_FIGURES
+    return tuple(figure_of(m) for m in map(_known, dict.fromkeys(names)) if m is not None)
+
+
+def _known(name: str) -> Metric | None:
+    """The metric of ``name``; None where the measured commit's harness predates it
+    (its devices' latencies or fio): no benchmark, rather than a suite that cannot load."""
+    try:
+        return metric_info(name)
+    except UsageError:
+        return None
 
 
 def _module_metrics(workload: str) -> tuple[Metric, ...]:
@@ -316,7 +355,7 @@ def lookup(data: Mapping[str, Any], kind: str, workload: str, key: Sequence[Any]
 # -- the benchmark classes ---------------------------------------------------------------
 
 
-def benchmark_class(group: Group, kind: str, module: str) -> type:
+def benchmark_class(group: Group, kind: str, module: str, params: Mapping[str, Any] | None = None) -> type:
     """A class of ``track_*`` benchmarks, one per figure of ``group``'s workload.
 
     ``kind`` is ``"matrix"`` or ``"policy"``: which cells of ``setup_cache``'s
@@ -331,7 +370,7 @@ def benchmark_class(group: Group, kind: str, module: str) -> type:
         "param_names": list(group.param_names),
         "version": SUITE_VERSION,
     }
-    for figure in workload_figures(group.workload):
+    for figure in workload_figures(group.workload, params):
         attrs[figure.method] = _tracker(kind, group.workload, figure)
     return type(group.class_name, (), attrs)
 

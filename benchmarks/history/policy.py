@@ -19,4 +19,4 @@ __all__ = ["setup_cache"]
 SPEC = sweep.load_spec(layout.spec_path(os.environ))
 
 for _group in layout.policy_groups(SPEC):
-    globals()[_group.class_name] = layout.benchmark_class(_group, "policy", __name__)
+    globals()[_group.class_name] = layout.benchmark_class(_group, "policy", __name__, SPEC.params)

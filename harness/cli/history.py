@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from harness.cli import history_changes as changes_parser
 from harness.cli.common import binaries_environ, err
 from harness.errors import ExitCode
 from harness.history import run_history
@@ -56,9 +57,23 @@ def add_parser(sub: Any) -> None:
         default=default_work_dir(),
         help="where the guests' disk images are created ($DISKBENCH_WORK_DIR changes it)",
     )
+    history.add_argument(
+        "--spec",
+        type=Path,
+        default=None,
+        help="the history matrix (default: sweeps/history.toml; sweeps/history-small.toml is one dd "
+        "cell, about a minute a commit under TCG)",
+    )
+    history.add_argument(
+        "--repeat", type=int, default=None, metavar="N", help="samples per cell (default: the spec's repeat)"
+    )
+    sub_history = history.add_subparsers(dest="history_command", metavar="{changes}")
+    changes_parser.add_parser(sub_history)
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "history_command", None) == "changes":
+        return changes_parser.run(args)
     result = run_history(
         config=args.config,
         commits=args.commits,
@@ -68,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
         html_dir=args.html_dir,
         repo=args.repo,
         work_dir=args.work_dir,
+        spec=args.spec,
+        repeat=args.repeat,
         log=err,
         binaries=args.binaries,
         suite_environ=binaries_environ(args.binaries),

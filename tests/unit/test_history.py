@@ -232,6 +232,28 @@ def record(samples: list[dict[str, Any]]) -> dict[str, Any]:
     return {"cell": {"id": "c", "workload": {"name": "dd"}}, "samples": samples}
 
 
+def test_the_io_path_is_tracked_beside_total_s() -> None:
+    """dev.* percentiles of every guest workload; fio's completion latencies per job of its target."""
+    from harness.sweep import expand_spec, load_spec
+
+    dd = {f.name: f for f in layout.workload_figures("dd")}
+    for name in ("dev.write_p50_ms", "dev.write_p99_ms", "dev.read_p90_ms", "dev.flush_mean_ms", "dev.io_s"):
+        assert name in dd, name
+    assert dd["dev.write_p99_ms"].unit == "ms" and dd["dev.io_s"].unit == "seconds"
+    raw = {f.name for f in layout.workload_figures("fio", {"fio_target": "raw"})}
+    assert {"fio.raw-rand-write-qd1.clat_p99_ms", "fio.raw-fsync-write.clat_mean_ms", "total_s"} <= raw
+    assert not any(n.startswith("fio.file-") for n in raw)
+    both = {f.name for f in layout.workload_figures("fio")}
+    assert "fio.file-seq-read.clat_p50_ms" in both and "fio.raw-seq-read.clat_p50_ms" in both
+    methods = [f.method for f in layout.workload_figures("fio")]
+    assert len(methods) == len(set(methods))
+    assert "track_fio_raw_rand_read_qd32_clat_p99_ms" in methods
+    spec = load_spec(REPO / "sweeps" / "history.toml")
+    fio_cells = [c for c in expand_spec(spec).cells if c.workload.name == "fio"]
+    assert len(fio_cells) == 2, "fio on the direct-IO virtio-blk cells only"
+    assert spec.params["fio_target"] == "raw"
+
+
 def test_figures_are_medians_and_a_failed_cell_is_all_nan() -> None:
     figures = [layout.figure_of(metric_info(n)) for n in ("total_s", "mib_per_s", "phase.write_s")]
     ok = [
@@ -268,7 +290,7 @@ def test_the_default_matrix_is_format_cache_interface_per_workload() -> None:
     spec = load_spec(REPO / "sweeps" / "history.toml")
     policy = load_policy(REPO / "policy.toml")
     groups = layout.matrix_groups(spec)
-    assert [g.class_name for g in groups] == ["Install", "Dd"]
+    assert [g.class_name for g in groups] == ["Install", "Dd", "Fio"]
     assert groups[1].param_names == ("format", "cache", "interface")
     assert groups[1].params == [["raw", "qcow2"], ["none", "writeback"], ["virtio-blk", "ide"]]
     cells = {key: layout.matrix_cell(spec, policy, "dd", values) for key, values in groups[1].combinations()}
@@ -389,3 +411,16 @@ def test_the_install_step_copies_the_commits_subject(tmp_path: Path) -> None:
     assert (subject / "qemu" / "pc-bios" / "bios-256k.bin").read_text() == "fw"
     with pytest.raises(SystemExit, match="was not built"):
         asv_subject.main(["collect-qemu", "--build-dir", str(source), "--out", str(tmp_path / "x")])
+
+
+def test_the_small_matrix_is_one_dd_cell_the_policys_own_with_one_sample() -> None:
+    from harness.policy import load_policy
+    from harness.sweep import expand_spec, load_spec
+
+    spec = load_spec(REPO / "sweeps" / "history-small.toml")
+    policy = load_policy(REPO / "policy.toml")
+    (cell,) = expand_spec(spec, policy=policy).cells
+    assert spec.repeat == 1 and cell.workload.name == "dd"
+    (group,) = layout.policy_groups(spec)
+    ((_key, values),) = group.combinations()
+    assert layout.policy_cell(spec, policy, "dd", values) == cell
