@@ -24749,6 +24749,16 @@ function parseComparison(data, where = "comparison.json") {
       headId: r.field("head_id").string()
     })),
     axisSentence: summary2.field("axis_sentence").nullable((r) => r.string()),
+    sensitivity: summary2.optional("sensitivity")?.array((r) => ({
+      cellId: r.field("cell_id").string(),
+      name: r.field("name").string(),
+      metric: r.field("metric").string(),
+      rounds: r.field("rounds").count(),
+      verdict: r.field("verdict").verdict(),
+      couldSeePct: r.field("could_see_pct").nullable((x) => x.number()),
+      roundsToDecide: r.field("rounds_to_decide").nullable((x) => x.count())
+    })) ?? [],
+    reproduce: doc.optional("reproduce")?.nullable((r) => r.array((x) => x.string())) ?? [],
     warnings: doc.field("warnings").array((r) => r.string()),
     base: side(doc.field("base")),
     head: side(doc.field("head")),
@@ -24793,6 +24803,9 @@ function cell(r) {
   axes.object();
   return {
     cellId: r.field("cell_id").string(),
+    title: r.optional("title")?.string() ?? null,
+    gateName: axes.optional("gate_name")?.nullable((x) => x.string()) ?? null,
+    history: r.optional("history")?.strings() ?? [],
     baseId: axes.optional("base_id")?.nullable((x) => x.string()) ?? null,
     verdict: r.field("verdict").verdict(),
     timeVerdict: r.field("time_verdict").verdict(),
@@ -24906,6 +24919,10 @@ var Reader = class _Reader {
     }
     return this.raw.map((item, i) => read(new _Reader(item, this.where, `${this.path}[${i}]`)));
   }
+  /** The entries of an object whose values must all be strings. */
+  strings() {
+    return Object.keys(this.object()).map((key) => [key, this.field(key).string()]);
+  }
   /** The entries of a free-form object whose values are strings, numbers or booleans. */
   scalars() {
     return Object.entries(this.object()).flatMap(
@@ -24965,8 +24982,19 @@ function parseConfig(getInput2) {
     commentMode,
     failOnRegression: parseBoolean("fail-on-regression", getInput2("fail-on-regression"), false),
     prNumber: parsePrNumber(getInput2("pr-number")),
-    maxBytes: parseMaxBytes(getInput2("max-bytes"))
+    maxBytes: parseMaxBytes(getInput2("max-bytes")),
+    pagesUrl: parsePagesUrl(getInput2("pages-url"))
   };
+}
+var PAGES_URL = /^https?:\/\/[A-Za-z0-9.-]+(:[0-9]{1,5})?(\/[A-Za-z0-9._~%/+-]*)?$/;
+function parsePagesUrl(raw) {
+  if (raw === "") {
+    return null;
+  }
+  if (!PAGES_URL.test(raw)) {
+    throw new InputError("pages-url", `${JSON.stringify(raw)} is not the http(s) URL of the published history pages`);
+  }
+  return raw;
 }
 function parseCommentMode(raw) {
   const value2 = raw === "" ? "on-change" : raw;
@@ -25064,10 +25092,11 @@ var HEADLINE = {
 };
 var ORDER = ["regression", "changed", "improvement", "unchanged", "inconclusive", "error"];
 function renderMarkdown(doc, ctx) {
-  const rows = tableRows(doc);
-  let keep = rows.length;
+  const rows = tableRows(doc, ctx);
+  const unchanged = unchangedRows(doc, ctx);
+  let keep = Math.max(rows.length, unchanged.length);
   for (; ; ) {
-    const text = compose(doc, ctx, rows, keep);
+    const text = compose(doc, ctx, rows, unchanged, keep);
     if (text.length <= ctx.maxChars || keep === 0) {
       return text.length <= ctx.maxChars ? text : `${text.slice(0, Math.max(0, ctx.maxChars - 2))}…
 `;
@@ -25075,12 +25104,15 @@ function renderMarkdown(doc, ctx) {
     keep = Math.floor(keep / 2);
   }
 }
-function compose(doc, ctx, rows, keep) {
+function compose(doc, ctx, rows, unchanged, keep) {
   const lines = [];
   lines.push(`## diskbench gate: ${HEADLINE[doc.verdict]}${headlineChanges(doc)}`, "");
   const tally = ORDER.filter((v) => doc.counts[v] > 0).map((v) => v === "regression" || v === "changed" ? `**${doc.counts[v]} ${v}**` : `${doc.counts[v]} ${v}`).join(", ");
   lines.push(`${doc.cellCount} cell${doc.cellCount === 1 ? "" : "s"}${tally ? ` (${tally})` : ""}, ${accelLine(doc.accel)}.`, "");
   lines.push(`base ${sideText(doc.base)} vs head ${sideText(doc.head)}${measuredText(ctx)}`, "");
+  if (doc.counts.inconclusive > 0) {
+    lines.push(inconclusiveSentence(doc), "");
+  }
   if (headMismatch(doc, ctx)) {
     lines.push(`> **Warning:** this comparison's head is not the commit the run was for (${ctx.headSha?.slice(0, 12)}).`, "");
   }
@@ -25089,36 +25121,36 @@ function compose(doc, ctx, rows, keep) {
   }
   lines.push(...subjectLines(doc));
   if (rows.length > 0) {
-    lines.push("| cell | metric | base | head | change | CI | p | rounds | verdict |");
-    lines.push("| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | --- |");
-    lines.push(...rows.slice(0, keep));
-    if (keep < rows.length) {
-      lines.push("", `… ${rows.length - keep} more row${rows.length - keep === 1 ? "" : "s"}: the job summary and the artifact have them all.`);
-    }
-    lines.push("");
+    lines.push(...table(rows, keep, ctx), "");
   }
-  lines.push(`${doc.counts.unchanged} cell${doc.counts.unchanged === 1 ? "" : "s"} unchanged.`, "");
+  const count = `${doc.counts.unchanged} cell${doc.counts.unchanged === 1 ? "" : "s"} unchanged`;
+  if (unchanged.length > 0) {
+    lines.push(`<details><summary>${count} (their figures)</summary>`, "", ...table(unchanged, keep, ctx), "", "</details>", "");
+  } else {
+    lines.push(`${count}.`, "");
+  }
   if (doc.axisSentence) {
     lines.push(md(doc.axisSentence, 1e3), "");
   }
   const changed = doc.cells.filter((c) => c.verdict !== "unchanged" && c.verdict !== "error" && c.reason);
   if (changed.length > 0) {
     lines.push("<details><summary>Why</summary>", "");
-    lines.push(...changed.slice(0, keep).map((c) => `- ${code(c.cellId)}: ${md(c.reason)}`));
+    lines.push(...changed.slice(0, keep).map((c) => `- ${titleAndId(c)}: ${md(c.reason)}`));
     lines.push("", "</details>", "");
   }
   const errors = doc.cells.filter((c) => c.verdict === "error");
   if (errors.length > 0) {
     lines.push("### Errors", "");
-    lines.push(...errors.slice(0, keep).map((c) => `- ${code(c.cellId)} (${md(c.kind)}): ${md(c.reason)}`));
+    lines.push(...errors.slice(0, keep).map((c) => `- ${titleAndId(c)} (${md(c.kind)}): ${md(c.reason)}`));
     lines.push("");
   }
   const notes = doc.cells.filter((c) => c.note);
   if (notes.length > 0) {
     lines.push("### Counters", "");
-    lines.push(...notes.slice(0, keep).map((c) => `- ${code(c.cellId)}: ${md(c.note)}`));
+    lines.push(...notes.slice(0, keep).map((c) => `- ${titleAndId(c)}: ${md(c.note)}`));
     lines.push("");
   }
+  lines.push(...reproduceLines(doc.reproduce));
   if (doc.canary) {
     const { beforeMibS, afterMibS, change: change2, moved } = doc.canary;
     const figures = beforeMibS !== null && afterMibS !== null && change2 !== null ? `${beforeMibS.toFixed(0)} → ${afterMibS.toFixed(0)} MiB/s (${pct(change2)})` : "not measured";
@@ -25144,20 +25176,34 @@ function compose(doc, ctx, rows, keep) {
   return `${lines.join("\n")}
 `;
 }
-function tableRows(doc) {
+function table(rows, keep, ctx) {
+  const lines = [
+    `| cell | metric | base | head | change | CI | p | rounds | verdict |${ctx.pagesUrl ? " history |" : ""}`,
+    `| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | --- |${ctx.pagesUrl ? " --- |" : ""}`,
+    ...rows.slice(0, keep)
+  ];
+  if (keep < rows.length) {
+    lines.push("", `… ${rows.length - keep} more row${rows.length - keep === 1 ? "" : "s"}: the job summary and the artifact have them all.`);
+  }
+  return lines;
+}
+function unchangedRows(doc, ctx) {
+  return doc.cells.filter((c) => c.verdict === "unchanged").flatMap((c) => c.metrics.map((m) => metricRow(c, m, "unchanged", ctx)));
+}
+function tableRows(doc, ctx) {
   return doc.cells.filter((c) => c.verdict !== "unchanged").flatMap((c) => {
     const label = c.kind === "metric" ? md(c.verdict) : `${md(c.verdict)} (${md(c.kind)})`;
     const shown = c.metrics.filter((m) => m.verdict !== "unchanged");
     const moved = c.counters.filter((m) => m.verdict === "regression" || m.verdict === "improvement");
     const metrics = [...shown.length > 0 ? shown : c.metrics, ...moved];
     if (metrics.length === 0) {
-      return [`| ${cellName(c)} | - | - | - | - | - | - | ${c.rounds} | ${label} |`];
+      return [`| ${cellName(c)} | - | - | - | - | - | - | ${c.rounds} | ${label} |${ctx.pagesUrl ? " - |" : ""}`];
     }
-    return metrics.map((m) => metricRow(c, m, label));
+    return metrics.map((m) => metricRow(c, m, rowLabel(c, m, label), ctx));
   });
 }
-function metricRow(c, m, label) {
-  return [
+function metricRow(c, m, label, ctx) {
+  const cells = [
     "",
     cellName(c),
     code(m.metric, 80),
@@ -25167,9 +25213,47 @@ function metricRow(c, m, label) {
     ci(m),
     pValue(m.pValue),
     String(c.rounds),
-    rowLabel(c, m, label),
-    ""
-  ].join(" | ").trim();
+    label
+  ];
+  if (ctx.pagesUrl) {
+    cells.push(graphLink(ctx.pagesUrl, c, m.metric));
+  }
+  return [...cells, ""].join(" | ").trim();
+}
+var GRAPH = /^matrix\.[A-Za-z0-9]+\.track_[a-z0-9_]+\?p-[a-z_]+=%27[A-Za-z0-9._-]+%27(&p-[a-z_]+=%27[A-Za-z0-9._-]+%27)*$/;
+function graphLink(pagesUrl, c, metric2) {
+  const fragment = c.history.find(([name]) => name === metric2)?.[1];
+  if (fragment === void 0 || !GRAPH.test(fragment)) {
+    return "-";
+  }
+  const base = pagesUrl.endsWith(".html") ? pagesUrl : `${pagesUrl.replace(/\/+$/, "")}/`;
+  return `[graph](${base}#${fragment})`;
+}
+var PLAIN_ARG = /^[A-Za-z0-9._/=%:,+^~-]+$/;
+function reproduceLines(argv) {
+  if (argv.length === 0) {
+    return [];
+  }
+  if (argv[0] !== "diskbench" || !["gate", "compare"].includes(argv[1] ?? "") || !argv.every((a) => PLAIN_ARG.test(a))) {
+    return ["The command that reproduces it has characters this comment does not show: see summary.md in the artifact.", ""];
+  }
+  return ["Reproduce it locally:", "", `<pre><code>${argv.join(" ")}</code></pre>`, ""];
+}
+function inconclusiveSentence(doc) {
+  const open2 = doc.sensitivity.filter((r) => r.verdict === "inconclusive");
+  const seen = open2.flatMap((r) => r.couldSeePct === null ? [] : [r.couldSeePct]);
+  const need = open2.filter((r) => r.roundsToDecide !== null);
+  let text = `Inconclusive means these rounds cannot yet tell a change of the minimum effect (${num(doc.settings.minEffect * 100)}%) from none`;
+  if (seen.length > 0) {
+    text += `; a regression of about ${Math.max(...seen).toFixed(1)}% or more would have been caught 4 times in 5`;
+  }
+  if (need.length > 0) {
+    const most = need.reduce((a, b) => (b.roundsToDecide ?? 0) > (a.roundsToDecide ?? 0) ? b : a);
+    const cell2 = doc.cells.find((c) => c.cellId === most.cellId);
+    const who = cell2 ? cell2.gateName ?? cell2.title ?? cell2.cellId : most.name;
+    return `${text}. To decide, run more rounds: about ${most.roundsToDecide} per side (${md(who, 200)}, has ${most.rounds}), e.g. the command below with ${code(`--max-rounds ${most.roundsToDecide}`)} and the budget for them.`;
+  }
+  return `${text}. More rounds would not decide it (its change sits on the minimum effect): read it as a change about as large as the minimum effect, or set that metric's minimum with ${code("--rule")}.`;
 }
 function sideText(side2) {
   if (side2.rev === null) {
@@ -25246,7 +25330,14 @@ function num(v) {
   return String(Number(v.toPrecision(6)));
 }
 function cellName(c) {
-  return c.baseId !== null && c.baseId !== c.cellId ? `${code(c.cellId)} (base: ${code(c.baseId)})` : code(c.cellId);
+  let ids = c.baseId !== null && c.baseId !== c.cellId ? `${code(c.cellId)} (base: ${code(c.baseId)})` : code(c.cellId);
+  if (c.gateName !== null) {
+    ids = `${md(c.gateName, 80)}: ${ids}`;
+  }
+  return c.title === null ? ids : `${md(c.title, 200)}<br><sub>${ids}</sub>`;
+}
+function titleAndId(c) {
+  return c.title === null ? code(c.cellId) : `${md(c.title, 200)} (${code(c.cellId)})`;
 }
 function headlineChanges(doc) {
   if (doc.changed.length === 0) {
@@ -25291,7 +25382,7 @@ async function run() {
   const doc = loadComparison(config.comparisonPath, config.maxBytes);
   const context3 = runContext();
   const info2 = runInfo(context3.eventName, context3.payload, context3.serverUrl);
-  const page = { runUrl: info2.runUrl ?? void 0, headSha: info2.headSha ?? void 0 };
+  const page = { runUrl: info2.runUrl ?? void 0, headSha: info2.headSha ?? void 0, pagesUrl: config.pagesUrl ?? void 0 };
   setOutput("verdict", doc.verdict);
   setOutput("regressions", String(doc.counts.regression));
   await summary.addRaw(renderMarkdown(doc, { ...page, maxChars: SUMMARY_MAX_CHARS })).write();

@@ -25,7 +25,7 @@ export async function run(): Promise<void> {
   // read now, for this run (@actions/github's shared context is read when the bundle loads)
   const context = runContext()
   const info = runInfo(context.eventName, context.payload, context.serverUrl)
-  const page = {runUrl: info.runUrl ?? undefined, headSha: info.headSha ?? undefined}
+  const page = {runUrl: info.runUrl ?? undefined, headSha: info.headSha ?? undefined, pagesUrl: config.pagesUrl ?? undefined}
 
   core.setOutput('verdict', doc.verdict)
   core.setOutput('regressions', String(doc.counts.regression))
