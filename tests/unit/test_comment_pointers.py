@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_compare import MACHINE, SETTINGS, cell_dict, gauss, samples, write_side
 
 from harness.cli import main
 from harness.cli.gate import reproduce_argv
@@ -29,7 +30,6 @@ from harness.errors import UsageError
 from harness.gate import GATE_SPEC
 from harness.spec import make_cell
 from harness.workloads import registry
-from test_compare import MACHINE, SETTINGS, cell_dict, gauss, samples, write_side
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks"))
