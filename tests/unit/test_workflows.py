@@ -722,6 +722,7 @@ def test_the_action_runs_its_committed_bundle() -> None:
         "fail-on-regression",
         "pr-number",
         "max-bytes",
+        "pages-url",
     }
     assert (ACTION / "src" / "index.ts").read_text(encoding="utf-8").strip().splitlines()[-1] == (
         "run().catch(e => core.setFailed(e instanceof Error ? e.message : String(e)))"
