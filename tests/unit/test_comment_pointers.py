@@ -324,3 +324,13 @@ def test_names_and_links_are_inert() -> None:
     text = re.sub(r"`[^`]*`", "", render_markdown(doc))
     assert "[click](https" not in text and "@octocat" not in text
     assert "\\[click\\](https:&#8203;//evil.test) @&#8203;octocat<br><sub>" in text
+
+
+def test_the_gate_adds_its_seed_to_the_command_unless_it_was_given() -> None:
+    from harness.gate.run import _with_seed
+
+    drawn = _with_seed(Pointers(reproduce=("diskbench", "gate", "--base", "a", "--head", "b")), 1234)
+    assert drawn is not None and drawn.reproduce[-2:] == ("--seed", "1234")
+    given = Pointers(reproduce=("diskbench", "gate", "--seed", "7"))
+    assert _with_seed(given, 1234) == given
+    assert _with_seed(None, 1) is None

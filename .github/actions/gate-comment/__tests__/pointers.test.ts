@@ -9,7 +9,7 @@ import * as path from 'path'
 import {marked} from 'marked'
 import {afterAll, describe, expect, it} from 'vitest'
 import {loadComparison} from '../src/comparison'
-import {renderMarkdown} from '../src/render'
+import {renderMarkdown, value} from '../src/render'
 import {editedFixture} from './helpers'
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pointers-test-'))
@@ -103,5 +103,47 @@ describe('the comment points the reader on', () => {
     })
     expect(render(edge)).toContain('More rounds would not decide it (its change sits on the minimum effect)')
     expect(render(pointed())).not.toContain('Inconclusive means')
+  })
+})
+
+describe('the comment of a real comparison', () => {
+  // diskbench compare of real TCG records (docs/comparison.md): ide cells throttled in head
+  const doc = loadComparison(path.join(__dirname, 'fixtures', 'real-regression.json'), MB)
+  const text = renderMarkdown(doc, {maxChars: 60000, pagesUrl: PAGES})
+
+  it('names every cell in words, its id under it, and links each row to its graph', () => {
+    for (const c of doc.cells) {
+      expect(c.title).not.toBeNull()
+      expect(text).toContain(`| ${c.title}<br><sub><code>${c.cellId}</code></sub> |`)
+    }
+    const rows = text.split('\n').filter(l => l.includes('<br><sub><code>'))
+    expect(rows).toHaveLength(doc.cells.length)
+    for (const row of rows) {
+      expect(row).toMatch(/\| \[graph\]\(https:\/\/acme\.github\.io\/diskbench\/#matrix\.Dd\.track_total_s\?p-format=%27(raw|qcow2)%27&p-cache=%27(none|writeback)%27&p-interface=%27(ide|virtio-blk)%27\) \|$/)
+    }
+  })
+
+  it('gives the command and the inconclusive sentence with the figures diskbench computed', () => {
+    expect(text).toContain(`<pre><code>${doc.reproduce.join(' ')}</code></pre>`)
+    const open = doc.sensitivity.filter(r => r.verdict === 'inconclusive')
+    expect(open).toHaveLength(doc.counts.inconclusive)
+    const most = Math.max(...open.map(r => r.roundsToDecide ?? 0))
+    const seen = Math.max(...open.map(r => r.couldSeePct ?? 0))
+    expect(text).toContain(`a regression of about ${seen.toFixed(1)}% or more would have been caught 4 times in 5`)
+    expect(text).toContain(`about ${most} per side`)
+    expect(text).toContain(`<code>--max-rounds ${most}</code>`)
+  })
+
+  it('collapses the unchanged cells with their figures', () => {
+    const same = loadComparison(path.join(__dirname, 'fixtures', 'real-unchanged.json'), MB)
+    const shown = renderMarkdown(same, {maxChars: 60000})
+    const block = shown.split(`<details><summary>${same.cellCount} cells unchanged (their figures)</summary>`)[1]?.split('</details>')[0] ?? ''
+    const rows = block.split('\n').filter(l => l.startsWith('| ') && l.includes('<br><sub>'))
+    expect(rows).toHaveLength(same.cellCount)
+    for (const c of same.cells) {
+      const m = c.metrics[0]
+      const row = rows.find(r => r.includes(`<code>${c.cellId}</code>`))
+      expect(row).toContain(`| ${value(m?.medianBase ?? null, 'B')} | ${value(m?.medianHead ?? null, 'B')} |`)
+    }
   })
 })
