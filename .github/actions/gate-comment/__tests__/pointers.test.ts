@@ -147,3 +147,15 @@ describe('the comment of a real comparison', () => {
     }
   })
 })
+
+describe('the comment of a real gate', () => {
+  // diskbench gate of a throwaway repository whose head throttles writes in its policy
+  const doc = loadComparison(path.join(__dirname, 'fixtures', 'real-gate.json'), MB)
+
+  it('gives the gate command with the resolved commits and the run seed, and the gate names of the cells', () => {
+    const text = renderMarkdown(doc, {maxChars: 60000})
+    expect(text).toMatch(/<pre><code>diskbench gate --base [0-9a-f]{40} --head [0-9a-f]{40} --spec \S+ --no-canary --seed \d+<\/code><\/pre>/)
+    expect(doc.reproduce).toContain(String(doc.budget.find(([k]) => k === 'seed')?.[1]))
+    expect(text).toContain('| qcow2 none virtio-blk · dd 64M<br><sub>policy-dd: <code>qcow2-off-cs64k-2g.none-threads-virtio-blk.dd-64m-2m-ext4</code></sub> |')
+  })
+})
