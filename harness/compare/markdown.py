@@ -113,7 +113,11 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
     lines += sensitivity_lines(summary.get("sensitivity") or [], names)
     if counts.get(Verdict.INCONCLUSIVE.value):
         min_effect = float((doc.get("settings") or {}).get("min_effect") or 0)
-        sentence = inconclusive_sentence(summary.get("sensitivity") or [], min_effect=min_effect, names=names)
+        reproduce = doc.get("reproduce") or []
+        gate = reproduce[1:2] == ["gate"] if reproduce else doc.get("budget") is not None
+        sentence = inconclusive_sentence(
+            summary.get("sensitivity") or [], min_effect=min_effect, names=names, gate=gate
+        )
         lines += [sentence, ""]
     for warning in doc.get("warnings") or []:
         lines += [f"**WARNING: {inert_markdown(warning)}**", ""]

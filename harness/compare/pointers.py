@@ -181,11 +181,16 @@ def command_line(argv: Sequence[str]) -> str:
 
 
 def inconclusive_sentence(
-    rows: Sequence[Mapping[str, Any]], *, min_effect: float, names: Mapping[str, str] | None = None
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    min_effect: float,
+    names: Mapping[str, str] | None = None,
+    gate: bool = True,
 ) -> str:
     """What an inconclusive verdict means and what to do, with the figures of the inconclusive
     metrics in ``rows`` (the summary's ``sensitivity``): one sentence of markdown, the cell's
-    name (``names``: cell id -> short name) made inert."""
+    name (``names``: cell id -> short name) made inert.  ``gate``: the comparison of a gate (more
+    rounds: ``--max-rounds``), else of records (more samples: ``--repeat``, then compare again)."""
     names = names or {}
     open_rows = [r for r in rows if r.get("verdict") == "inconclusive"]
     seen = [r["could_see_pct"] for r in open_rows if _number(r.get("could_see_pct"))]
@@ -202,10 +207,14 @@ def inconclusive_sentence(
         who = inert_markdown(
             names.get(str(most.get("cell_id")), str(most.get("name") or most.get("cell_id")))
         )
+        how = (
+            f"e.g. the command below with `--max-rounds {rounds}` and the budget for them"
+            if gate
+            else f"record them (`--repeat {rounds}`) and compare again"
+        )
         return (
             f"{text}. To decide, run more rounds: about {rounds} per side ({who}, has "
-            f"{most.get('rounds')}), e.g. the command below with `--max-rounds {rounds}` and the "
-            "budget for them."
+            f"{most.get('rounds')}), {how}."
         )
     return (
         f"{text}. More rounds would not decide it (its change sits on the minimum effect): read it "

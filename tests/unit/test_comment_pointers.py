@@ -290,9 +290,15 @@ def test_inconclusive_says_what_it_means_and_how_many_rounds_would_decide() -> N
         "Inconclusive means these rounds cannot yet tell a change of the minimum effect (5%) from none; "
         f"a regression of about {row['could_see_pct']:.1f}% or more would have been caught 4 times in 5. "
         f"To decide, run more rounds: about {row['rounds_to_decide']} per side "
-        f"(raw writeback virtio-blk · dd 64M, has 6), e.g. the command below with "
-        f"`--max-rounds {row['rounds_to_decide']}` and the budget for them."
+        f"(raw writeback virtio-blk · dd 64M, has 6), record them (`--repeat {row['rounds_to_decide']}`) "
+        "and compare again."
     ) in text
+    # a gate's comparison (it has a budget) asks for the gate's rounds
+    gate = render_markdown(document(cells=[noisy_cell()]) | {"budget": {"rounds": 6}})
+    assert (
+        f"e.g. the command below with `--max-rounds {row['rounds_to_decide']}` and the budget for them."
+        in gate
+    )
     assert "Inconclusive means" not in render_markdown(document())
 
 

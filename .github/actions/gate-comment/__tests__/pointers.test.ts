@@ -131,7 +131,8 @@ describe('the comment of a real comparison', () => {
     const seen = Math.max(...open.map(r => r.couldSeePct ?? 0))
     expect(text).toContain(`a regression of about ${seen.toFixed(1)}% or more would have been caught 4 times in 5`)
     expect(text).toContain(`about ${most} per side`)
-    expect(text).toContain(`<code>--max-rounds ${most}</code>`)
+    // a comparison of records (no gate): more samples, then compare again
+    expect(text).toContain(`record them (<code>--repeat ${most}</code>) and compare again.`)
   })
 
   it('collapses the unchanged cells with their figures', () => {

@@ -226,10 +226,12 @@ export function inconclusiveSentence(doc: Comparison): string {
     const most = need.reduce((a, b) => ((b.roundsToDecide ?? 0) > (a.roundsToDecide ?? 0) ? b : a))
     const cell = doc.cells.find(c => c.cellId === most.cellId)
     const who = cell ? (cell.gateName ?? cell.title ?? cell.cellId) : most.name
-    return (
-      `${text}. To decide, run more rounds: about ${most.roundsToDecide} per side (${md(who, 200)}, has ${most.rounds}), ` +
-      `e.g. the command below with ${code(`--max-rounds ${most.roundsToDecide}`)} and the budget for them.`
-    )
+    // a gate adds rounds itself (--max-rounds); records compared by hand need more samples
+    const gate = doc.reproduce.length > 0 ? doc.reproduce[1] === 'gate' : doc.budget.length > 0
+    const how = gate
+      ? `e.g. the command below with ${code(`--max-rounds ${most.roundsToDecide}`)} and the budget for them`
+      : `record them (${code(`--repeat ${most.roundsToDecide}`)}) and compare again`
+    return `${text}. To decide, run more rounds: about ${most.roundsToDecide} per side (${md(who, 200)}, has ${most.rounds}), ${how}.`
   }
   return (
     `${text}. More rounds would not decide it (its change sits on the minimum effect): read it as a change about as ` +
