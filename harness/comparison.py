@@ -17,6 +17,7 @@ from typing import Any
 
 from harness import compare
 from harness.compare import Settings
+from harness.compare.pointers import Pointers
 from harness.errors import ExitCode, UsageError
 from harness.files import write_json_atomic, write_text_atomic
 from harness.record import identity_warnings, store
@@ -62,8 +63,12 @@ def compare_paths(
     out: Path | None = None,
     created_at: str | None = None,
     warn: Callable[[str], None] = lambda _msg: None,
+    pointers: Pointers | None = None,
 ) -> Comparison:
-    """Compare the records under ``base`` and ``head``; write the outputs into ``out`` if given."""
+    """Compare the records under ``base`` and ``head``; write the outputs into ``out`` if given.
+
+    ``pointers``: the history pages' URL and the command line, for the summary's links and its
+    command that reproduces the comparison."""
     base_records = find_records(base)
     head_records = find_records(head)
     warnings = identity_warnings(base_records, head_records)
@@ -78,6 +83,7 @@ def compare_paths(
         machine=dict(head_records[0].get("machine") or {}),
         created_at=created_at or dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         warnings=warnings,
+        pointers=pointers,
     )
     result = Comparison(doc, compare.render_markdown(doc))
     if out is not None:

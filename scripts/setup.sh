@@ -15,8 +15,8 @@ APT_PACKAGES=(
   git                               # asv checks out each commit; the gate makes worktrees
   chromium chromium-driver          # the tests open the published pages in headless Chromium
   npm                               # the history pages' scripts (npm pack), served with the pages
-  nodejs                            # the gate-comment action's tests and bundle (Debian 12: node 18)
-  golang-go shellcheck              # scripts/actionlint.sh builds the pinned actionlint; it runs shellcheck
+  nodejs                            # the gate-comment action's tests and bundle (Debian 12: node 18; the toolkit needs 20 or later)
+  golang-go shellcheck              # scripts/actionlint.sh builds the pinned actionlint (Go >= 1.25); it runs shellcheck
 )
 
 log() { printf 'setup: %s\n' "$*" >&2; }

@@ -9,7 +9,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.cli.common import add_compare_options, err, settings_from_args
+from harness.cli.common import (
+    add_compare_options,
+    add_pages_option,
+    compare_argv,
+    err,
+    pages_url_from_args,
+    settings_from_args,
+)
+from harness.compare.pointers import Pointers
+from harness.compare.settings import Settings
 from harness.compare.text_table import SORTS, render_text
 from harness.comparison import COMPARISON_NAME, SUMMARY_NAME, compare_paths, verdict_exit_code
 from harness.units import Style, wants_color
@@ -58,16 +67,21 @@ def add_parser(sub: Any) -> None:
         help="text: order the cells by cell id, or by effect size (the largest change first)",
     )
     add_compare_options(parser)
+    add_pages_option(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
+    reproduce = ["diskbench", "compare", str(args.base), str(args.head), *compare_argv(args)]
+    if settings.seed != Settings.seed:
+        reproduce += ["--seed", str(settings.seed)]
     result = compare_paths(
         args.base,
         args.head,
         settings=settings,
         out=args.out,
         warn=err,
+        pointers=Pointers(pages_url=pages_url_from_args(args), reproduce=tuple(reproduce)),
     )
     if args.format == "json":
         print(json.dumps(result.document, indent=2, allow_nan=False))

@@ -10,10 +10,14 @@ from typing import Any
 from harness.cli.common import (
     add_compare_options,
     add_machine_options,
+    add_pages_option,
+    compare_argv,
     err,
     executable,
+    pages_url_from_args,
     settings_from_args,
 )
+from harness.compare.pointers import Pointers
 from harness.errors import UsageError
 from harness.gate import GATE_SPEC
 from harness.preflight import check_numbers
@@ -79,6 +83,7 @@ def add_parser(sub: Any) -> None:
     add_compare_options(gate)
     # unset means "the spec's": see settings_for
     gate.set_defaults(min_effect=None)
+    add_pages_option(gate)
     add_machine_options(gate)
 
 
@@ -121,17 +126,40 @@ def run(args: argparse.Namespace) -> int:
     out = args.out or args.results_dir / "gate" / f"{safe}-{stamp}"
     # bad revisions are bad usage before any lock or directory is taken
     top = repo_toplevel(args.repo)
-    for source in sources:
-        resolve_rev(top, source.rev, f"--{source.label}")
+    commits = [resolve_rev(top, source.rev, f"--{source.label}") for source in sources]
+    pointers = Pointers(
+        pages_url=pages_url_from_args(args), reproduce=tuple(reproduce_argv(args, commits, top))
+    )
     with hold(args.results_dir, args.work_dir):
-        result = _run(args, spec, settings, sources, out)
+        result = _run(args, spec, settings, sources, out, pointers)
     print(result.markdown, end="")
     print(f"comparison: {result.out_dir / 'comparison.json'}")
     return result.exit_code
 
 
+def reproduce_argv(args: argparse.Namespace, commits: list[str], top: Path) -> list[str]:
+    """The command line that runs this gate again elsewhere: the commits it resolved, the spec
+    (relative to the repository when it lies in it), the flags given (the run adds its seed)."""
+    argv = ["diskbench", "gate", "--base", commits[0], "--head", commits[1]]
+    if Path(args.spec).resolve() != GATE_SPEC.resolve():
+        spec = Path(args.spec).resolve()
+        argv += ["--spec", str(spec.relative_to(top) if spec.is_relative_to(top) else spec)]
+    for flag in ("build_command", "rounds", "max_rounds", "budget_min"):
+        value = getattr(args, flag, None)
+        if value is not None:
+            argv += [f"--{flag.replace('_', '-')}", str(value)]
+    if args.no_canary:
+        argv.append("--no-canary")
+    return argv + compare_argv(args)
+
+
 def _run(
-    args: argparse.Namespace, spec: GateSpec, settings: Settings, sources: list[SubjectSource], out: Path
+    args: argparse.Namespace,
+    spec: GateSpec,
+    settings: Settings,
+    sources: list[SubjectSource],
+    out: Path,
+    pointers: Pointers,
 ) -> GateResult:
     """The gate with the work dir's and results dir's locks held (see :func:`harness.workdir.hold`)."""
     from harness.gate import run_gate
@@ -158,4 +186,5 @@ def _run(
         progress=err,
         binaries=args.binaries,
         max_disk_bytes=args.max_disk_size,
+        pointers=pointers,
     )

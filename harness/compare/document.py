@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from harness.compare.axis import axis_sentence
+from harness.compare.pointers import Pointers, cell_pointers
 from harness.compare.rules import CellResult, overall_verdict
 from harness.compare.settings import Settings
 from harness.compare.subject import cell_id_changes, subject_diff
@@ -30,13 +31,18 @@ def build_comparison(
     budget: Mapping[str, Any] | None = None,
     created_at: str,
     warnings: Sequence[str] = (),
+    pointers: Pointers | None = None,
 ) -> dict[str, Any]:
-    """The ``comparison.json`` document (schema ``diskbench-comparison`` version 2, docs/comparison.md)."""
+    """The ``comparison.json`` document (schema ``diskbench-comparison`` version 2, docs/comparison.md).
+
+    ``pointers``: the history pages' URL and the command that reproduces the comparison, for the
+    summary and the comment (each cell gets its short name and history graphs whatever they are).
+    """
     counts = {v.value: 0 for v in Verdict}
     for cell in cells:
         counts[cell.verdict.value] += 1
     verdict = overall_verdict(cells)
-    cell_docs = [c.as_dict() for c in cells]
+    cell_docs = [{**doc, **cell_pointers(doc)} for doc in (c.as_dict() for c in cells)]
     if settings.correction == "holm":
         # the family Holm's correction was applied to: the tests that can fail the comparison
         family = [
@@ -85,6 +91,7 @@ def build_comparison(
         "settings": settings.as_dict(),
         "canary": dict(canary) if canary is not None else None,
         "budget": dict(budget) if budget is not None else None,
+        **(pointers or Pointers()).as_dict(),
         "cells": cell_docs,
     }
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from harness.compare.pointers import command_line, graph_url, inconclusive_sentence
 from harness.compare.subject import diff_line
 from harness.compare.text import format_p, format_value, pct
 from harness.compare.verdict import Kind, Verdict
@@ -38,13 +39,15 @@ def _change_text(m: Mapping[str, Any]) -> str:
     return f"{change:+.1f}%"
 
 
-def sensitivity_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+def sensitivity_lines(rows: Sequence[Mapping[str, Any]], names: Mapping[str, str] | None = None) -> list[str]:
     """What each cell could have seen (its most sensitive gated metric), and the rounds an
-    inconclusive cell would need: the summary's first lines."""
+    inconclusive cell would need: the summary's first lines.  ``names``: cell id -> the name to
+    show (:func:`_reader_names`), else the row's own."""
     best: dict[str, Mapping[str, Any]] = {}
     need: dict[str, Mapping[str, Any]] = {}
     for row in rows:
-        name, seen = str(row.get("name")), row.get("could_see_pct")
+        name = (names or {}).get(str(row.get("cell_id")), str(row.get("name")))
+        seen = row.get("could_see_pct")
         if isinstance(seen, int | float) and (name not in best or seen < best[name]["could_see_pct"]):
             best[name] = row
         if row.get("verdict") == Verdict.INCONCLUSIVE.value:
@@ -106,80 +109,62 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
         f"base {side(base)} vs head {side(head)}: {summary.get('cells', len(cells))} cells ({tally})"
     )
     lines.append("")
-    lines += sensitivity_lines(summary.get("sensitivity") or [])
+    names = _reader_names(cells)
+    lines += sensitivity_lines(summary.get("sensitivity") or [], names)
+    if counts.get(Verdict.INCONCLUSIVE.value):
+        min_effect = float((doc.get("settings") or {}).get("min_effect") or 0)
+        reproduce = doc.get("reproduce") or []
+        gate = reproduce[1:2] == ["gate"] if reproduce else doc.get("budget") is not None
+        sentence = inconclusive_sentence(
+            summary.get("sensitivity") or [], min_effect=min_effect, names=names, gate=gate
+        )
+        lines += [sentence, ""]
     for warning in doc.get("warnings") or []:
         lines += [f"**WARNING: {inert_markdown(warning)}**", ""]
     lines += _subject_lines(summary)
 
     changed = [c for c in cells if c.get("verdict") != Verdict.UNCHANGED.value]
+    pages = doc.get("pages_url") if isinstance(doc.get("pages_url"), str) else None
     if changed:
-        lines.append("| cell | metric | base | head | change | CI | p | rounds | verdict |")
-        lines.append("| --- | --- | --- | --- | --- | --- | --- | ---: | --- |")
-        for cell in changed:
-            label = str(cell.get("verdict", "?"))
-            kind = cell.get("kind")
-            if kind not in (None, Kind.METRIC.value):
-                label = f"{label} ({kind})"
-            metrics: list[Mapping[str, Any]] = list(cell.get("metrics") or [])
-            rows = [m for m in metrics if m.get("verdict") != Verdict.UNCHANGED.value] or metrics
-            # the structural counters that moved: the figures behind ``changed``
-            rows += [
-                m
-                for m in cell.get("counters") or []
-                if m.get("verdict") in (Verdict.REGRESSION.value, Verdict.IMPROVEMENT.value)
-            ]
-            name = _cell_name(cell)
-            if not rows:
-                lines.append(
-                    f"| {inert_markdown(name)} | - | - | - | - | - | - | {cell.get('rounds', 0)} | {inert_markdown(label)} |"
-                )
-            for m in rows:
-                unit = str(m.get("unit", ""))
-                # each row says its own metric's verdict; a counter that moved is the cell's change
-                row_label = _row_label(cell, m, label)
-                lines.append(
-                    "| "
-                    + " | ".join(
-                        inert_markdown(x)
-                        for x in (
-                            name,
-                            m.get("metric"),
-                            format_value(m.get("median_base"), unit),
-                            format_value(m.get("median_head"), unit),
-                            _change_text(m),
-                            _ci_text(m),
-                            format_p(m.get("p_value")),
-                            cell.get("rounds", 0),
-                            row_label,
-                        )
-                    )
-                    + " |"
-                )
-        lines.append("")
-    unchanged = counts.get(Verdict.UNCHANGED.value, 0)
-    lines += [f"{unchanged} cell{'s' if unchanged != 1 else ''} unchanged.", ""]
+        lines += [*_table([row for cell in changed for row in _changed_rows(cell)], pages), ""]
+    unchanged = [c for c in cells if c.get("verdict") == Verdict.UNCHANGED.value]
+    count = counts.get(Verdict.UNCHANGED.value, len(unchanged))
+    if unchanged:
+        rows = [(cell, m, Verdict.UNCHANGED.value) for cell in unchanged for m in cell.get("metrics") or []]
+        lines += [
+            f"<details><summary>{count} cell{'s' if count != 1 else ''} unchanged (their figures)</summary>",
+            "",
+            *_table(rows, pages),
+            "",
+            "</details>",
+            "",
+        ]
+    else:
+        lines += [f"{count} cell{'s' if count != 1 else ''} unchanged.", ""]
 
-    sentence = summary.get("axis_sentence")
-    if sentence:
-        lines += [inert_markdown(sentence), ""]
+    axis = summary.get("axis_sentence")
+    if axis:
+        lines += [inert_markdown(axis), ""]
     explained = [c for c in changed if c.get("verdict") != Verdict.ERROR.value and c.get("reason")]
     if explained:
         lines.append("### Why")
-        lines += [f"- {_code(c.get('cell_id'))}: {inert_markdown(c.get('reason'))}" for c in explained]
+        lines += [f"- {_title_and_id(c)}: {inert_markdown(c.get('reason'))}" for c in explained]
         lines.append("")
     errors = [c for c in cells if c.get("verdict") == Verdict.ERROR.value]
     if errors:
         lines.append("### Errors")
         lines += [
-            f"- {_code(c.get('cell_id'))} ({c.get('kind')}): {inert_markdown(c.get('reason'))}"
-            for c in errors
+            f"- {_title_and_id(c)} ({c.get('kind')}): {inert_markdown(c.get('reason'))}" for c in errors
         ]
         lines.append("")
     notes = [c for c in cells if c.get("note")]
     if notes:
         lines.append("### Counters")
-        lines += [f"- {_code(c.get('cell_id'))}: {inert_markdown(c.get('note'))}" for c in notes]
+        lines += [f"- {_title_and_id(c)}: {inert_markdown(c.get('note'))}" for c in notes]
         lines.append("")
+    reproduce = doc.get("reproduce")
+    if reproduce:
+        lines += ["Reproduce it locally:", "", "```sh", command_line(reproduce).replace("`", "'"), "```", ""]
     canary = doc.get("canary")
     if canary:
         before, after = canary.get("before_mib_s"), canary.get("after_mib_s")
@@ -309,3 +294,81 @@ def _beyond(m: Mapping[str, Any]) -> str:
     if not (above or below):
         return ""
     return "better" if above == bool(m.get("higher_is_better")) else "worse"
+
+
+Row = tuple[Mapping[str, Any], Mapping[str, Any] | None, str]
+_HEADER = ["cell", "metric", "base", "head", "change", "CI", "p", "rounds", "verdict"]
+
+
+def _changed_rows(cell: Mapping[str, Any]) -> list[Row]:
+    """The rows of a cell that is not unchanged: its metrics that moved (all, if none did) and
+    the structural counters that moved (the figures behind ``changed``)."""
+    label = str(cell.get("verdict", "?"))
+    kind = cell.get("kind")
+    if kind not in (None, Kind.METRIC.value):
+        label = f"{label} ({kind})"
+    metrics: list[Mapping[str, Any]] = list(cell.get("metrics") or [])
+    rows = [m for m in metrics if m.get("verdict") != Verdict.UNCHANGED.value] or metrics
+    rows += [
+        m
+        for m in cell.get("counters") or []
+        if m.get("verdict") in (Verdict.REGRESSION.value, Verdict.IMPROVEMENT.value)
+    ]
+    if not rows:
+        return [(cell, None, label)]
+    # each row says its own metric's verdict; a counter that moved is the cell's change
+    return [(cell, m, _row_label(cell, m, label)) for m in rows]
+
+
+def _table(rows: Sequence[Row], pages: str | None) -> list[str]:
+    """The table of ``rows``; with the history pages' URL, a column of links to each graph."""
+    header = [*_HEADER, "history"] if pages else _HEADER
+    lines = ["| " + " | ".join(header) + " |", "| --- | --- | --- | --- | --- | --- | --- | ---: | --- |"]
+    if pages:
+        lines[1] += " --- |"
+    for cell, m, label in rows:
+        figures: list[Any] = ["-"] * 6
+        if m is not None:
+            unit = str(m.get("unit", ""))
+            figures = [
+                m.get("metric"),
+                format_value(m.get("median_base"), unit),
+                format_value(m.get("median_head"), unit),
+                _change_text(m),
+                _ci_text(m),
+                format_p(m.get("p_value")),
+            ]
+        texts = [inert_markdown(x) for x in (*figures, cell.get("rounds", 0), label)]
+        if pages:
+            graph = (cell.get("history") or {}).get(m.get("metric")) if m is not None else None
+            texts.append(f"[graph]({graph_url(pages, graph)})" if isinstance(graph, str) else "-")
+        lines.append("| " + " | ".join([_cell_label(cell), *texts]) + " |")
+    return lines
+
+
+def _reader_names(cells: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Cell id -> the name a sentence uses: the gate spec's name of the cell, else its short name."""
+    return {
+        str(c.get("cell_id")): str(
+            (c.get("cell") or {}).get("gate_name") or c.get("title") or c.get("cell_id")
+        )
+        for c in cells
+    }
+
+
+def _cell_label(cell: Mapping[str, Any]) -> str:
+    """A table's cell column: the short name, the full id under it (base's too when it differs)."""
+    ids = "<code>" + inert_markdown(cell.get("cell_id")) + "</code>"
+    gate_name = (cell.get("cell") or {}).get("gate_name")
+    if gate_name:
+        ids = f"{inert_markdown(gate_name)}: {ids}"
+    base_id = (cell.get("cell") or {}).get("base_id")
+    if base_id and base_id != cell.get("cell_id"):
+        ids += " (base: <code>" + inert_markdown(base_id) + "</code>)"
+    return f"{inert_markdown(cell.get('title') or cell.get('cell_id'))}<br><sub>{ids}</sub>"
+
+
+def _title_and_id(cell: Mapping[str, Any]) -> str:
+    """``qcow2 writeback ide · dd 64M (`qcow2-off-...`)`` for a line of a list."""
+    title = cell.get("title")
+    return f"{inert_markdown(title)} ({_code(cell.get('cell_id'))})" if title else _code(cell.get("cell_id"))

@@ -12,6 +12,7 @@ from typing import Any
 
 from harness.binaries import ON_PATH, Binaries
 from harness.compare import CellResult, Settings, build_comparison, render_markdown
+from harness.compare.pointers import Pointers
 from harness.errors import InfraError
 from harness.files import write_json_atomic, write_text_atomic
 from harness.gate.canary import host_canary, judge_canary
@@ -63,6 +64,7 @@ def run_gate(
     start: str = "auto",
     binaries: Binaries = ON_PATH,
     max_disk_bytes: int = MAX_DISK_BYTES,
+    pointers: Pointers | None = None,
 ) -> GateResult:
     """Prepare both sides, run the cells interleaved, compare, write the outputs.
 
@@ -95,6 +97,7 @@ def run_gate(
         work_dir=work_dir,
         progress=progress,
         binaries=binaries,
+        pointers=pointers,
     )
 
 
@@ -109,9 +112,10 @@ def gate_revisions(
     work_dir: Path,
     progress: Callable[[str], None] = lambda _m: None,
     binaries: Binaries = ON_PATH,
+    pointers: Pointers | None = None,
 ) -> GateResult:
     """The gate of ``sources`` (base, head) in the git checkout ``repo``, with ``options`` decided;
-    ``binaries`` for a side that brings none."""
+    ``binaries`` for a side that brings none; ``pointers`` for the summary's links and command."""
     # every cell x gated metric is one test of the family that shares alpha
     settings = replace(settings, comparisons=len(spec.cells) * len(settings.metrics))
     started = time.monotonic()
@@ -171,6 +175,7 @@ def gate_revisions(
             canary=canary_doc,
             elapsed_s=time.monotonic() - started,
             judge=judge,
+            pointers=pointers,
         )
         markdown = render_markdown(document) + render_guest_word(document.get("guest_word"))
         write_json_atomic(out_dir / "comparison.json", document)
@@ -263,6 +268,7 @@ def comparison_document(
     canary: dict[str, Any] | None,
     elapsed_s: float,
     judge: Judge | None = None,
+    pointers: Pointers | None = None,
 ) -> dict[str, Any]:
     """``comparison.json`` of a gate: the verdicts, both sides, the canary and the budget used;
     with guests that differ, the guest's own word (``guest_word``) and a warning that says so."""
@@ -286,6 +292,7 @@ def comparison_document(
         },
         created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         warnings=judge.warnings,
+        pointers=_with_seed(pointers, options.seed),
     )
     pairs = [
         (
@@ -299,6 +306,14 @@ def comparison_document(
     if word is not None:
         document["guest_word"] = word
     return document
+
+
+def _with_seed(pointers: Pointers | None, seed: int) -> Pointers | None:
+    """The command line with the run's seed (drawn when none was given): the same order and
+    bootstrap again."""
+    if pointers is None or not pointers.reproduce or "--seed" in pointers.reproduce:
+        return pointers
+    return replace(pointers, reproduce=(*pointers.reproduce, "--seed", str(seed)))
 
 
 def _describe(side: GateSide) -> dict[str, Any]:

@@ -679,15 +679,16 @@ def test_markdown_has_the_table_escapes_pipes_and_says_tcg_loudly() -> None:
     assert "**under TCG (emulation): times are about QEMU's emulation, not the disk**" in first
     assert "| cell | metric | base | head | change | CI | p | rounds | verdict |" in text
     reg = doc["cells"][0]
-    assert f"| {reg['cell_id']} | total_s | " in text
-    row = next(line for line in text.splitlines() if line.startswith(f"| {reg['cell_id']} "))
+    label = f"qcow2 writeback ide · dd 64M<br><sub><code>{reg['cell_id']}</code></sub>"
+    assert f"| {label} | total_s | " in text
+    row = next(line for line in text.splitlines() if line.startswith(f"| {label} "))
     assert row.endswith("| 8 | regression |")
     assert "+" in row and "%" in row
     assert "dd \\| tee: No space left on device" in text
     assert "dd | tee" not in text
     assert "regression (failure)" in text
     assert "error (both-failed)" in text
-    assert "1 cell unchanged." in text
+    assert "<details><summary>1 cell unchanged (their figures)</summary>" in text
     assert doc["summary"]["axis_sentence"] is None  # the failed raw cell is on virtio-blk
     assert "structural change: host.flushes -50.0% (200 → 100)" in text
     assert "Host canary: 1500 → 1490 MiB/s (-0.7%): steady" in text
@@ -701,8 +702,10 @@ def test_a_pipe_in_a_table_cell_does_not_break_the_row() -> None:
         odd, samples(gauss(1, 8, 10.0, 0.01)), samples(gauss(2, 8, 15.0, 0.01)), settings=SETTINGS
     )
     doc = build_comparison([cell], settings=SETTINGS, base={}, head={}, machine=MACHINE, created_at="x")
-    row = next(line for line in render_markdown(doc).splitlines() if line.startswith("| odd"))
-    assert row.startswith("| odd\\|cell | total_s | ")
+    row = next(line for line in render_markdown(doc).splitlines() if "odd" in line)
+    assert row.startswith(
+        "| qcow2 writeback virtio-blk · dd 64M<br><sub><code>odd\\|cell</code></sub> | total_s | "
+    )
     assert row.replace("\\|", "").count("|") == 10
 
 
@@ -758,7 +761,7 @@ def test_cli_exits_0_when_base_and_head_are_the_same(
     base = write_side(tmp_path / "a", 1.0, seed=1)
     other = write_side(tmp_path / "b", 1.0, seed=70)
     assert main(["compare", str(base), str(other), "--seed", "3", "--format", "markdown"]) == 0
-    assert "2 cells unchanged." in capsys.readouterr().out
+    assert "<details><summary>2 cells unchanged (their figures)</summary>" in capsys.readouterr().out
 
 
 def test_cli_empty_dir_is_a_usage_error_naming_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

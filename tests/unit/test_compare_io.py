@@ -211,6 +211,7 @@ def test_a_gate_whose_head_changes_the_cache_mode_says_so_before_any_table() -> 
     assert f"- cell `policy-dd`: base `{base[0]['cell']['id']}` → head `{head[0]['cell']['id']}`" in before
     row = next(line for line in lines if "| host.flushes |" in line)
     assert row.startswith(
-        f"| {head[0]['cell']['id']} (base: {base[0]['cell']['id']}) | host.flushes | 18 | 0 |"
+        f"| qcow2 writethrough virtio-blk · dd 64M<br><sub>policy-dd: <code>{head[0]['cell']['id']}</code> "
+        f"(base: <code>{base[0]['cell']['id']}</code>)</sub> | host.flushes | 18 | 0 |"
     )
     assert doc["summary"]["subject_diff"] == [{"what": "cache", "base": "none", "head": "writethrough"}]

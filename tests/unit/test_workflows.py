@@ -713,7 +713,7 @@ def test_only_the_history_job_may_write_contents() -> None:
 
 def test_the_action_runs_its_committed_bundle() -> None:
     action = yaml.safe_load((ACTION / "action.yml").read_text(encoding="utf-8"))
-    assert action["runs"] == {"using": "node20", "main": "dist/index.js"}
+    assert action["runs"] == {"using": "node24", "main": "dist/index.js"}
     assert (ACTION / "dist" / "index.js").is_file()
     assert set(action["inputs"]) == {
         "comparison-path",
@@ -722,6 +722,7 @@ def test_the_action_runs_its_committed_bundle() -> None:
         "fail-on-regression",
         "pr-number",
         "max-bytes",
+        "pages-url",
     }
     assert (ACTION / "src" / "index.ts").read_text(encoding="utf-8").strip().splitlines()[-1] == (
         "run().catch(e => core.setFailed(e instanceof Error ? e.message : String(e)))"

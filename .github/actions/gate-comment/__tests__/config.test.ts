@@ -17,7 +17,14 @@ describe('parseConfig', () => {
       failOnRegression: false,
       prNumber: null,
       maxBytes: 2 * 1024 * 1024,
+      pagesUrl: null,
     })
+  })
+
+  it('takes the history pages URL for the graph links', () => {
+    expect(parseConfig(given({...base, 'pages-url': 'https://acme.github.io/diskbench/'})).pagesUrl).toBe(
+      'https://acme.github.io/diskbench/',
+    )
   })
 
   it('reads every input', () => {
@@ -37,6 +44,8 @@ describe('parseConfig', () => {
     [{'max-bytes': '1e9'}, 'input max-bytes: "1e9" is not a number of bytes'],
     [{'max-bytes': '999999999'}, 'input max-bytes: "999999999" is not a number of bytes from 1 to 67108864'],
     [{'github-token': ''}, 'input github-token: required when comment-mode is on-change'],
+    [{'pages-url': 'javascript:alert(1)'}, 'input pages-url: "javascript:alert(1)" is not the http(s) URL of the published history pages'],
+    [{'pages-url': 'https://x.test/a b'}, 'input pages-url: "https://x.test/a b" is not the http(s) URL'],
   ])('names the input in its error: %j', (bad, message) => {
     const read = (): unknown => parseConfig(given({...base, ...bad}))
     expect(read).toThrow(InputError)

@@ -82,7 +82,7 @@ describe('renderMarkdown', () => {
     expect(text).toContain('### Counters')
     expect(text).toContain('structural change&#58; host.flushes -50.0% &#40;200 → 100&#41;')
     expect(text).toContain('Host canary: 1500 → 1490 MiB/s (-0.7%): steady.')
-    expect(text).toContain('1 cell unchanged.')
+    expect(text).toContain('<details><summary>1 cell unchanged (their figures)</summary>')
     expect(text).toMatch(/Settings: gated <code>total&#95;s<\/code>, minimum effect 5%, alpha 0\.05 family-wise \(holm, 1 tests\), 95% bootstrap CI/)
     // nothing in it is active but the run link
     expect(html(text).match(/<a /g)).toHaveLength(1)
@@ -96,12 +96,19 @@ describe('renderMarkdown', () => {
     expect(renderMarkdown(doc, {maxChars: 60000})).not.toContain('Warning')
   })
 
-  it('renders an unchanged comparison without a table', () => {
-    const text = renderMarkdown(loadComparison(fixture('unchanged.json'), MB), {maxChars: 60000})
+  it('renders an unchanged comparison with its figures collapsed', () => {
+    const doc = loadComparison(fixture('unchanged.json'), MB)
+    const text = renderMarkdown(doc, {maxChars: 60000})
     expect(text).toContain(':white_circle: UNCHANGED')
     expect(text).toContain('3 cells (3 unchanged), under KVM.')
-    expect(text).not.toContain('| cell |')
-    expect(text).toContain('3 cells unchanged.')
+    const block = text.split('<details><summary>3 cells unchanged (their figures)</summary>')[1]?.split('</details>')[0] ?? ''
+    const rows = block.split('\n').filter(l => l.startsWith('| <code>'))
+    expect(rows).toHaveLength(doc.cells.reduce((n, c) => n + c.metrics.length, 0))
+    const m = doc.cells[0]?.metrics[0]
+    expect(rows[0]).toContain(`| ${value(m?.medianBase ?? null, 's')} | ${value(m?.medianHead ?? null, 's')} |`)
+    expect(rows[0]).toMatch(/\| unchanged \|$/)
+    // GitHub renders the block's table: a blank line after the summary
+    expect(html(text)).toMatch(/<details><summary>3 cells unchanged \(their figures\)<\/summary>\s*<table>/)
     expect(text).toContain('Budget: budget&#95;min 30, used&#95;min 8.5, rounds 8, stopped clear.')
   })
 

@@ -17,7 +17,7 @@ const result = await esbuild.build({
   entryPoints: ['src/index.ts'],
   bundle: true,
   platform: 'node',
-  target: 'node18',
+  target: 'node24',
   format: 'cjs',
   outfile,
   write: false,

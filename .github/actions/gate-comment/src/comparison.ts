@@ -41,6 +41,12 @@ export interface MetricResult {
 
 export interface Cell {
   readonly cellId: string
+  /** the cell's short name (`qcow2 writeback ide · dd 64M`); null in a document without one */
+  readonly title: string | null
+  /** the gate spec's name of the cell, when a gate compared it */
+  readonly gateName: string | null
+  /** metric -> the fragment of the history pages that graphs it (links need the pages-url input) */
+  readonly history: ReadonlyArray<readonly [string, string]>
   /** base's id of the cell when it differs from head's (a policy change renames cells) */
   readonly baseId: string | null
   readonly verdict: Verdict
@@ -95,6 +101,17 @@ export interface ChangedCell {
   readonly counters: readonly string[]
 }
 
+/** What a cell's gated metric could see, and the rounds an inconclusive one would need. */
+export interface Sensitivity {
+  readonly cellId: string
+  readonly name: string
+  readonly metric: string
+  readonly rounds: number
+  readonly verdict: Verdict
+  readonly couldSeePct: number | null
+  readonly roundsToDecide: number | null
+}
+
 export interface Settings {
   readonly metrics: readonly string[]
   readonly minEffect: number
@@ -119,6 +136,9 @@ export interface Comparison {
   readonly subjectDiff: readonly SubjectChange[]
   readonly cellIdChanges: readonly CellIdChange[]
   readonly axisSentence: string | null
+  readonly sensitivity: readonly Sensitivity[]
+  /** the command line (argv) that reproduces the comparison; empty in a document without one */
+  readonly reproduce: readonly string[]
   readonly warnings: readonly string[]
   readonly base: Side
   readonly head: Side
@@ -218,6 +238,17 @@ export function parseComparison(data: unknown, where = 'comparison.json'): Compa
       headId: r.field('head_id').string(),
     })),
     axisSentence: summary.field('axis_sentence').nullable(r => r.string()),
+    sensitivity:
+      summary.optional('sensitivity')?.array(r => ({
+        cellId: r.field('cell_id').string(),
+        name: r.field('name').string(),
+        metric: r.field('metric').string(),
+        rounds: r.field('rounds').count(),
+        verdict: r.field('verdict').verdict(),
+        couldSeePct: r.field('could_see_pct').nullable(x => x.number()),
+        roundsToDecide: r.field('rounds_to_decide').nullable(x => x.count()),
+      })) ?? [],
+    reproduce: doc.optional('reproduce')?.nullable(r => r.array(x => x.string())) ?? [],
     warnings: doc.field('warnings').array(r => r.string()),
     base: side(doc.field('base')),
     head: side(doc.field('head')),
@@ -266,6 +297,9 @@ function cell(r: Reader): Cell {
   axes.object()
   return {
     cellId: r.field('cell_id').string(),
+    title: r.optional('title')?.string() ?? null,
+    gateName: axes.optional('gate_name')?.nullable(x => x.string()) ?? null,
+    history: r.optional('history')?.strings() ?? [],
     baseId: axes.optional('base_id')?.nullable(x => x.string()) ?? null,
     verdict: r.field('verdict').verdict(),
     timeVerdict: r.field('time_verdict').verdict(),
@@ -400,6 +434,11 @@ class Reader {
       this.fail('an array')
     }
     return this.raw.map((item: unknown, i: number) => read(new Reader(item, this.where, `${this.path}[${i}]`)))
+  }
+
+  /** The entries of an object whose values must all be strings. */
+  strings(): Array<readonly [string, string]> {
+    return Object.keys(this.object()).map(key => [key, this.field(key).string()] as const)
   }
 
   /** The entries of a free-form object whose values are strings, numbers or booleans. */

@@ -20,6 +20,8 @@ export interface Config {
   readonly prNumber: number | null
   /** a comparison.json larger than this is refused unread */
   readonly maxBytes: number
+  /** the published history pages: each cell's metrics link to their graphs there; null: no links */
+  readonly pagesUrl: string | null
 }
 
 export class InputError extends Error {
@@ -49,7 +51,21 @@ export function parseConfig(getInput: GetInput): Config {
     failOnRegression: parseBoolean('fail-on-regression', getInput('fail-on-regression'), false),
     prNumber: parsePrNumber(getInput('pr-number')),
     maxBytes: parseMaxBytes(getInput('max-bytes')),
+    pagesUrl: parsePagesUrl(getInput('pages-url')),
   }
+}
+
+/** The same rule as diskbench's `--pages-url`: an http(s) address of plain characters. */
+const PAGES_URL = /^https?:\/\/[A-Za-z0-9.-]+(:[0-9]{1,5})?(\/[A-Za-z0-9._~%/+-]*)?$/
+
+function parsePagesUrl(raw: string): string | null {
+  if (raw === '') {
+    return null
+  }
+  if (!PAGES_URL.test(raw)) {
+    throw new InputError('pages-url', `${JSON.stringify(raw)} is not the http(s) URL of the published history pages`)
+  }
+  return raw
 }
 
 function parseCommentMode(raw: string): CommentMode {

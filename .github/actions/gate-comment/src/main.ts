@@ -8,9 +8,9 @@
  */
 import * as core from '@actions/core'
 import {getOctokit} from '@actions/github'
-import {Context} from '@actions/github/lib/context'
 import {decide, findComment, postComment, resolvePullRequest, runInfo} from './comment'
 import {loadComparison} from './comparison'
+import {runContext} from './context'
 import {parseConfig} from './config'
 import {renderMarkdown} from './render'
 
@@ -22,10 +22,10 @@ export const SUMMARY_MAX_CHARS = 900_000
 export async function run(): Promise<void> {
   const config = parseConfig(name => core.getInput(name))
   const doc = loadComparison(config.comparisonPath, config.maxBytes)
-  // a new Context reads GITHUB_EVENT_PATH, GITHUB_REPOSITORY... of this run (the shared one is read at import)
-  const context = new Context()
-  const info = runInfo(context.eventName, context.payload as Record<string, unknown>, context.serverUrl)
-  const page = {runUrl: info.runUrl ?? undefined, headSha: info.headSha ?? undefined}
+  // read now, for this run (@actions/github's shared context is read when the bundle loads)
+  const context = runContext()
+  const info = runInfo(context.eventName, context.payload, context.serverUrl)
+  const page = {runUrl: info.runUrl ?? undefined, headSha: info.headSha ?? undefined, pagesUrl: config.pagesUrl ?? undefined}
 
   core.setOutput('verdict', doc.verdict)
   core.setOutput('regressions', String(doc.counts.regression))
@@ -34,7 +34,7 @@ export async function run(): Promise<void> {
 
   if (config.commentMode !== 'never') {
     const octokit = getOctokit(config.githubToken, {baseUrl: context.apiUrl})
-    const repo = context.repo
+    const repo = context.repo()
     const prNumber = config.prNumber ?? (await resolvePullRequest(octokit, repo, info))
     if (prNumber === null) {
       core.warning(`no open pull request has head ${info.headSha ?? '(unknown)'}: no comment posted`)

@@ -5,7 +5,7 @@
  * diskbench's Python computed them. Numbers are formatted here from checked
  * finite numbers; every string of the document goes through `md`/`code`.
  */
-import type {Cell, Comparison, MetricResult, Verdict} from './comparison'
+import type {Cell, Comparison, MetricResult, Sensitivity, Verdict} from './comparison'
 import {code, md} from './escape'
 
 /** What the page around the document adds: none of it comes from the file. */
@@ -16,6 +16,8 @@ export interface RenderContext {
   readonly headSha?: string
   /** the rendered text is cut to fit this many characters */
   readonly maxChars: number
+  /** the published history pages (the action's pages-url input): each row links its graph */
+  readonly pagesUrl?: string
 }
 
 const HEADLINE: Readonly<Record<Verdict, string>> = {
@@ -31,10 +33,11 @@ const ORDER: readonly Verdict[] = ['regression', 'changed', 'improvement', 'unch
 
 /** The comparison as markdown, at most `ctx.maxChars` long (rows of the table are left out to fit). */
 export function renderMarkdown(doc: Comparison, ctx: RenderContext): string {
-  const rows = tableRows(doc)
-  let keep = rows.length
+  const rows = tableRows(doc, ctx)
+  const unchanged = unchangedRows(doc, ctx)
+  let keep = Math.max(rows.length, unchanged.length)
   for (;;) {
-    const text = compose(doc, ctx, rows, keep)
+    const text = compose(doc, ctx, rows, unchanged, keep)
     if (text.length <= ctx.maxChars || keep === 0) {
       return text.length <= ctx.maxChars ? text : `${text.slice(0, Math.max(0, ctx.maxChars - 2))}…\n`
     }
@@ -42,7 +45,13 @@ export function renderMarkdown(doc: Comparison, ctx: RenderContext): string {
   }
 }
 
-function compose(doc: Comparison, ctx: RenderContext, rows: readonly string[], keep: number): string {
+function compose(
+  doc: Comparison,
+  ctx: RenderContext,
+  rows: readonly string[],
+  unchanged: readonly string[],
+  keep: number,
+): string {
   const lines: string[] = []
   lines.push(`## diskbench gate: ${HEADLINE[doc.verdict]}${headlineChanges(doc)}`, '')
   const tally = ORDER.filter(v => doc.counts[v] > 0)
@@ -50,6 +59,9 @@ function compose(doc: Comparison, ctx: RenderContext, rows: readonly string[], k
     .join(', ')
   lines.push(`${doc.cellCount} cell${doc.cellCount === 1 ? '' : 's'}${tally ? ` (${tally})` : ''}, ${accelLine(doc.accel)}.`, '')
   lines.push(`base ${sideText(doc.base)} vs head ${sideText(doc.head)}${measuredText(ctx)}`, '')
+  if (doc.counts.inconclusive > 0) {
+    lines.push(inconclusiveSentence(doc), '')
+  }
   if (headMismatch(doc, ctx)) {
     lines.push(`> **Warning:** this comparison's head is not the commit the run was for (${ctx.headSha?.slice(0, 12)}).`, '')
   }
@@ -58,36 +70,36 @@ function compose(doc: Comparison, ctx: RenderContext, rows: readonly string[], k
   }
   lines.push(...subjectLines(doc))
   if (rows.length > 0) {
-    lines.push('| cell | metric | base | head | change | CI | p | rounds | verdict |')
-    lines.push('| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | --- |')
-    lines.push(...rows.slice(0, keep))
-    if (keep < rows.length) {
-      lines.push('', `… ${rows.length - keep} more row${rows.length - keep === 1 ? '' : 's'}: the job summary and the artifact have them all.`)
-    }
-    lines.push('')
+    lines.push(...table(rows, keep, ctx), '')
   }
-  lines.push(`${doc.counts.unchanged} cell${doc.counts.unchanged === 1 ? '' : 's'} unchanged.`, '')
+  const count = `${doc.counts.unchanged} cell${doc.counts.unchanged === 1 ? '' : 's'} unchanged`
+  if (unchanged.length > 0) {
+    lines.push(`<details><summary>${count} (their figures)</summary>`, '', ...table(unchanged, keep, ctx), '', '</details>', '')
+  } else {
+    lines.push(`${count}.`, '')
+  }
   if (doc.axisSentence) {
     lines.push(md(doc.axisSentence, 1000), '')
   }
   const changed = doc.cells.filter(c => c.verdict !== 'unchanged' && c.verdict !== 'error' && c.reason)
   if (changed.length > 0) {
     lines.push('<details><summary>Why</summary>', '')
-    lines.push(...changed.slice(0, keep).map(c => `- ${code(c.cellId)}: ${md(c.reason)}`))
+    lines.push(...changed.slice(0, keep).map(c => `- ${titleAndId(c)}: ${md(c.reason)}`))
     lines.push('', '</details>', '')
   }
   const errors = doc.cells.filter(c => c.verdict === 'error')
   if (errors.length > 0) {
     lines.push('### Errors', '')
-    lines.push(...errors.slice(0, keep).map(c => `- ${code(c.cellId)} (${md(c.kind)}): ${md(c.reason)}`))
+    lines.push(...errors.slice(0, keep).map(c => `- ${titleAndId(c)} (${md(c.kind)}): ${md(c.reason)}`))
     lines.push('')
   }
   const notes = doc.cells.filter(c => c.note)
   if (notes.length > 0) {
     lines.push('### Counters', '')
-    lines.push(...notes.slice(0, keep).map(c => `- ${code(c.cellId)}: ${md(c.note)}`))
+    lines.push(...notes.slice(0, keep).map(c => `- ${titleAndId(c)}: ${md(c.note)}`))
     lines.push('')
   }
+  lines.push(...reproduceLines(doc.reproduce))
   if (doc.canary) {
     const {beforeMibS, afterMibS, change, moved} = doc.canary
     const figures =
@@ -120,8 +132,26 @@ function compose(doc: Comparison, ctx: RenderContext, rows: readonly string[], k
   return `${lines.join('\n')}\n`
 }
 
+/** The table's header and `keep` of its rows; a history column with the pages' URL. */
+function table(rows: readonly string[], keep: number, ctx: RenderContext): string[] {
+  const lines = [
+    `| cell | metric | base | head | change | CI | p | rounds | verdict |${ctx.pagesUrl ? ' history |' : ''}`,
+    `| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | --- |${ctx.pagesUrl ? ' --- |' : ''}`,
+    ...rows.slice(0, keep),
+  ]
+  if (keep < rows.length) {
+    lines.push('', `… ${rows.length - keep} more row${rows.length - keep === 1 ? '' : 's'}: the job summary and the artifact have them all.`)
+  }
+  return lines
+}
+
+/** One row per gated metric of every unchanged cell: their figures, collapsed. */
+function unchangedRows(doc: Comparison, ctx: RenderContext): string[] {
+  return doc.cells.filter(c => c.verdict === 'unchanged').flatMap(c => c.metrics.map(m => metricRow(c, m, 'unchanged', ctx)))
+}
+
 /** One row per metric worth showing of every cell that is not unchanged. */
-function tableRows(doc: Comparison): string[] {
+function tableRows(doc: Comparison, ctx: RenderContext): string[] {
   return doc.cells
     .filter(c => c.verdict !== 'unchanged')
     .flatMap(c => {
@@ -131,14 +161,14 @@ function tableRows(doc: Comparison): string[] {
       const moved = c.counters.filter(m => m.verdict === 'regression' || m.verdict === 'improvement')
       const metrics = [...(shown.length > 0 ? shown : c.metrics), ...moved]
       if (metrics.length === 0) {
-        return [`| ${cellName(c)} | - | - | - | - | - | - | ${c.rounds} | ${label} |`]
+        return [`| ${cellName(c)} | - | - | - | - | - | - | ${c.rounds} | ${label} |${ctx.pagesUrl ? ' - |' : ''}`]
       }
-      return metrics.map(m => metricRow(c, m, label))
+      return metrics.map(m => metricRow(c, m, rowLabel(c, m, label), ctx))
     })
 }
 
-function metricRow(c: Cell, m: MetricResult, label: string): string {
-  return [
+function metricRow(c: Cell, m: MetricResult, label: string, ctx: RenderContext): string {
+  const cells = [
     '',
     cellName(c),
     code(m.metric, 80),
@@ -148,11 +178,65 @@ function metricRow(c: Cell, m: MetricResult, label: string): string {
     ci(m),
     pValue(m.pValue),
     String(c.rounds),
-    rowLabel(c, m, label),
-    '',
+    label,
   ]
-    .join(' | ')
-    .trim()
+  if (ctx.pagesUrl) {
+    cells.push(graphLink(ctx.pagesUrl, c, m.metric))
+  }
+  return [...cells, ''].join(' | ').trim()
+}
+
+/** The fragments diskbench writes: an asv benchmark and its parameters, nothing else. */
+const GRAPH = /^matrix\.[A-Za-z0-9]+\.track_[a-z0-9_]+\?p-[a-z_]+=%27[A-Za-z0-9._-]+%27(&p-[a-z_]+=%27[A-Za-z0-9._-]+%27)*$/
+
+/** `[graph](URL)` of a cell's metric, when the document names a graph of the form diskbench writes. */
+function graphLink(pagesUrl: string, c: Cell, metric: string): string {
+  const fragment = c.history.find(([name]) => name === metric)?.[1]
+  if (fragment === undefined || !GRAPH.test(fragment)) {
+    return '-'
+  }
+  const base = pagesUrl.endsWith('.html') ? pagesUrl : `${pagesUrl.replace(/\/+$/, '')}/`
+  return `[graph](${base}#${fragment})`
+}
+
+/** Arguments a shell passes as they are and HTML shows as they are: the only ones the comment shows. */
+const PLAIN_ARG = /^[A-Za-z0-9._/=%:,+^~-]+$/
+
+/** The command that reproduces the comparison, when every argument is plain. */
+function reproduceLines(argv: readonly string[]): string[] {
+  if (argv.length === 0) {
+    return []
+  }
+  if (argv[0] !== 'diskbench' || !['gate', 'compare'].includes(argv[1] ?? '') || !argv.every(a => PLAIN_ARG.test(a))) {
+    return ['The command that reproduces it has characters this comment does not show: see summary.md in the artifact.', '']
+  }
+  return ['Reproduce it locally:', '', `<pre><code>${argv.join(' ')}</code></pre>`, '']
+}
+
+/** What inconclusive means and what to do, from the figures diskbench computed. */
+export function inconclusiveSentence(doc: Comparison): string {
+  const open: Sensitivity[] = doc.sensitivity.filter(r => r.verdict === 'inconclusive')
+  const seen = open.flatMap(r => (r.couldSeePct === null ? [] : [r.couldSeePct]))
+  const need = open.filter(r => r.roundsToDecide !== null)
+  let text = `Inconclusive means these rounds cannot yet tell a change of the minimum effect (${num(doc.settings.minEffect * 100)}%) from none`
+  if (seen.length > 0) {
+    text += `; a regression of about ${Math.max(...seen).toFixed(1)}% or more would have been caught 4 times in 5`
+  }
+  if (need.length > 0) {
+    const most = need.reduce((a, b) => ((b.roundsToDecide ?? 0) > (a.roundsToDecide ?? 0) ? b : a))
+    const cell = doc.cells.find(c => c.cellId === most.cellId)
+    const who = cell ? (cell.gateName ?? cell.title ?? cell.cellId) : most.name
+    // a gate adds rounds itself (--max-rounds); records compared by hand need more samples
+    const gate = doc.reproduce.length > 0 ? doc.reproduce[1] === 'gate' : doc.budget.length > 0
+    const how = gate
+      ? `e.g. the command below with ${code(`--max-rounds ${most.roundsToDecide}`)} and the budget for them`
+      : `record them (${code(`--repeat ${most.roundsToDecide}`)}) and compare again`
+    return `${text}. To decide, run more rounds: about ${most.roundsToDecide} per side (${md(who, 200)}, has ${most.rounds}), ${how}.`
+  }
+  return (
+    `${text}. More rounds would not decide it (its change sits on the minimum effect): read it as a change about as ` +
+    `large as the minimum effect, or set that metric's minimum with ${code('--rule')}.`
+  )
 }
 
 function sideText(side: Comparison['base']): string {
@@ -243,9 +327,18 @@ function num(v: number): string {
   return String(Number(v.toPrecision(6)))
 }
 
-/** The cell's id, and base's id too when the sides' ids differ. */
+/** The cell's short name, and under it its id (base's too when the sides' ids differ). */
 function cellName(c: Cell): string {
-  return c.baseId !== null && c.baseId !== c.cellId ? `${code(c.cellId)} (base: ${code(c.baseId)})` : code(c.cellId)
+  let ids = c.baseId !== null && c.baseId !== c.cellId ? `${code(c.cellId)} (base: ${code(c.baseId)})` : code(c.cellId)
+  if (c.gateName !== null) {
+    ids = `${md(c.gateName, 80)}: ${ids}`
+  }
+  return c.title === null ? ids : `${md(c.title, 200)}<br><sub>${ids}</sub>`
+}
+
+/** `qcow2 writeback ide · dd 64M (<code>id</code>)` for a line of a list. */
+function titleAndId(c: Cell): string {
+  return c.title === null ? code(c.cellId) : `${md(c.title, 200)} (${code(c.cellId)})`
 }
 
 /** Beside the verdict in the first line: the counters that changed, and where. */

@@ -1,0 +1,226 @@
+"""Where a comparison points its reader: a short name per cell, its history graphs, the command
+that reproduces it, and what to do about an inconclusive cell.  Pure.
+
+* **Short name** (:func:`short_name`): the cell's parts in words, the defaults left out:
+  ``qcow2 writeback ide · dd 64M``.  Image and drive first (format, a preallocation other
+  than ``off``, a cluster size other than 64 KiB, lazy refcounts, LUKS; cache mode, bus, an
+  aio other than ``threads``), then the workload with its first parameter, then a cache state
+  other than ``fresh`` and ``replay`` for a replay cell.  The full id stays beside it.
+* **History graph** (:func:`history_graph`): the asv pages' address of the metric's graph
+  for the cell's format, cache mode and bus, as ``benchmarks/history`` names it:
+  ``matrix.Dd.track_total_s?p-format='qcow2'&p-cache='writeback'&p-interface='ide'``
+  (asv keeps a parameter's value as its ``repr``).  The history matrix measures fresh guest
+  cells only: a replay or warm/cold cell has none.  With the pages' URL
+  (:func:`graph_url`) it is a link.
+* **Inconclusive** (:func:`inconclusive_sentence`): what it means and what to do, from the
+  figures :mod:`harness.compare.power` gives (could see, rounds to decide).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+from harness.errors import UsageError
+from harness.untrusted import inert_markdown
+
+SEPARATOR = " · "
+DEFAULT_CLUSTER_SIZE = 65536
+# the history matrix's axes besides the workload (sweeps/history.toml): asv's parameters
+HISTORY_AXES = ("format", "cache", "interface")
+# a higher-is-better rate is kept inverted in the history (benchmarks/history/layout.py)
+_INVERSES = {"MiB/s": "gib", "KiB/s": "gib", "1/s": "op"}
+_RATE_SUFFIX = re.compile(r"(^|_)((mib|kib)_)?per_s$")
+_SIZE = re.compile(r"^(\d+)([kmgt])$")
+_PAGES_URL = re.compile(r"^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%/+-]*)?$")
+
+
+@dataclass(frozen=True)
+class Pointers:
+    """What the caller adds to a comparison: the history pages' URL and the command line that
+    reproduces it (argv, ``diskbench`` first)."""
+
+    pages_url: str | None = None
+    reproduce: tuple[str, ...] = field(default_factory=tuple)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"pages_url": self.pages_url, "reproduce": list(self.reproduce) or None}
+
+
+def check_pages_url(url: str, *, flag: str = "--pages-url") -> str:
+    """The published history pages' URL, or a UsageError naming the flag."""
+    url = url.strip()
+    if not _PAGES_URL.fullmatch(url):
+        raise UsageError(
+            f"{flag} {url!r}: give the http(s) URL of the published history pages, "
+            "e.g. https://acme.github.io/diskbench/"
+        )
+    return url
+
+
+# --- short names ----------------------------------------------------------------------------------
+
+
+def workload_words(slug: str) -> str:
+    """``dd-64m-2m-ext4`` -> ``dd 64M``: the workload and its first parameter."""
+    name, _, rest = str(slug).partition("-")
+    first = rest.split("-")[0] if rest else ""
+    size = _SIZE.fullmatch(first)
+    if size:
+        first = size.group(1) + size.group(2).upper()
+    return f"{name} {first}".strip()
+
+
+def short_name(cell: Mapping[str, Any], cell_id: str = "") -> str:
+    """The cell's parts in a few words (see the module's docstring); ``cell`` is the document's
+    flat cell (:func:`harness.compare.rules.flatten_cell`), ``cell_id`` its id."""
+    fmt = cell.get("format")
+    if not fmt or not cell.get("cache") or not cell.get("workload"):
+        return cell_id or str(cell.get("id") or "?")
+    image = [str(fmt)]
+    if cell.get("preallocation") not in (None, "off"):
+        image.append(str(cell["preallocation"]))
+    cluster = cell.get("cluster_size")
+    if fmt == "qcow2" and isinstance(cluster, int) and cluster != DEFAULT_CLUSTER_SIZE:
+        image.append(f"cluster {_binary(cluster)}")
+    head = cell_id.split(".")[0]
+    image += [word for part, word in (("lazy", "lazy refcounts"), ("luks", "luks")) if f"-{part}-" in head]
+    drive = [str(cell.get("cache")), str(cell.get("interface") or "?")]
+    if cell.get("aio") not in (None, "threads"):
+        drive.append(f"aio={cell['aio']}")
+    parts = [" ".join(image + drive), workload_words(str(cell["workload"]))]
+    if cell.get("cache_state") not in (None, "fresh"):
+        parts.append(str(cell["cache_state"]))
+    if cell.get("measure") not in (None, "guest"):
+        parts.append(str(cell["measure"]))
+    return SEPARATOR.join(parts)
+
+
+def _binary(size: int) -> str:
+    for suffix, unit in (("M", 1024**2), ("K", 1024)):
+        if size >= unit and size % unit == 0:
+            return f"{size // unit}{suffix}"
+    return str(size)
+
+
+# --- history graphs -------------------------------------------------------------------------------
+
+
+def figure_name(metric: str) -> str:
+    """The name the history suite keeps ``metric`` under: itself, or a higher-is-better rate
+    turned into a cost (``mib_per_s`` -> ``s_per_gib``, as ``benchmarks/history/layout.py``)."""
+    from harness.workloads import metric_info
+
+    try:
+        info = metric_info(metric)
+    except UsageError:
+        return metric
+    if not info.higher_is_better or info.informational or info.unit not in _INVERSES:
+        return metric
+    if not _RATE_SUFFIX.search(metric):
+        return metric
+    stem = _RATE_SUFFIX.sub("", metric)
+    per = _INVERSES[info.unit]
+    return f"{stem}_s_per_{per}" if stem else f"s_per_{per}"
+
+
+def benchmark_method(metric: str) -> str:
+    """asv's method of a metric: ``phase.write_s`` -> ``track_phase_write_s``."""
+    return "track_" + re.sub(r"[^a-z0-9]+", "_", figure_name(metric).lower()).strip("_")
+
+
+def workload_class(slug: str) -> str:
+    """The history suite's class of a workload: ``dd-64m-2m-ext4`` -> ``Dd``."""
+    name = str(slug).partition("-")[0]
+    return "".join(part.capitalize() for part in re.split(r"[^A-Za-z0-9]+", name))
+
+
+def history_graph(cell: Mapping[str, Any], metric: str) -> str | None:
+    """The fragment of the asv pages that shows ``metric`` of the history matrix's cell with this
+    cell's format, cache mode and bus; None for a cell the history does not measure."""
+    if cell.get("measure") not in (None, "guest") or cell.get("cache_state") not in (None, "fresh"):
+        return None
+    values = [cell.get(axis) for axis in HISTORY_AXES]
+    workload = cell.get("workload")
+    if not workload or not all(isinstance(v, str) and v for v in values):
+        return None
+    params = "&".join(
+        f"p-{axis}={quote(repr(value), safe='')}" for axis, value in zip(HISTORY_AXES, values, strict=True)
+    )
+    return f"matrix.{workload_class(str(workload))}.{benchmark_method(metric)}?{params}"
+
+
+def graph_url(pages_url: str, fragment: str) -> str:
+    """The link to a graph of the pages at ``pages_url`` (a folder, or its ``index.html``)."""
+    base = pages_url if pages_url.endswith(".html") else pages_url.rstrip("/") + "/"
+    return f"{base}#{fragment}"
+
+
+def cell_pointers(cell_doc: Mapping[str, Any]) -> dict[str, Any]:
+    """A document cell's ``title`` and ``history`` (metric -> graph fragment)."""
+    flat = cell_doc.get("cell") or {}
+    metrics = [m.get("metric") for m in (*(cell_doc.get("metrics") or ()), *(cell_doc.get("counters") or ()))]
+    history = {str(m): history_graph(flat, str(m)) for m in metrics if m}
+    return {
+        "title": short_name(flat, str(cell_doc.get("cell_id") or "")),
+        "history": {m: g for m, g in history.items() if g is not None},
+    }
+
+
+# --- the command and the inconclusive sentence ----------------------------------------------------
+
+
+def command_line(argv: Sequence[str]) -> str:
+    """The argv as one shell line (quoted where needed), on one line whatever it holds."""
+    return shlex.join(str(a).replace("\n", " ") for a in argv)
+
+
+def inconclusive_sentence(
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    min_effect: float,
+    names: Mapping[str, str] | None = None,
+    gate: bool = True,
+) -> str:
+    """What an inconclusive verdict means and what to do, with the figures of the inconclusive
+    metrics in ``rows`` (the summary's ``sensitivity``): one sentence of markdown, the cell's
+    name (``names``: cell id -> short name) made inert.  ``gate``: the comparison of a gate (more
+    rounds: ``--max-rounds``), else of records (more samples: ``--repeat``, then compare again)."""
+    names = names or {}
+    open_rows = [r for r in rows if r.get("verdict") == "inconclusive"]
+    seen = [r["could_see_pct"] for r in open_rows if _number(r.get("could_see_pct"))]
+    need = [r for r in open_rows if isinstance(r.get("rounds_to_decide"), int)]
+    text = (
+        "Inconclusive means these rounds cannot yet tell a change of the minimum effect "
+        f"({min_effect * 100:g}%) from none"
+    )
+    if seen:
+        text += f"; a regression of about {max(seen):.1f}% or more would have been caught 4 times in 5"
+    if need:
+        most = max(need, key=lambda r: int(r["rounds_to_decide"]))
+        rounds = int(most["rounds_to_decide"])
+        who = inert_markdown(
+            names.get(str(most.get("cell_id")), str(most.get("name") or most.get("cell_id")))
+        )
+        how = (
+            f"e.g. the command below with `--max-rounds {rounds}` and the budget for them"
+            if gate
+            else f"record them (`--repeat {rounds}`) and compare again"
+        )
+        return (
+            f"{text}. To decide, run more rounds: about {rounds} per side ({who}, has "
+            f"{most.get('rounds')}), {how}."
+        )
+    return (
+        f"{text}. More rounds would not decide it (its change sits on the minimum effect): read it "
+        "as a change about as large as the minimum effect, or set that metric's minimum with `--rule`."
+    )
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)
