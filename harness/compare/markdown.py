@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.compare.pointers import command_line, graph_url, inconclusive_sentence
+from harness.compare.power import MAX_ROUNDS
 from harness.compare.subject import diff_line
 from harness.compare.text import format_p, format_value, pct
 from harness.compare.verdict import Kind, Verdict
@@ -37,6 +39,19 @@ def _change_text(m: Mapping[str, Any]) -> str:
     if change is None:
         return "n/a" if m.get("median_base") is None or m.get("median_head") is None else "+inf%"
     return f"{change:+.1f}%"
+
+
+def _out_of_reach(row: Mapping[str, Any]) -> str:
+    """Why more rounds give an inconclusive metric no number: no interval yet, a change on the
+    edge of the minimum effect, or one that would take more rounds than are worth a number."""
+    change, effect = row.get("change_pct"), row.get("min_effect")
+    if row.get("ci_low") is None or not isinstance(change, int | float):
+        return f"has too few samples for an interval ({row.get('n_base')} + {row.get('n_head')}): run more rounds"
+    edge = math.log1p(float(effect)) if isinstance(effect, int | float) and effect > 0 else 0.0
+    size = abs(math.log1p(change / 100.0)) if change > -100.0 else math.inf
+    if edge and abs(size - edge) <= 0.25 * edge:
+        return "is not within reach of more rounds (its change sits on the minimum effect)"
+    return f"would need more than {MAX_ROUNDS} rounds at this spread"
 
 
 def sensitivity_lines(rows: Sequence[Mapping[str, Any]], names: Mapping[str, str] | None = None) -> list[str]:
@@ -75,7 +90,7 @@ def sensitivity_lines(rows: Sequence[Mapping[str, Any]], names: Mapping[str, str
                 + (
                     f"would need about {row['rounds_to_decide']} rounds (has {row.get('rounds')})"
                     if row.get("rounds_to_decide")
-                    else "is not within reach of more rounds (its change sits on the minimum effect)"
+                    else _out_of_reach(row)
                 )
                 for name, row in need.items()
             )

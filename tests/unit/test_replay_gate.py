@@ -284,3 +284,16 @@ def test_replay_together_is_true_or_false() -> None:
 
     with pytest.raises(SpecError, match="replay_together = 'yes': use true or false"):
         parse_gate_spec('replay_together = "yes"\n' + SPEC, source="g.toml")
+
+
+def test_an_inconclusive_metric_without_rounds_to_decide_says_why() -> None:
+    def row(**kw: Any) -> dict[str, Any]:
+        base = {"cell_id": "c", "name": "c", "verdict": "inconclusive", "rounds": 2, "min_effect": 0.05}
+        return {**base, **kw}
+
+    few = sensitivity_lines([row(change_pct=82.5, ci_low=None, n_base=2, n_head=2)])
+    assert "has too few samples for an interval (2 + 2): run more rounds" in few[0]
+    edge = sensitivity_lines([row(change_pct=5.1, ci_low=0.9, n_base=8, n_head=8)])
+    assert "its change sits on the minimum effect" in edge[0]
+    far = sensitivity_lines([row(change_pct=-40.0, ci_low=0.2, n_base=8, n_head=8)])
+    assert "would need more than 1000 rounds at this spread" in far[0]
