@@ -314,3 +314,22 @@ def test_bad_input_exits_2_with_one_line(
     assert rc == 2, err
     assert message in err and len(err.strip().splitlines()) == 1
     assert not results.exists()
+
+
+def test_only_skipped_commits_left_is_exit_1_and_names_them(repo: Path, tmp_path: Path) -> None:
+    commits = git(repo, "rev-list", "--reverse", "good..bad").split()
+
+    class SkipsOne(Synthetic):
+        def step(self, number: int, commit: str, state: BisectState) -> Step:
+            if commit == commits[4]:
+                self.measured.append(commit)
+                return Step(commit=commit, outcome=Outcome.SKIP, reason="it cannot be measured: no build")
+            return super().step(number, commit, state)
+
+    measure = SkipsOne(commits, first_bad=5)
+    done = run(repo, tmp_path / "out", measure)
+    assert done.exit_code == 1  # type: ignore[attr-defined]
+    text = done.text  # type: ignore[attr-defined]
+    assert text.startswith("only skipped commits are left: the first bad commit is one of\n")
+    assert f"  {commits[4]} commit 5\n  {commits[5]} commit 6\n" in text
+    assert f"5     {commits[4][:12]}" in text and "skip" in text
