@@ -32,7 +32,16 @@ from harness.errors import (
     VMError,
     WorkDirFull,
 )
-from harness.gate import GateOptions, GateResult, GateSpec, SubjectSource, gate_revisions, git, resolve_rev
+from harness.gate import (
+    GateOptions,
+    GateResult,
+    GateSpec,
+    SubjectSource,
+    gate_revisions,
+    git,
+    repo_toplevel,
+    resolve_rev,
+)
 
 #: what a step's own commit can make go wrong: it is skipped, not the bisection stopped
 STEP_FAILURES: tuple[type[Exception], ...] = (BuildError, GuestBuildError, UsageError, VMError, ProtocolError)
@@ -87,10 +96,13 @@ def run_bisect(
 ) -> BisectResult:
     """Find the first commit after ``good`` that is measured like ``bad``; resumes the state in
     ``out_dir``.  ``measure`` compares the ends and measures a step (default: gate runs)."""
+    repo = repo_toplevel(repo)
     good_commit, bad_commit, commits = commit_range(repo, good, bad)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "streams").mkdir(exist_ok=True)
-    fresh = BisectState(good=good_commit, bad=bad_commit, commits=commits, spec=spec.source)
+    # what a resumed run must measure as this one did: the spec's cells and the gated metrics
+    what = f"{spec.source} [{', '.join(settings.metrics)}; min effect {settings.min_effect:g}]"
+    fresh = BisectState(good=good_commit, bad=bad_commit, commits=commits, spec=what)
     state = resume(load_state(out_dir), fresh, out_dir)
     if state.steps:
         progress(f"bisect: resuming from {out_dir}: {len(state.steps)} step(s) done")

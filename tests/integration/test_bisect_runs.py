@@ -43,8 +43,8 @@ def git(repo: Path, *args: str) -> str:
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A clone of this repository and 4 commits on top; the third writes at 16 MiB/s at most
-    (the replay of 64 MiB takes about 0.5 s unthrottled, 4 s throttled)."""
+    """A clone of this repository and 4 commits on top; the third writes at 32 MiB/s at most
+    (the replay of 64 MiB takes about 0.5 s unthrottled, 2 s throttled)."""
     path = tmp_path_factory.mktemp("bisect") / "repo"
     subprocess.run(["git", "clone", "-q", str(REPO_ROOT), str(path)], check=True)
     git(path, "config", "user.email", "test@diskbench.invalid")
@@ -59,10 +59,10 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
             assert "\n[drive.options]\n" in text
             policy.write_text(
                 text.replace(
-                    "\n[drive.options]\n", '\n[drive.options]\n"throttling.bps-write" = 16777216\n', 1
+                    "\n[drive.options]\n", '\n[drive.options]\n"throttling.bps-write" = 33554432\n', 1
                 )
             )
-            message = "policy: throttle writes to 16 MiB/s"
+            message = "policy: throttle writes to 32 MiB/s"
         git(path, "add", "-A")
         git(path, "commit", "-q", "-m", message)
     git(path, "tag", "bad")
@@ -96,7 +96,7 @@ def test_bisect_names_the_commit_that_throttles_the_policy(
         [Outcome.GOOD, Outcome.BAD],
         [Outcome.BAD, Outcome.GOOD],
     ), result.text
-    assert result.text.startswith(f"first bad commit: {injected} policy: throttle writes to 16 MiB/s\n")
+    assert result.text.startswith(f"first bad commit: {injected} policy: throttle writes to 32 MiB/s\n")
     assert any(line.startswith("bisect: step 1: against good: policy-replay: ") for line in lines)
     assert "2 step(s): 1 good, 1 bad, 0 skipped" in result.text
     state = json.loads((out / STATE_FILE).read_text())

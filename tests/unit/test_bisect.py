@@ -278,6 +278,12 @@ def test_the_state_of_another_bisection_is_refused(repo: Path, tmp_path: Path) -
     save_state(out, BisectState(good="0" * 40, bad=commits[-1], commits=tuple(commits), spec=SPEC.source))
     with pytest.raises(UsageError, match="another good end"):
         run(repo, out, Synthetic(commits, first_bad=3))
+    good = git(repo, "rev-parse", "good")
+    save_state(
+        out, BisectState(good=good, bad=commits[-1], commits=tuple(commits), spec="test.toml [total_s]")
+    )
+    with pytest.raises(UsageError, match="another spec"):
+        run(repo, out, Synthetic(commits, first_bad=3))
     (out / STATE_FILE).write_text('{"schema": "diskbench-bisect"')
     with pytest.raises(UsageError, match="not a diskbench bisect state"):
         run(repo, out, Synthetic(commits, first_bad=3))
