@@ -44,7 +44,7 @@ def git(repo: Path, *args: str) -> str:
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A clone of this repository and 4 commits on top; the third writes at 32 MiB/s at most
-    (the replay of 64 MiB takes about 0.5 s unthrottled, 2 s throttled)."""
+    (the replay of 64 MiB takes about 0.5 s unthrottled, about 4 s throttled)."""
     path = tmp_path_factory.mktemp("bisect") / "repo"
     subprocess.run(["git", "clone", "-q", str(REPO_ROOT), str(path)], check=True)
     git(path, "config", "user.email", "test@diskbench.invalid")

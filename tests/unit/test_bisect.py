@@ -7,9 +7,11 @@ import math
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from harness.binaries import ON_PATH
 from harness.bisect import (
     STATE_FILE,
     BisectState,
@@ -339,3 +341,28 @@ def test_only_skipped_commits_left_is_exit_1_and_names_them(repo: Path, tmp_path
     assert text.startswith("only skipped commits are left: the first bad commit is one of\n")
     assert f"  {commits[4]} commit 5\n  {commits[5]} commit 6\n" in text
     assert f"5     {commits[4][:12]}" in text and "skip" in text
+
+
+def test_a_step_whose_build_fails_is_skipped_and_one_the_host_fails_stops(tmp_path: Path) -> None:
+    from harness.bisect.run import GateMeasure
+    from harness.errors import BuildError, WorkDirFull
+
+    class Failing(GateMeasure):
+        error: Exception = BuildError("the build command failed for head (c05): make: *** [all] Error 2")
+
+        def compare(self, where: str, base: str, head: str) -> Any:
+            raise self.error
+
+    measure = Failing(
+        tmp_path, SPEC, Settings(), GateOptions.decide(SPEC, seed=1), tmp_path, tmp_path, print, ON_PATH
+    )
+    state = BisectState(good="g", bad="b", commits=("c05", "b"), spec="s", ends=cells(a=R))
+    step = measure.step(1, "c05", state)
+    assert step.outcome is Outcome.SKIP
+    assert (
+        step.reason
+        == "it cannot be measured: the build command failed for head (c05): make: *** [all] Error 2"
+    )
+    measure.error = WorkDirFull("the work dir is full")
+    with pytest.raises(WorkDirFull):
+        measure.step(1, "c05", state)
