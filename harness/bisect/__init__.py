@@ -14,7 +14,8 @@ bisection goes on where it stopped.
 The package: :mod:`~harness.bisect.search` (the window and the next commit,
 pure), :mod:`~harness.bisect.classify` (a step's outcome, pure),
 :mod:`~harness.bisect.state` (``OUT/bisect.json``), :mod:`~harness.bisect.report`
-(the text) and :mod:`~harness.bisect.run` (the driver, on
+(the text), :mod:`~harness.bisect.builds` (each commit's QEMU built once with
+``--build-command``) and :mod:`~harness.bisect.run` (the driver, on
 :func:`harness.gate.gate_revisions`).  ``docs/bisect.md`` says it for users.
 """
 

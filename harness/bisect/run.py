@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Protocol
 
 from harness.binaries import ON_PATH, Binaries
+from harness.bisect.builds import Builds
 from harness.bisect.classify import CellVerdict, Classified, classify, separating
 from harness.bisect.report import evidence_lines, render_end, render_table
 from harness.bisect.search import Found, Outcome, next_commit, result, window
@@ -36,7 +37,6 @@ from harness.gate import (
     GateOptions,
     GateResult,
     GateSpec,
-    SubjectSource,
     gate_revisions,
     git,
     repo_toplevel,
@@ -106,8 +106,21 @@ def run_bisect(
     state = resume(load_state(out_dir), fresh, out_dir)
     if state.steps:
         progress(f"bisect: resuming from {out_dir}: {len(state.steps)} step(s) done")
+    if measure is not None:
+        return _search(repo, state, measure, out_dir=out_dir, progress=progress)
+    gate = GateMeasure(repo, spec, settings, options, out_dir, work_dir, progress, binaries)
+    try:
+        return _search(repo, state, gate, out_dir=out_dir, progress=progress)
+    finally:
+        gate.close()
+
+
+def _search(
+    repo: Path, state: BisectState, gate: Measure, *, out_dir: Path, progress: Callable[[str], None]
+) -> BisectResult:
+    """The ends (unless the state has them), then steps until the search is over."""
+    good_commit, bad_commit, commits = state.good, state.bad, state.commits
     subjects = _Subjects(repo)
-    gate = measure or GateMeasure(repo, spec, settings, options, out_dir, work_dir, progress, binaries)
     if state.ends is None:
         progress(f"bisect: {len(commits)} commit(s) after {good_commit[:12]} up to {bad_commit[:12]}")
         progress(f"bisect: the ends: base {good_commit[:12]} (good), head {bad_commit[:12]} (bad)")
@@ -182,6 +195,21 @@ class GateMeasure:
     work_dir: Path
     progress: Callable[[str], None]
     binaries: Binaries
+    builds: Builds | None = None
+
+    def __post_init__(self) -> None:
+        if self.builds is None:
+            self.builds = Builds(
+                self.repo,
+                build_command=self.options.build_command,
+                default_policy=self.options.default_policy,
+                log=self.progress,
+            )
+
+    def close(self) -> None:
+        """Remove the checkouts of the commits built."""
+        if self.builds is not None:
+            self.builds.close()
 
     def ends(self, good: str, bad: str) -> tuple[dict[str, CellVerdict], list[str]]:
         ends = self.compare("ends", good, bad)
@@ -197,9 +225,11 @@ class GateMeasure:
         (gate_out / "streams").symlink_to(self.out_dir / "streams", target_is_directory=True)
         # every gate run draws its own order, all from the bisection's seed
         seed = self.options.seed + sum(ord(ch) for ch in where)
+        assert self.builds is not None
+        sources = (self.builds.source("base", base), self.builds.source("head", head))
         return gate_revisions(
             repo=self.repo,
-            sources=(SubjectSource("base", base), SubjectSource("head", head)),
+            sources=sources,
             spec=self.spec,
             settings=self.settings,
             options=replace(self.options, seed=seed),

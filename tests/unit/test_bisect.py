@@ -366,3 +366,47 @@ def test_a_step_whose_build_fails_is_skipped_and_one_the_host_fails_stops(tmp_pa
     measure.error = WorkDirFull("the work dir is full")
     with pytest.raises(WorkDirFull):
         measure.step(1, "c05", state)
+
+
+def test_with_a_build_command_each_commit_is_built_once_and_a_failed_build_is_a_build_error() -> None:
+    import shutil
+    import tempfile
+
+    from harness.bisect.builds import Builds
+    from harness.errors import BuildError
+    from harness.paths import REPO_ROOT
+
+    shared = Path(tempfile.mkdtemp(prefix="diskbench-bisect-test-"))
+    shared.chmod(0o755)
+    try:
+        repo = shared / "repo"
+        repo.mkdir()
+        git(repo, "init", "-q")
+        (repo / "policy.toml").write_text((REPO_ROOT / "policy.toml").read_text())
+        for name in ("a", "broken"):
+            (repo / name).write_text(name)
+            git(repo, "add", "-A")
+            git(repo, "-c", "user.email=t@t.invalid", "-c", "user.name=t", "commit", "-qm", name)
+        good, broken = git(repo, "rev-parse", "HEAD~1"), git(repo, "rev-parse", "HEAD")
+        build = (
+            "sh -c 'test ! -e broken && mkdir build && cp /bin/true build/qemu-system-x86_64 "
+            "&& cp /bin/true build/qemu-img'"
+        )
+        builds = Builds(repo, build_command=build, default_policy=REPO_ROOT / "policy.toml")
+        first = builds.source("base", good)
+        again = builds.source("head", good)
+        assert first.qemu and first.qemu == again.qemu and again.label == "head"
+        assert Path(first.qemu).is_file() and len(builds.checkouts) == 1
+        with pytest.raises(BuildError, match="the build command failed"):
+            builds.source("head", broken)
+        root = builds.root
+        builds.close()
+        assert not root.exists()
+        assert (
+            Builds(repo, build_command=None, default_policy=REPO_ROOT / "policy.toml")
+            .source("base", good)
+            .qemu
+            is None
+        )
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
