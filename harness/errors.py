@@ -7,6 +7,7 @@ The tree::
     |   +-- SpecError            a cell or sweep value that is not allowed
     +-- InfraError               exit 3: the machine cannot do what was asked
     |   +-- AccelError           the asked accelerator does not work here
+    |   +-- BuildError           a revision's build command failed or built nothing
     |   +-- CommandError         a host command failed (argv, rc, stderr tail)
     |   |   +-- ImageError       qemu-img failed
     |   |   +-- GuestBuildError  the guest recipe could not be built
@@ -67,6 +68,10 @@ class InfraError(HarnessError):
 
 class AccelError(InfraError):
     """The requested accelerator does not work on this machine."""
+
+
+class BuildError(InfraError):
+    """A revision's QEMU build command failed, or left no executable (a bisection skips the commit)."""
 
 
 class CommandError(InfraError):

@@ -16,13 +16,25 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 
 from harness import __version__
-from harness.cli import accel, compare, gate, guest, history, merge, report, run, show, sweep
+from harness.cli import accel, bisect, compare, gate, guest, history, merge, report, run, show, sweep
 from harness.cli.common import ENV_QEMU, ENV_QEMU_IMG, Parser, configure_logging, err, resolve_binaries
 from harness.errors import ExitCode, HarnessError
 from harness.untrusted import inert_output
 
 # in the order ``diskbench --help`` lists them
-COMMANDS: tuple[ModuleType, ...] = (run, guest, accel, show, sweep, merge, report, compare, gate, history)
+COMMANDS: tuple[ModuleType, ...] = (
+    run,
+    guest,
+    accel,
+    show,
+    sweep,
+    merge,
+    report,
+    compare,
+    gate,
+    bisect,
+    history,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -18,7 +18,7 @@ from typing import Any
 
 from harness import confine, proc
 from harness.binaries import Binaries
-from harness.errors import CommandError, InfraError, UsageError
+from harness.errors import BuildError, CommandError, InfraError, UsageError
 from harness.paths import IMAGES_DIR
 from harness.policy import POLICY_FILE, Policy, load_policy
 
@@ -123,14 +123,14 @@ def prepare_subject(
                 confined=acct.popen_kwargs(),
             )
         except CommandError as exc:
-            raise InfraError(
+            raise BuildError(
                 f"the build command failed for {source.label} ({source.rev}): {exc.message}"
             ) from exc
         qemu = str(into / built_qemu)
         qemu_img = qemu_img or str(into / built_qemu_img)
         for path in (qemu, qemu_img):
             if not os.access(path, os.X_OK):
-                raise InfraError(f"the build command of {source.label} made no executable {path}: check it")
+                raise BuildError(f"the build command of {source.label} made no executable {path}: check it")
     return Subject(
         label=source.label,
         rev=source.rev,
