@@ -147,6 +147,7 @@ def run_rounds(
         started=started,
     )
     results: list[CellResult] = []
+    round_s: list[float] = []
     number = 1
     while True:
         if number <= options.rounds:
@@ -167,15 +168,38 @@ def run_rounds(
             if stop.over_budget:
                 progress(f"gate: {stop.reason}; {len(pending_names)} cell(s) stay as they are")
             return Rounds(results=_compare_all(spec, sides, settings, tally), stopped=stop.reason)
+        eta = _eta(
+            elapsed_s=time.monotonic() - started,
+            round_s=round_s,
+            rounds_left=max(options.rounds - number + 1, 1),
+            budget_s=options.budget_s,
+        )
         if number <= options.rounds:
-            progress(f"gate: round {number}/{options.rounds} of {len(names)} cells, base and head")
+            progress(f"gate: round {number}/{options.rounds} of {len(names)} cells, base and head{eta}")
         else:
             progress(
-                f"gate: round {number}/{options.max_rounds} for {len(pending_names)} cell(s) not yet clear"
+                f"gate: round {number}/{options.max_rounds} for {len(pending_names)} cell(s) not yet clear{eta}"
             )
+        t0 = time.monotonic()
         play(number, pending_names)
+        round_s.append(time.monotonic() - t0)
         results = _compare_all(spec, sides, settings, tally)
         number += 1
+
+
+def _eta(*, elapsed_s: float, round_s: Sequence[float], rounds_left: int, budget_s: float) -> str:
+    """``" (4m10s in; about 3m20s to go, within the budget's 6m50s)"``: the time so far, and what
+    the rounds left take at the pace of the rounds so far (never past the budget)."""
+
+    def clock(seconds: float) -> str:
+        whole = max(round(seconds), 0)
+        return f"{whole // 60}m{whole % 60:02d}s"
+
+    left = max(budget_s - elapsed_s, 0.0)
+    if not round_s:
+        return f" ({clock(elapsed_s)} in; {clock(left)} left of the budget)"
+    to_go = min(rounds_left * statistics.mean(round_s), left)
+    return f" ({clock(elapsed_s)} in; about {clock(to_go)} to go, within the budget's {clock(left)})"
 
 
 @dataclass

@@ -297,3 +297,17 @@ def test_an_inconclusive_metric_without_rounds_to_decide_says_why() -> None:
     assert "its change sits on the minimum effect" in edge[0]
     far = sensitivity_lines([row(change_pct=-40.0, ci_low=0.2, n_base=8, n_head=8)])
     assert "would need more than 1000 rounds at this spread" in far[0]
+
+
+def test_the_gates_round_lines_say_the_time_so_far_and_what_is_left() -> None:
+    from harness.gate.rounds import _eta
+
+    assert _eta(elapsed_s=30, round_s=[], rounds_left=8, budget_s=660) == " (0m30s in; 10m30s left of the budget)"
+    # 3 rounds left at 70 s each, well within the budget
+    assert _eta(elapsed_s=250, round_s=[70, 70], rounds_left=3, budget_s=660) == (
+        " (4m10s in; about 3m30s to go, within the budget's 6m50s)"
+    )
+    # never past the budget
+    assert _eta(elapsed_s=600, round_s=[70], rounds_left=6, budget_s=660).endswith(
+        "about 1m00s to go, within the budget's 1m00s)"
+    )
