@@ -302,7 +302,10 @@ def test_an_inconclusive_metric_without_rounds_to_decide_says_why() -> None:
 def test_the_gates_round_lines_say_the_time_so_far_and_what_is_left() -> None:
     from harness.gate.rounds import _eta
 
-    assert _eta(elapsed_s=30, round_s=[], rounds_left=8, budget_s=660) == " (0m30s in; 10m30s left of the budget)"
+    assert (
+        _eta(elapsed_s=30, round_s=[], rounds_left=8, budget_s=660)
+        == " (0m30s in; 10m30s left of the budget)"
+    )
     # 3 rounds left at 70 s each, well within the budget
     assert _eta(elapsed_s=250, round_s=[70, 70], rounds_left=3, budget_s=660) == (
         " (4m10s in; about 3m30s to go, within the budget's 6m50s)"
