@@ -12,6 +12,14 @@ from harness.compare.verdict import Verdict
 AXES = ("format", "preallocation", "cluster_size", "cache", "aio", "interface", "workload", "cache_state")
 
 
+# axes that only a guest exercises: a replay cell keeps the value of the guest it was recorded from
+GUEST_ONLY = frozenset({"interface"})
+
+
+def _replayed(cell: CellResult) -> bool:
+    return cell.cell.get("measure") == "replay"
+
+
 def _axis_text(axis: str, value: Any) -> str:
     if axis == "cluster_size" and isinstance(value, int):
         from harness.spec import format_size
@@ -38,6 +46,8 @@ def axis_sentence(cells: Sequence[CellResult]) -> str | None:
     axes = [a for a in AXES if all(a in c.cell for c in pool)]
     candidates: list[tuple[float, int, str, Any]] = []
     for order, axis in enumerate(axes):
+        if axis in GUEST_ONLY and any(_replayed(c) for c in changed):
+            continue  # a replay has no guest device: its cells say nothing of the bus
         values = {repr(c.cell[axis]) for c in changed}
         if len(values) != 1:
             continue

@@ -105,3 +105,28 @@ def test_the_host_canary_never_voids_a_metric_judged_on_pairs_taken_together() -
     # the host 30 % slower would explain +12 % on two samples; not on pairs taken together
     assert not explainable(together, 0.7)
     assert explainable(copy(together, together=False), 0.7)
+
+
+def test_the_axis_sentence_never_names_the_bus_of_replayed_cells() -> None:
+    from harness.compare.axis import axis_sentence
+    from harness.compare.rules import CellResult
+    from harness.compare.verdict import Kind
+
+    def cell(name: str, interface: str, measure: str, verdict: Verdict) -> CellResult:
+        axes = {"format": "qcow2", "cache": "none", "interface": interface, "measure": measure}
+        return CellResult(cell_id=name, cell=axes, verdict=verdict, kind=Kind.METRIC, reason="")
+
+    cells = [
+        cell("a.replay", "virtio-blk", "replay", Verdict.REGRESSION),
+        cell("b.replay", "virtio-blk", "replay", Verdict.REGRESSION),
+        cell("c", "ide", "guest", Verdict.INCONCLUSIVE),
+        cell("d", "virtio-blk", "guest", Verdict.INCONCLUSIVE),
+    ]
+    assert axis_sentence(cells) is None
+    # guest cells that regressed on one bus are still named
+    guests = [
+        cell("e", "ide", "guest", Verdict.REGRESSION),
+        cell("f", "ide", "guest", Verdict.REGRESSION),
+        *cells[2:],
+    ]
+    assert "interface=ide" in (axis_sentence(guests) or "")
