@@ -89,5 +89,6 @@ def test_a_writethrough_head_is_not_inconclusive_and_the_summary_names_the_cache
     assert "- cache: none → writethrough" in lines[:table]
     assert any(line.startswith("- cell `policy-dd`: base `") for line in lines[:table])
     assert ".none-threads-" in cell["cell"]["base_id"] and ".writethrough-threads-" in cell["cell_id"]
-    assert f"(base: {cell['cell']['base_id']})" in result.markdown
+    # the table names the cell and gives both ids under its name
+    assert f"(base: <code>{cell['cell']['base_id']}</code>)" in result.markdown
     print(result.markdown)
