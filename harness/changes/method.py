@@ -30,7 +30,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness.compare.stats import holm_adjust
+from harness.compare.stats import doubled_midranks, holm_adjust
 from harness.errors import UsageError
 
 ALPHA = 0.05
@@ -83,17 +83,7 @@ def check_settings(*, alpha: float, min_segment: int, permutations: int, min_eff
 
 def midranks(values: Sequence[float]) -> list[float]:
     """Ranks 1..n, ties sharing their mean rank."""
-    order = sorted(range(len(values)), key=lambda i: values[i])
-    ranks = [0.0] * len(values)
-    start = 0
-    while start < len(order):
-        end = start
-        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
-            end += 1
-        for position in range(start, end + 1):
-            ranks[order[position]] = (start + end) / 2.0 + 1.0
-        start = end + 1
-    return ranks
+    return [r / 2.0 for r in doubled_midranks(values)]
 
 
 def _tie_term(values: Sequence[float]) -> float:

@@ -22,7 +22,7 @@ import math
 import random
 from collections.abc import Sequence
 
-from harness.compare.stats import _median, _quantile, _ratio
+from harness.compare.stats import _median, _quantile, _ratio, doubled_midranks
 from harness.compare.yuen import TRIM, TrimmedTest, _resolution, student_t_two_sided
 
 # up to this many pairs the signed-rank test is exact; beyond it the normal approximation
@@ -46,7 +46,7 @@ def signed_rank_test(base: Sequence[float], head: Sequence[float]) -> tuple[floa
     n = len(diffs)
     if n == 0:
         return 1.0, (1.0,)
-    doubled = _doubled_midranks([abs(d) for d in diffs])
+    doubled = doubled_midranks([abs(d) for d in diffs])
     positive = sum(r for r, d in zip(doubled, diffs, strict=True) if d > 0)
     total = sum(doubled)
     # distance of twice the positive rank sum from its mean, in doubled-rank units
@@ -57,21 +57,6 @@ def signed_rank_test(base: Sequence[float], head: Sequence[float]) -> tuple[floa
     tails = _tails(tuple(sorted(doubled)))
     p = next(tail for d, tail in tails if d <= distance)
     return p, tuple(sorted({tail for _d, tail in tails}))
-
-
-def _doubled_midranks(values: Sequence[float]) -> list[int]:
-    """Twice the midrank of each value (ties share one), as whole numbers."""
-    order = sorted(range(len(values)), key=lambda i: values[i])
-    ranks = [0] * len(values)
-    start = 0
-    while start < len(order):
-        end = start
-        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
-            end += 1
-        for k in range(start, end + 1):
-            ranks[order[k]] = start + end + 2
-        start = end + 1
-    return ranks
 
 
 @functools.cache

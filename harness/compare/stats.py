@@ -79,6 +79,21 @@ def mann_whitney_u(a: Sequence[float], b: Sequence[float]) -> tuple[float, float
     return u, min(1.0, math.erfc(z / math.sqrt(2.0)))
 
 
+def doubled_midranks(values: Sequence[float]) -> list[int]:
+    """Twice the midrank of each value (ranks 1..n, ties sharing their mean), as whole numbers."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0] * len(values)
+    start = 0
+    while start < len(order):
+        end = start
+        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
+            end += 1
+        for k in range(start, end + 1):
+            ranks[order[k]] = start + end + 2
+        start = end + 1
+    return ranks
+
+
 def rank_test(a: Sequence[float], b: Sequence[float]) -> tuple[float, tuple[float, ...]]:
     """(two-sided p, every p the test can give) of the Mann-Whitney test of ``a`` against ``b``,
     exact also with ties.
