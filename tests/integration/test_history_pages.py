@@ -209,11 +209,13 @@ def graph_points(driver: Any, base: str, graph: str) -> list[int]:
             "var p = $('#main-graph').data('plot'); return !!p && p.getData().length > 0"
         )
     )
-    points: list[int] = driver.execute_script(
-        "return $('#main-graph').data('plot').getData()"
-        ".map(function (s) { return s.data.filter(function (p) { return p[1] !== null; }).length; });"
+    # one line per series label: asv may draw a graph's series twice while its data loads
+    by_label: dict[str, int] = driver.execute_script(
+        "var out = {}; $('#main-graph').data('plot').getData().forEach(function (s, i) {"
+        " out[String(s.label === undefined ? i : s.label)] ="
+        " s.data.filter(function (p) { return p[1] !== null; }).length; }); return out;"
     )
-    return points
+    return sorted(by_label.values())
 
 
 @pytest.mark.parametrize("graph", [FIO_GRAPH, DEV_GRAPH, "matrix.Fio.track_total_s"])
