@@ -17,12 +17,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from harness import images, snapshot
+from harness.compare.samplestats import Stats
 from harness.guest import build_guest
-from harness.runner import RunOptions, vm_config
-from harness.samplestats import Stats
+from harness.sample import images, snapshot
+from harness.sample.guest_sampler import RunOptions, vm_config
+from harness.sample.vm import Machine
 from harness.spec import make_cell
-from harness.vm import Machine
 
 
 def start_once(start: snapshot.Start, guest: Any, accel: str, tmp: Path, index: int) -> tuple[float, str]:

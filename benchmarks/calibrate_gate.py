@@ -39,15 +39,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 # everything the runs import later, imported now: a checkout edited while this runs cannot mix versions
-import harness.capabilities  # noqa: E402
 import harness.guest  # noqa: E402
-import harness.session  # noqa: E402, F401
+import harness.rounds.session  # noqa: E402, F401
 from harness.compare import Settings, Verdict  # noqa: E402
-from harness.comparison import load_comparison  # noqa: E402
+from harness.compare.comparison import load_comparison  # noqa: E402
 from harness.files import write_json_atomic  # noqa: E402
 from harness.gate import SubjectSource, load_gate_spec, run_gate, settings_for  # noqa: E402
 from harness.paths import default_results_dir, default_work_dir  # noqa: E402
-from harness.policy import load_policy  # noqa: E402
+from harness.subject.policy import load_policy  # noqa: E402
 
 MIB = 1024 * 1024
 
@@ -150,8 +149,8 @@ LADDER = (4.0, 2.5, 1.6, 1.0, 0.6)
 
 def measure_ladder(cell: Any, rate_mib_s: float, args: argparse.Namespace, out: Path) -> dict[int, float]:
     """Median ``total_s`` of ``cell`` under each throttle of the ladder (3 samples each)."""
-    from harness.policy import parse_policy
-    from harness.session import run_cells
+    from harness.rounds.session import run_cells
+    from harness.subject.policy import parse_policy
 
     points: dict[int, float] = {}
     for factor in LADDER:

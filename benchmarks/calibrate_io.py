@@ -43,7 +43,8 @@ from typing import Any
 from harness.compare import Settings, Verdict, compare_family
 from harness.gate import GATE_SPEC, load_gate_spec, settings_for
 from harness.guest import build_guest
-from harness.runner import RunOptions, new_run_id, run_sample
+from harness.rounds.cell import new_run_id
+from harness.sample.guest_sampler import RunOptions, run_sample
 from harness.spec import make_cell
 
 # the default gate spec's policy cell (qcow2, virtio-blk, cache=none), fio on the raw disk

@@ -19,7 +19,7 @@ the base; an arm with no option is an A/A arm.
 
 ``run`` replays ``--stream`` (a recorded stream file, ``RESULTS/streams/KEY.json``) on the
 cell ``--cell`` (default: qcow2, cache=none, aio=threads, the stream's disk size) through
-:func:`harness.replay.replay.replay`, the very code a replay sample runs, ``--passes`` passes
+:func:`harness.sample.replay.replay.replay`, the very code a replay sample runs, ``--passes`` passes
 per sample (each a fresh image and a qemu-io of its own), and appends every sample with each
 pass's wall time to ``OUT/samples.jsonl`` (resumable).  ``analyse`` reports, per figure, the
 A/A spread of the log ratio (paired by round) for 1 and for all passes, each arm's effect
@@ -52,8 +52,8 @@ from typing import Any
 from harness.compare import Settings, Verdict, compare_metric
 from harness.compare.power import could_see
 from harness.gate import GATE_SPEC, load_gate_spec, settings_for
-from harness.replay.replay import Pairing, replay
-from harness.replay.stream import parse_stream
+from harness.sample.replay.replay import Pairing, replay
+from harness.sample.replay.stream import parse_stream
 from harness.spec import make_cell
 
 FIGURES = (

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from harness import proc
-from harness.binaries import Binaries
 from harness.errors import CommandError
-from harness.images import filesystem_type
+from harness.host import proc
+from harness.host.hostinfo import filesystem_type
 from harness.paths import default_work_dir
+from harness.subject.binaries import Binaries
 
 # small enough that the whole file runs in about a minute on two cores; a KVM
 # runner passes the seeds' sizes (300M for seed 001, 4G for seed 002)

@@ -15,9 +15,10 @@ import argparse
 import tempfile
 from pathlib import Path
 
+from harness.compare.samplestats import Stats
 from harness.guest import build_guest
-from harness.runner import RunOptions, new_run_id, run_sample
-from harness.samplestats import Stats
+from harness.rounds.cell import new_run_id
+from harness.sample.guest_sampler import RunOptions, run_sample
 from harness.spec import make_cell
 
 

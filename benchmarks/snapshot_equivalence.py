@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.compare import mann_whitney_u
+from harness.compare.samplestats import Stats
 from harness.guest import build_guest
-from harness.runner import RunOptions, run_sample
-from harness.samplestats import Stats
+from harness.sample.guest_sampler import RunOptions, run_sample
 from harness.spec import make_cell
 
 CELLS = {

@@ -5,7 +5,7 @@
     scripts/qemu-img-bench.sh compare                                 # fail on a median 10% slower
 
 What the seeds time on the host, with the real ``qemu-img`` (``$DISKBENCH_QEMU_IMG``
-or the one on PATH), through :mod:`harness.images` and :mod:`harness.proc`:
+or the one on PATH), through :mod:`harness.sample.images` and :mod:`harness.host.proc`:
 
 - ``qemu-img create`` per format and preallocation (seed 001: metadata
   preallocation costs time at create and a little space), and per qcow2
@@ -38,9 +38,10 @@ from typing import Any
 
 import pytest
 
-from harness import images, proc
 from harness.errors import ImageError, SpecError
+from harness.host import proc
 from harness.paths import default_work_dir
+from harness.sample import images
 from harness.spec import Format, ImageSpec, format_size, make_cell, parse_size
 
 PREALLOCATION_CASES = [

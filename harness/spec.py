@@ -77,7 +77,7 @@ class Measure(StrEnum):
     the device emulation and the bus).  ``replay``: the cell's request stream, recorded
     once from such a guest on QEMU's side, is replayed natively by the side's ``qemu-io``
     against the same block layer (format driver, cache mode, aio, the policy's options),
-    with no emulated CPU in between (:mod:`harness.replay`).  The two are never compared
+    with no emulated CPU in between (:mod:`harness.sample.replay`).  The two are never compared
     with each other: a replay cell has an id of its own.
     """
 

@@ -63,7 +63,7 @@ else
 fi
 
 # Run as root, the harness starts QEMU and qemu-img as this unprivileged system account
-# (harness/confine.py), a member of kvm for /dev/kvm. Run as anyone else, they run as that user.
+# (harness/host/confine.py), a member of kvm for /dev/kvm. Run as anyone else, they run as that user.
 QEMU_ACCOUNT=diskbench
 if [ "$(id -u)" -eq 0 ]; then
   getent group kvm >/dev/null || groupadd --system kvm

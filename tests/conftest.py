@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from harness.images import MEMORY_FILESYSTEMS, filesystem_type
+from harness.host.hostinfo import filesystem_type
+from harness.sample.images import MEMORY_FILESYSTEMS
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 
@@ -37,7 +38,7 @@ def qemu_reachable_dir(tmp_path: Path) -> Iterator[Path]:
     """A directory for a QEMU binary of a test's own, that QEMU's account can run.
 
     Run as root the harness starts QEMU as the unprivileged ``diskbench``
-    (harness.confine), which cannot enter pytest's temp dirs (mode 0700).
+    (harness.host.confine), which cannot enter pytest's temp dirs (mode 0700).
     """
     if os.geteuid() != 0:
         yield tmp_path

@@ -2,10 +2,10 @@
 
 No I/O here but reading the environment mapping handed in.  asv imports the
 suite from the current checkout but runs it with the *measured commit's*
-``harness``, which can predate ``harness.history``: this module therefore
+``harness``, which can predate ``harness.history.asvrun``: this module therefore
 uses only what the harness has had since sweeps exist (``harness.sweep``,
 ``harness.spec``, ``harness.workloads``), and repeats the two-line machine
-name rule of :mod:`harness.history` instead of importing it.
+name rule of :mod:`harness.history.asvrun` instead of importing it.
 
 asv draws every series as "up is worse" only if each figure grows when
 things get worse.  Times, bytes and counts do; a throughput does not, so a
@@ -74,7 +74,7 @@ HOST_FIGURES = (
     "host.write_calls",
 )
 # The device's latency percentiles and mean per request type, and its IO time, from QEMU's
-# accounting (harness.latency): every guest sample has them (a type with no request is a gap).
+# accounting (harness.workloads.latency): every guest sample has them (a type with no request is a gap).
 DEVICE_FIGURES = (
     *(f"dev.{op}_{stat}_ms" for op in ("read", "write", "flush") for stat in ("p50", "p90", "p99", "mean")),
     "dev.io_s",

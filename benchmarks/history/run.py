@@ -87,11 +87,11 @@ def machine_accel(environ: Mapping[str, str]) -> tuple[str, str]:
 
 def setup_cache() -> dict[str, Any]:
     """Run every cell of the history matrix and the policy's cells; return their figures."""
-    from harness.accel import choose_accel
     from harness.guest import build_guest
     from harness.progress import Progress
     from harness.report import render
-    from harness.session import open_session
+    from harness.rounds.session import open_session
+    from harness.sample.accel import choose_accel
 
     environ = dict(os.environ)
     machine, wanted = machine_accel(environ)
@@ -192,7 +192,7 @@ def binaries_args(environ: Mapping[str, str]) -> dict[str, Any]:
     """``{"binaries": Binaries(...)}`` from the environment, for a commit's harness that takes them as a
     value; ``{}`` for one from before, which reads the environment itself."""
     try:
-        from harness.binaries import Binaries
+        from harness.subject.binaries import Binaries
     except ImportError:
         return {}
     default = Binaries.default()
@@ -209,7 +209,7 @@ def load_policy(subject_dir: Path, subject: Mapping[str, Any]) -> Any:
     if not subject.get("policy"):
         return None
     try:
-        from harness.policy import load_policy as harness_load_policy
+        from harness.subject.policy import load_policy as harness_load_policy
     except ImportError:
         log("this commit's harness has no storage policy: its cells use the harness's defaults")
         return None

@@ -64,7 +64,7 @@ class Builds:
     def root(self) -> Path:
         if self._root is None:
             self._root = Path(tempfile.mkdtemp(prefix="diskbench-bisect-"))
-            # a QEMU built in a checkout must be reachable by the QEMU account (harness.confine)
+            # a QEMU built in a checkout must be reachable by the QEMU account (harness.host.confine)
             self._root.chmod(0o755)
         return self._root
 

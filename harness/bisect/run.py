@@ -17,7 +17,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
-from harness.binaries import ON_PATH, Binaries
 from harness.bisect.builds import Builds
 from harness.bisect.classify import CellVerdict, Classified, classify, separating
 from harness.bisect.report import evidence_lines, render_end, render_table
@@ -42,6 +41,7 @@ from harness.gate import (
     repo_toplevel,
     resolve_rev,
 )
+from harness.subject.binaries import ON_PATH, Binaries
 
 #: what a step's own commit can make go wrong: it is skipped, not the bisection stopped
 STEP_FAILURES: tuple[type[Exception], ...] = (BuildError, GuestBuildError, UsageError, VMError, ProtocolError)

@@ -111,6 +111,6 @@ def _main(argv: Sequence[str] | None) -> int:
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - stays open until exit
         return ExitCode.OK
     except Exception as exc:  # noqa: BLE001 - no traceback reaches a user: one line and a log
-        from harness.crash import report_crash
+        from harness.host.crash import report_crash
 
         return report_crash(exc, list(sys.argv[1:] if argv is None else argv))

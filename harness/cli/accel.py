@@ -28,8 +28,8 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.accel import advice, choose_accel
     from harness.guest import build_guest
+    from harness.sample.accel import advice, choose_accel
 
     art = build_guest()
     # the answer below says the reason once, whole: choose_accel's warning would say it again

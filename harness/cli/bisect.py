@@ -9,9 +9,9 @@ from typing import Any
 
 from harness.cli.common import add_compare_options, add_machine_options, err, settings_from_args
 from harness.errors import UsageError
+from harness.host.workdir import hold
 from harness.paths import package_data
-from harness.preflight import check_numbers
-from harness.workdir import hold
+from harness.sweep.preflight import check_numbers
 
 if typing.TYPE_CHECKING:
     from harness.bisect import BisectResult

@@ -15,10 +15,10 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from harness.binaries import Binaries
 from harness.compare.settings import Settings, check_gated_metric, parse_percent, parse_rule
 from harness.errors import UsageError
 from harness.paths import default_results_dir, default_work_dir, shown_path
+from harness.subject.binaries import Binaries
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -157,8 +157,8 @@ def _disk_size(text: str) -> int:
 
 
 def check_deadlines(args: argparse.Namespace) -> None:
-    """The machine options' deadlines (see :mod:`harness.limits`)."""
-    from harness import limits
+    """The machine options' deadlines (see :mod:`harness.sweep.limits`)."""
+    from harness.sweep import limits
 
     limits.check_deadline("--boot-timeout-s", args.boot_timeout_s)
     limits.check_deadline("--workload-timeout-s", args.workload_timeout_s, none_ok=False)

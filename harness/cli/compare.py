@@ -17,10 +17,10 @@ from harness.cli.common import (
     pages_url_from_args,
     settings_from_args,
 )
+from harness.compare.comparison import COMPARISON_NAME, SUMMARY_NAME, compare_paths, verdict_exit_code
 from harness.compare.pointers import Pointers
 from harness.compare.settings import Settings
 from harness.compare.text_table import SORTS, render_text
-from harness.comparison import COMPARISON_NAME, SUMMARY_NAME, compare_paths, verdict_exit_code
 from harness.units import Style, wants_color
 
 

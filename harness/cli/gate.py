@@ -20,8 +20,8 @@ from harness.cli.common import (
 from harness.compare.pointers import Pointers
 from harness.errors import UsageError
 from harness.gate import GATE_SPEC
-from harness.preflight import check_numbers
-from harness.workdir import hold
+from harness.host.workdir import hold
+from harness.sweep.preflight import check_numbers
 
 if typing.TYPE_CHECKING:
     from harness.compare import Settings
@@ -161,7 +161,7 @@ def _run(
     out: Path,
     pointers: Pointers,
 ) -> GateResult:
-    """The gate with the work dir's and results dir's locks held (see :func:`harness.workdir.hold`)."""
+    """The gate with the work dir's and results dir's locks held (see :func:`harness.host.workdir.hold`)."""
     from harness.gate import run_gate
 
     return run_gate(

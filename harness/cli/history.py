@@ -9,7 +9,7 @@ from typing import Any
 from harness.cli import history_changes as changes_parser
 from harness.cli.common import binaries_environ, err
 from harness.errors import ExitCode
-from harness.history import run_history
+from harness.history.asvrun import run_history
 from harness.paths import REPO_ROOT, default_work_dir
 
 

@@ -6,11 +6,11 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from harness.changes import method
-from harness.changes.find import Settings, branch_order, history_changes
-from harness.changes.table import render_json, render_text
 from harness.errors import ExitCode
-from harness.history import load_asv_config
+from harness.history.asvrun import load_asv_config
+from harness.history.changes import method
+from harness.history.changes.find import Settings, branch_order, history_changes
+from harness.history.changes.table import render_json, render_text
 from harness.paths import REPO_ROOT
 
 

@@ -35,7 +35,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.merge import merge_dirs
+    from harness.sweep.merge import merge_dirs
 
     result = merge_dirs(args.dirs, args.out, allow_mixed=args.allow_mixed, log=err)
     for slug, count in sorted(result.groups.items()):

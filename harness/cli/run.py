@@ -7,9 +7,10 @@ from typing import Any
 
 from harness.cli.common import add_machine_options, choices, err
 from harness.errors import ExitCode, SpecError
-from harness.preflight import check_numbers, check_tools
+from harness.host.workdir import hold
+from harness.report import render
 from harness.spec import Aio, Cache, Cell, Format, Interface, expand, split_list
-from harness.workdir import hold
+from harness.sweep.preflight import check_numbers, check_tools
 from harness.workloads import registry
 
 
@@ -132,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_cells(args: argparse.Namespace, cells: Any) -> int:
-    from harness.session import run_cells
+    from harness.rounds.session import run_cells
 
     result = run_cells(
         cells,
@@ -149,7 +150,7 @@ def _run_cells(args: argparse.Namespace, cells: Any) -> int:
         progress=err,
         binaries=args.binaries,
     )
-    print(result.table, end="")
+    print(render(result.records), end="")
     print(f"records: {result.run_dir}")
     if result.failed_samples:
         err(

@@ -8,8 +8,8 @@ from typing import Any
 
 from harness.cli.common import add_machine_options, err
 from harness.errors import ExitCode, HarnessError, SpecError
-from harness.preflight import check_numbers, check_tools
-from harness.workdir import hold
+from harness.host.workdir import hold
+from harness.sweep.preflight import check_numbers, check_tools
 
 
 def add_parser(sub: Any) -> None:
@@ -73,7 +73,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from harness import presets, sweep
-    from harness.policy import load_policy
+    from harness.subject.policy import load_policy
 
     if args.preset == "list":
         print(presets.render_list(), end="")
@@ -132,10 +132,10 @@ def _run_sweep(
     args: argparse.Namespace, spec: Any, policy: Any, cells: Any, directory: Path, repeat: int
 ) -> int:
     from harness import presets, sweep
-    from harness.capabilities import record_probes
     from harness.progress import Progress
     from harness.report import render
-    from harness.session import open_session
+    from harness.rounds.session import open_session
+    from harness.sample.capabilities import record_probes
 
     err(sweep.check_free_space(args.work_dir, cells, qemu_img=args.binaries.qemu_img))
     progress = Progress()

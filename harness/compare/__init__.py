@@ -24,7 +24,7 @@ change"), :func:`compare_records` for two sets of records, and
 :func:`build_comparison` into the versioned ``comparison.json`` document that
 ``docs/comparison.md`` describes and :func:`render_markdown` renders.
 The command-line options of ``diskbench compare`` and ``diskbench gate`` are
-:mod:`harness.cli.common`'s; reading and writing files is :mod:`harness.comparison`'s
+:mod:`harness.cli.common`'s; reading and writing files is :mod:`harness.compare.comparison`'s
 (``load_comparison``).
 
 Order of the verdicts, worst first, wherever several are reduced to one (the

@@ -146,7 +146,7 @@ def _values(
 
 def taken_together(sample: Mapping[str, Any]) -> bool:
     """Whether ``sample`` ran at the same moment as its partner of the other side, every pass
-    (a gate's replay pair, :class:`harness.replay.replay.Pairing`)."""
+    (a gate's replay pair, :class:`harness.sample.replay.replay.Pairing`)."""
     replay = sample.get("replay")
     if not isinstance(replay, Mapping):
         return False

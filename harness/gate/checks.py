@@ -2,7 +2,7 @@
 
 A side's cells are the gate spec's cells completed from that side's policy, and a
 pull request writes the head's policy: its sizes and preallocation go through the
-same checks as a sweep's cells (:func:`harness.limits.check_images`, the runner's
+same checks as a sweep's cells (:func:`harness.sweep.limits.check_images`, the runner's
 ``--max-disk-size`` cap, :func:`harness.sweep.check_free_space`) right after the
 side is checked out, before anything is built, booted or created.  ``qemu-img
 measure`` is the run's own qemu-img (never one a side brings) and runs as the
@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness import limits
-from harness.binaries import QEMU_IMG
 from harness.errors import SpecError, UsageError
 from harness.gate.spec import GateSpec
-from harness.policy import Policy
 from harness.spec import Cell
+from harness.subject.binaries import QEMU_IMG
+from harness.subject.policy import Policy
+from harness.sweep import limits
 
 
 def side_cells(spec: GateSpec, label: str, policy: Policy) -> dict[str, Cell]:

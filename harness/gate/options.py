@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.gate.spec import GateSpec
-from harness.limits import MAX_DISK_BYTES
 from harness.paths import REPO_ROOT
-from harness.policy import POLICY_FILE
+from harness.subject.policy import POLICY_FILE
+from harness.sweep.limits import MAX_DISK_BYTES
 
 
 @dataclass(frozen=True)
@@ -17,7 +17,7 @@ class GateOptions:
     """The spec's rounds and budget unless the caller gave its own, and how to run the samples.
 
     ``boot_timeout_s`` of None takes the accelerator's default
-    (:data:`harness.session.BOOT_TIMEOUT_S`).
+    (:data:`harness.rounds.session.BOOT_TIMEOUT_S`).
     """
 
     rounds: int

@@ -32,13 +32,13 @@ from harness.compare import CellResult, Kind, Settings, Verdict, compare_family,
 from harness.gate.options import GateOptions
 from harness.gate.spec import GateSpec
 from harness.gate.subjects import SIDES, Subject
-from harness.replay.replay import Pairing
-from harness.runner import Sampler
+from harness.sample.guest_sampler import Sampler
+from harness.sample.replay.replay import Pairing
 from harness.spec import Cell
 from harness.sweep.rounds import round_order
 
 if typing.TYPE_CHECKING:
-    from harness.session import Session
+    from harness.rounds.session import Session
 
 # what one sample is guessed to take before any has run
 FIRST_SAMPLE_S = 60.0

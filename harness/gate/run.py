@@ -10,7 +10,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from harness.binaries import ON_PATH, Binaries
 from harness.compare import CellResult, Settings, build_comparison, render_markdown
 from harness.compare.pointers import Pointers
 from harness.errors import InfraError
@@ -23,8 +22,9 @@ from harness.gate.rounds import GateSide, Rounds, run_rounds
 from harness.gate.spec import GateSpec
 from harness.gate.streams import GateStreams, prepare_streams
 from harness.gate.subjects import Subject, SubjectSource, prepared_subjects, repo_toplevel
-from harness.limits import MAX_DISK_BYTES
-from harness.policy import Policy
+from harness.subject.binaries import ON_PATH, Binaries
+from harness.subject.policy import Policy
+from harness.sweep.limits import MAX_DISK_BYTES
 
 
 @dataclass
@@ -36,7 +36,7 @@ class GateResult:
 
     @property
     def exit_code(self) -> int:
-        from harness.comparison import verdict_exit_code
+        from harness.compare.comparison import verdict_exit_code
 
         return verdict_exit_code(self.document)
 
@@ -198,7 +198,7 @@ def open_sides(
 
     Both sides must get the same accelerator: a gate never compares kvm with tcg.
     """
-    from harness.session import open_session
+    from harness.rounds.session import open_session
 
     sides: dict[str, GateSide] = {}
     for subject in subjects:

@@ -17,8 +17,8 @@ from harness.compare import STRUCTURAL_COUNTERS, Settings, parse_percent, parse_
 from harness.errors import SpecError, UsageError
 from harness.files import read_input_text
 from harness.paths import package_data
-from harness.policy import Policy
 from harness.spec import Cell, make_cell
+from harness.subject.policy import Policy
 from harness.untrusted import toml_loads
 from harness.workloads import metric_info
 

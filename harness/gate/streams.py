@@ -2,15 +2,15 @@
 
 A replay cell (``measure = "replay"``) measures the block layer of each side with the very same
 requests: base's stream, recorded once with base's guest, workload and drive options
-(:func:`harness.replay.record.cached_stream`), is handed to the samples of both sides
-(:func:`harness.replay.sample.replay_sampler`); each side's replay applies its own drive options
+(:func:`harness.sample.replay.record.cached_stream`), is handed to the samples of both sides
+(:func:`harness.sample.replay.sample.replay_sampler`); each side's replay applies its own drive options
 (its policy, its cell's cache mode and format) on a fresh image of its own cell.
 
 What the stream holds is decided by the guest recipe, the workload and QEMU, which head may
 change too.  Where head's stream would be recorded under other such material than base's
-(:func:`harness.replay.record.stream_key`, less the drive options that the replay applies
+(:func:`harness.sample.replay.record.stream_key`, less the drive options that the replay applies
 anyway), head's stream is recorded as well and the two are compared by
-:meth:`~harness.replay.stream.Stream.summary`; a difference is reported as a structural change
+:meth:`~harness.sample.replay.stream.Stream.summary`; a difference is reported as a structural change
 of the cell (:func:`stream_note`), while both sides still replay base's requests.
 """
 
@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.replay.record import cached_stream, stream_key
-from harness.replay.replay import Pairing
-from harness.replay.sample import replay_sampler
-from harness.replay.stream import Stream
-from harness.runner import Sampler, vm_config
+from harness.sample.guest_sampler import Sampler, vm_config
+from harness.sample.replay.record import cached_stream, stream_key
+from harness.sample.replay.replay import Pairing
+from harness.sample.replay.sample import replay_sampler
+from harness.sample.replay.stream import Stream
 from harness.spec import Cell, Measure
 
 #: what decides that two streams differ: the bytes read and written, which the guest's timing does
@@ -109,7 +109,7 @@ def prepare_streams(
 ) -> GateStreams:
     """Record (or find in the cache) base's stream of every replay cell in ``names``; head's too
     where it could differ; the samplers that replay base's on both sides (``together``: a pair's
-    two samples run at the same moment on one CPU, see :class:`harness.replay.replay.Pairing`)."""
+    two samples run at the same moment on one CPU, see :class:`harness.sample.replay.replay.Pairing`)."""
     out = GateStreams()
     base, head = sides["base"], sides["head"]
     for name in names:

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import confine, proc
-from harness.binaries import Binaries
 from harness.errors import BuildError, CommandError, InfraError, UsageError
+from harness.host import confine, proc
 from harness.paths import IMAGES_DIR
-from harness.policy import POLICY_FILE, Policy, load_policy
+from harness.subject.binaries import Binaries
+from harness.subject.policy import POLICY_FILE, Policy, load_policy
 
 SIDES = ("base", "head")
 
@@ -173,7 +173,7 @@ def prepared_subjects(
     """Each source checked out (and built) in a temporary directory, removed again on the way out;
     ``vet`` as :func:`prepare_subject` takes it."""
     checkouts = Path(tempfile.mkdtemp(prefix="diskbench-gate-"))
-    # a QEMU built in a checkout must be reachable by the QEMU account (harness.confine)
+    # a QEMU built in a checkout must be reachable by the QEMU account (harness.host.confine)
     checkouts.chmod(0o755)
     subjects: list[Subject] = []
     try:

@@ -19,7 +19,7 @@ from harness.errors import GuestBuildError
 from harness.guest.elf import elf_interpreter
 from harness.guest.recipe import PayloadPackage, RecipeError
 from harness.guest.tree import Collected, Tree, guest_path
-from harness.proc import run
+from harness.host.proc import run
 
 
 def write_payload_image(

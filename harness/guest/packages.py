@@ -15,7 +15,7 @@ from pathlib import Path
 from harness.errors import CommandError, GuestBuildError
 from harness.guest.logs import Log, reported_to
 from harness.guest.recipe import PIN_COMMAND, RecipeError
-from harness.proc import run
+from harness.host.proc import run
 
 logger = logging.getLogger(__name__)
 

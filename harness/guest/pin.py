@@ -14,8 +14,8 @@ from harness.errors import GuestBuildError
 from harness.guest.logs import Log, reported_to
 from harness.guest.packages import deb_fields
 from harness.guest.recipe import PIN_COMMAND, PayloadPackage, Recipe, format_payload_lock, load_recipe
+from harness.host.proc import run
 from harness.paths import IMAGES_DIR
-from harness.proc import run
 
 logger = logging.getLogger(__name__)
 

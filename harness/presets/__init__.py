@@ -9,12 +9,11 @@
 - :mod:`~harness.presets.select`: cells as flat values and the ``where`` selectors over them.
 
 What a preset reports but cannot run (qcow2 compressed writes) is probed with the other
-capabilities of this QEMU, in :mod:`harness.capabilities`.
+capabilities of this QEMU, in :mod:`harness.sample.capabilities`.
 """
 
 from __future__ import annotations
 
-from harness.capabilities import PROBE_LABELS, read_probes
 from harness.presets.preset import (
     LAYOUTS,
     PRESETS_DIR,
@@ -54,6 +53,7 @@ from harness.presets.seed import (
     load_reference,
 )
 from harness.presets.select import Where, cell_values, display_value, matches, parse_where
+from harness.sample.capabilities import PROBE_LABELS, read_probes
 
 __all__ = [
     "LAYOUTS",

@@ -27,11 +27,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from harness.capabilities import PROBE_LABELS
 from harness.errors import SpecError, UsageError
 from harness.paths import package_data
 from harness.presets.scaling import SCALABLE, check_scale, scale_value, scaled_name, split_scaled_name
 from harness.presets.select import Where, parse_where
+from harness.sample.capabilities import PROBE_LABELS
 from harness.spec import axis_names
 from harness.sweep import (
     SweepSpec,
@@ -278,7 +278,7 @@ def render_list(directory: Path = PRESETS_DIR) -> str:
 
 
 def probes_of(spec: SweepSpec) -> tuple[str, ...]:
-    """The probes of the preset ``spec`` is at some scale (see :mod:`harness.capabilities`); () for any other spec."""
+    """The probes of the preset ``spec`` is at some scale (see :mod:`harness.sample.capabilities`); () for any other spec."""
     base, _scale = split_scaled_name(spec.name)
     if base not in list_presets():
         return ()

@@ -15,9 +15,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.compare.samplestats import Stats
 from harness.errors import SpecError
 from harness.presets.select import Where, parse_where
-from harness.samplestats import Stats
 from harness.untrusted import toml_loads
 
 # a ratio within this factor of 1 counts as "about the same"

@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.compare.samplestats import Stats
 from harness.presets import PlotSpec, TableSpec, check_shape, display_value, matches
 from harness.report.charts import BarChart, ShapeChart, byte_unit
 from harness.report.families import family_charts, one_side_rows
 from harness.report.series import CellResult, Series, label_of, metric_of
-from harness.samplestats import Stats
 from harness.sweep import canonical
 
 _DIGITS = {"s": 2, "MiB/s": 1, "ratio": 3, "%": 0}

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.samplestats import Stats
+from harness.compare.samplestats import Stats
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

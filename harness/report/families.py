@@ -14,10 +14,10 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from harness.compare.samplestats import Stats
 from harness.presets import display_value
 from harness.report.charts import BarChart
 from harness.report.series import CellResult, label_of, metric_of
-from harness.samplestats import Stats
 
 
 @dataclass(frozen=True)

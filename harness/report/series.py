@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.compare.samplestats import Stats
 from harness.errors import HarnessError, UsageError
 from harness.presets import (
     Figure,
@@ -31,7 +32,6 @@ from harness.presets import (
 )
 from harness.record import load_record, record_files
 from harness.record.identity import series_identity
-from harness.samplestats import Stats
 from harness.spec import Cell
 from harness.sweep import canonical
 from harness.workloads import Metric, metric_info

@@ -11,9 +11,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from harness.compare.samplestats import Stats
 from harness.errors import HarnessError, UsageError
 from harness.report.tables import metric_order, render_summary, render_time_split
-from harness.samplestats import Stats
 from harness.units import PLAIN, Style, human, table
 from harness.untrusted import clean_line, inert_markdown
 from harness.workloads import metric_info

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from harness.compare.samplestats import Stats
 from harness.errors import HarnessError
-from harness.samplestats import Stats
 from harness.workloads import metric_info
 
 HOST_ROWS = (

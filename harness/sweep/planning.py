@@ -13,9 +13,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import confine, proc
-from harness.binaries import ON_PATH, QEMU_IMG, Binaries
 from harness.errors import ImageError, InfraError, SpecError
+from harness.host import confine, proc
 from harness.spec import (
     WRITTEN,
     CacheState,
@@ -23,6 +22,7 @@ from harness.spec import (
     Format,
     split_list,
 )
+from harness.subject.binaries import ON_PATH, QEMU_IMG, Binaries
 from harness.sweep.specfile import Excluded, Plan
 from harness.untrusted import clean_line
 
@@ -104,7 +104,7 @@ _KVM_SPEEDUP = 4.0
 
 def restores(cell: Cell, start: str) -> bool:
     """Whether ``cell``'s samples start from a snapshot under ``--start start``."""
-    from harness.snapshot import not_applicable
+    from harness.sample.snapshot import not_applicable
 
     return start != "cold" and not_applicable(cell) is None
 
@@ -112,7 +112,7 @@ def restores(cell: Cell, start: str) -> bool:
 def snapshot_key_guess(cell: Cell) -> tuple[str, ...]:
     """What tells two cells' snapshots apart, as far as planning can know it without QEMU: the
     workload's drives, the disk's device and size, whether the guest sees a write cache."""
-    from harness.snapshot import NO_WRITE_CACHE
+    from harness.sample.snapshot import NO_WRITE_CACHE
 
     return (
         cell.workload.kind.name,
@@ -218,7 +218,7 @@ def measure_image(cell: Cell, *, qemu_img: str = QEMU_IMG) -> Measure:
         "--size",
         str(cell.image.size),
     ]
-    # qemu-img of a pull request's build, or not: never as root (harness.confine)
+    # qemu-img of a pull request's build, or not: never as root (harness.host.confine)
     result = proc.run(argv, timeout_s=60, error_cls=ImageError, confined=confine.as_account())
     extra = LUKS_HEADER_BYTES if cell.image.encrypted else 0
     try:
@@ -287,7 +287,7 @@ def drop_unsupported(
     Probed once per aio/cache pair without a guest, so a host whose QEMU
     lacks io_uring excludes those cells instead of failing each sample.
     """
-    from harness.capabilities import unsupported_reason
+    from harness.sample.capabilities import unsupported_reason
 
     kept: list[Cell] = []
     dropped: list[tuple[str, str]] = []

@@ -19,7 +19,7 @@ from harness.sweep.rounds import rounds
 
 if typing.TYPE_CHECKING:
     from harness.progress import Progress
-    from harness.session import Session
+    from harness.rounds.session import Session
 
 
 # -- records: the checkpoint ------------------------------------------------------

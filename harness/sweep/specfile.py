@@ -17,7 +17,6 @@ from typing import Any
 
 from harness.errors import SpecError
 from harness.files import read_input_text
-from harness.policy import Policy
 from harness.spec import (
     PREALLOCATION,
     Cell,
@@ -26,6 +25,7 @@ from harness.spec import (
     make_cell,
     parse_size,
 )
+from harness.subject.policy import Policy
 from harness.untrusted import toml_loads
 from harness.workloads import registry
 
@@ -416,7 +416,7 @@ def expand_spec(spec: SweepSpec, *, policy: Policy | None = None) -> Plan:
     """Every combination of the axes, in spec order; exclusions kept with their reasons.
 
     With ``policy``, what the spec leaves unset comes from the policy (see
-    :mod:`harness.policy` for which of its values apply to which cells).
+    :mod:`harness.subject.policy` for which of its values apply to which cells).
     """
     names = list(spec.axes)
     cells: dict[str, Cell] = {}

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.errors import ProtocolError, UsageError
-from harness.latency import metric_names as latency_metric_names
+from harness.workloads.latency import metric_names as latency_metric_names
 
 # (extra figures, extra record fields) parsed from a report's outputs
 Parsed = tuple[dict[str, float], dict[str, Any]]
@@ -93,7 +93,7 @@ COMMON_METRICS: tuple[Metric, ...] = (
     info("bytes", "B", "size of the workload's data: dd's file, the installed tree, mkfs's disk"),
     info("files", "count", "regular files the workload left on the disk"),
     info("packages", "count", "Debian packages the install workload unpacked"),
-    # the device's latency and request counts from QEMU's accounting (harness.latency)
+    # the device's latency and request counts from QEMU's accounting (harness.workloads.latency)
     *(Metric(name, unit, False, description) for name, unit, description in latency_metric_names()),
 )
 
@@ -118,7 +118,7 @@ _PATTERNS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], Metric]], ...]
         re.compile(r"host\.([a-z0-9_]+)(?<!_per)_s"),
         lambda m: seconds(m.string, f"host time: {m.group(1).replace('_', ' ')}"),
     ),
-    # a replay sample's figures (harness.replay): latencies of the replayed requests, its time
+    # a replay sample's figures (harness.sample.replay): latencies of the replayed requests, its time
     (
         re.compile(r"replay\.(write|read)_(p10|p25|p50|p90|p99|mean)_ms"),
         lambda m: Metric(m.string, "ms", False, f"{m.group(2)} latency of the replayed {m.group(1)}s"),

@@ -151,7 +151,7 @@ def guest_on_image(pid: int) -> Path | None:
             if arg.startswith("if=none,id=disk0,file="):
                 name = arg.split("file=", 1)[1].split(",", 1)[0]
                 if name.startswith("/proc/self/fd/"):
-                    # handed over as a descriptor (harness.confine): the file behind QEMU's fd
+                    # handed over as a descriptor (harness.host.confine): the file behind QEMU's fd
                     try:
                         name = os.readlink(f"/proc/{child}/fd/{name.rsplit('/', 1)[1]}")
                     except OSError:

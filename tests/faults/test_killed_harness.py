@@ -21,8 +21,8 @@ from faultkit import (
     write_spec,
 )
 
+from harness.host.workdir import clean_dead_runs
 from harness.record import load_record
-from harness.workdir import clean_dead_runs
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
 

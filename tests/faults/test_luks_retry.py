@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import images
 from harness.errors import ImageError
+from harness.sample import images
 from harness.spec import make_cell
 from harness.sweep import measure_image
 from harness.sweep.planning import LUKS_HEADER_BYTES
@@ -20,7 +20,7 @@ def flaky_qemu_img(wrapper_dir: Path, failures: int, command: str = "create") ->
     """Real qemu-img behind a wrapper whose first ``failures`` runs of ``command`` fail as QEMU's
     does under load.
 
-    ``wrapper_dir`` is reachable by QEMU's account (harness.confine), which runs the wrapper and
+    ``wrapper_dir`` is reachable by QEMU's account (harness.host.confine), which runs the wrapper and
     keeps its count there, so the directory is writable for it too: it is the test's own.
     """
     real = shutil.which("qemu-img")

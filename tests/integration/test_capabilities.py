@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.binaries import Binaries
-from harness.capabilities import aio_problem, unsupported_reason
+from harness.sample.capabilities import aio_problem, unsupported_reason
 from harness.spec import Aio, Cache, make_cell
+from harness.subject.binaries import Binaries
 
 pytestmark = pytest.mark.integration
 

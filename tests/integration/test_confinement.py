@@ -15,12 +15,13 @@ from typing import Any
 
 import pytest
 
-from harness import confine, images
 from harness.errors import ImageError, VMBootError
+from harness.host import confine
 from harness.record import load_record
-from harness.session import run_cells
+from harness.rounds.session import run_cells
+from harness.sample import images
+from harness.sample.vm import Drive, Machine, VMConfig
 from harness.spec import make_cell
-from harness.vm import Drive, Machine, VMConfig
 
 pytestmark = [
     pytest.mark.integration,

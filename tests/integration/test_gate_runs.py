@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.compare import Settings
-from harness.comparison import load_comparison
+from harness.compare.comparison import load_comparison
 from harness.errors import ExitCode
 from harness.gate import SubjectSource, parse_gate_spec, run_gate, settings_for
 from harness.paths import REPO_ROOT

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from harness import images
 from harness.cli import main
+from harness.host.workdir import image_path
 from harness.record import load_record
-from harness.runner import RunOptions, run_sample
-from harness.session import run_cells
+from harness.rounds.session import run_cells
+from harness.sample import images
+from harness.sample.guest_sampler import RunOptions, run_sample
 from harness.spec import make_cell
-from harness.workdir import image_path
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
 
@@ -155,7 +155,7 @@ def test_a_kernel_panic_ends_the_wait_at_once(guest: Any, tmp_path: Path, disk_d
 def test_accel_kvm_where_kvm_does_not_work_exits_3(
     guest: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from harness.accel import probe_kvm
+    from harness.sample.accel import probe_kvm
 
     if probe_kvm(guest.kernel, guest.initrd, timeout_s=20) is None:
         pytest.skip("KVM works on this machine")

@@ -2,8 +2,8 @@
 
 No guest runs here: asv result files of 8 commits are written in asv's own format (the
 benchmarks the history suite makes for a dd and a fio cell, from ``benchmarks/history``'s
-layout), ``asv publish`` (the real one) makes the pages, :func:`harness.pages.localize` makes
-them work offline and :func:`harness.changes.page.publish_changes` adds the change points.
+layout), ``asv publish`` (the real one) makes the pages, :func:`harness.history.pages.localize` makes
+them work offline and :func:`harness.history.changes.page.publish_changes` adds the change points.
 The fio and ``dev.*`` graphs must show 8 points, and the change-point page must list the step
 injected at commit 5, reached from the index's navigation.
 """
@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from harness.changes.page import publish_changes
-from harness.pages import localize
+from harness.history.changes.page import publish_changes
+from harness.history.pages import localize
 from harness.sweep import parse_spec
 
 pytestmark = [pytest.mark.integration]

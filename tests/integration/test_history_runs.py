@@ -26,10 +26,11 @@ from typing import Any
 
 import pytest
 
-from harness.history import HistoryResult, run_history
-from harness.images import MEMORY_FILESYSTEMS, filesystem_type
+from harness.history.asvrun import HistoryResult, run_history
+from harness.host.hostinfo import filesystem_type
 from harness.paths import cache_dir
 from harness.record import load_record
+from harness.sample.images import MEMORY_FILESYSTEMS
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
 
@@ -289,7 +290,7 @@ def make_standin_qemu(repo: Path, calls: Path) -> str:
     """A QEMU repository whose build wraps the system's binaries, logging each call to ``calls``.
 
     ``calls`` is writable by everyone: run as root, the harness runs QEMU as its own
-    unprivileged account (harness.confine).
+    unprivileged account (harness.host.confine).
     """
     repo.mkdir(parents=True)
     calls.touch()

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import images
 from harness.errors import UsageError
+from harness.sample import images
 from harness.spec import Cache, Format, make_cell
 
 pytestmark = pytest.mark.integration

@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from harness import images
-from harness.latency import BOUNDARIES_NS, Histogram
 from harness.record import load_record
-from harness.session import run_cells
+from harness.rounds.session import run_cells
+from harness.sample import images
+from harness.sample.vm import Drive, Machine, VMConfig
 from harness.spec import Interface, make_cell
-from harness.vm import Drive, Machine, VMConfig
+from harness.workloads.latency import BOUNDARIES_NS, Histogram
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
 
@@ -50,7 +50,7 @@ def test_histograms_can_be_set_on_the_disk_of_every_interface(
 ) -> None:
     # QMP names the guest device that holds the drive: virtio-blk-pci's is a child of the proxy
     image = tmp_path / "disk.raw"
-    # made by qemu-img as the QEMU account (harness.confine), as every disk under test is
+    # made by qemu-img as the QEMU account (harness.host.confine), as every disk under test is
     images.create(image, make_cell(format="raw", size="64M").image)
     disk = Drive(node="disk0", path=image, format="raw", interface=interface)
     config = VMConfig(kernel=guest.kernel, initrd=guest.initrd, append=[], drives=[disk])

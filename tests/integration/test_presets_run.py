@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from harness.cli import main
-from harness.images import MEMORY_FILESYSTEMS, filesystem_type
+from harness.host.hostinfo import filesystem_type
 from harness.record import load_record
+from harness.sample.images import MEMORY_FILESYSTEMS
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
 

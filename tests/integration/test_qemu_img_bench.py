@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import proc
+from harness.host import proc
 from harness.paths import REPO_ROOT
 
 pytestmark = pytest.mark.integration

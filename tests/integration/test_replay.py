@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from harness.replay.record import record
-from harness.replay.replay import Pairing, qemu_io_beside, replay
-from harness.replay.script import ReplayMismatch
-from harness.replay.stream import Kind, Request, Stream, parse_stream
-from harness.runner import RunOptions
+from harness.sample.guest_sampler import RunOptions
+from harness.sample.replay.record import record
+from harness.sample.replay.replay import Pairing, qemu_io_beside, replay
+from harness.sample.replay.script import ReplayMismatch
+from harness.sample.replay.stream import Kind, Request, Stream, parse_stream
 from harness.spec import make_cell
 
 pytestmark = [pytest.mark.integration]

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from harness import images, snapshot
 from harness.record import load_record
-from harness.runner import RunOptions, vm_config
-from harness.session import run_cells
+from harness.rounds.session import run_cells
+from harness.sample import images, snapshot
+from harness.sample.guest_sampler import RunOptions, vm_config
 from harness.spec import make_cell
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]

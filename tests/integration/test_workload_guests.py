@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from harness.protocol import parse_report
 from harness.record import load_record
-from harness.session import run_cells
+from harness.rounds.session import run_cells
+from harness.sample.protocol import parse_report
 from harness.spec import make_cell
 from harness.workloads import metric_info, parse_outputs
 

@@ -7,8 +7,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness import accel, guest
+from harness import guest
 from harness.cli import main
+from harness.sample import accel
 
 ASSERTION = (
     "qemu-system-x86_64: ../../target/i386/kvm/kvm.c:3183: kvm_buf_set_msrs: "

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from harness.binaries import ON_PATH
 from harness.bisect import (
     STATE_FILE,
     BisectState,
@@ -30,6 +29,7 @@ from harness.cli import main
 from harness.compare import Kind, Settings, Verdict
 from harness.errors import UsageError
 from harness.gate import GateOptions, parse_gate_spec
+from harness.subject.binaries import ON_PATH
 
 R, IMP, U, N = Verdict.REGRESSION, Verdict.IMPROVEMENT, Verdict.UNCHANGED, Verdict.INCONCLUSIVE
 

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from harness.changes import method
-from harness.changes.attribution import cause, commit_identity, identity_changes
-from harness.changes.find import Settings, find_changes, history_changes, threshold_for
-from harness.changes.series import Series, load_series
-from harness.changes.table import render_json, render_text
 from harness.errors import UsageError
+from harness.history.changes import method
+from harness.history.changes.attribution import cause, commit_identity, identity_changes
+from harness.history.changes.find import Settings, find_changes, history_changes, threshold_for
+from harness.history.changes.series import Series, load_series
+from harness.history.changes.table import render_json, render_text
 
 
 def noisy(level: float, n: int, rng: random.Random, spread: float = 0.1) -> list[float]:

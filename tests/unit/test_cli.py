@@ -68,8 +68,8 @@ def test_fio_without_fio_on_the_tools_drive_is_bad_input(tmp_path: Path) -> None
 
     from harness.errors import ExitCode, SpecError
     from harness.paths import IMAGES_DIR
-    from harness.preflight import check_tools
     from harness.spec import make_cell
+    from harness.sweep.preflight import check_tools
 
     fio, dd = make_cell(workload="fio", size="1G"), make_cell(workload="dd", size="1G")
     check_tools([fio])  # the shipped recipe has fio

@@ -31,7 +31,7 @@ from harness.compare import (
     render_markdown,
     validate_comparison,
 )
-from harness.comparison import load_comparison
+from harness.compare.comparison import load_comparison
 from harness.errors import UsageError
 from harness.files import write_json_atomic
 from harness.record import new_record

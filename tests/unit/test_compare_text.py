@@ -10,8 +10,8 @@ from test_compare import cell_dict, gauss, record, samples, write_side
 
 from harness.cli import main
 from harness.compare import Settings
+from harness.compare.comparison import compare_paths, load_comparison
 from harness.compare.text_table import effect, ordered, render_text
-from harness.comparison import compare_paths, load_comparison
 from harness.files import write_json_atomic
 from harness.units import Style
 

@@ -1,4 +1,4 @@
-"""Who QEMU runs as, and how its files are handed over (harness.confine)."""
+"""Who QEMU runs as, and how its files are handed over (harness.host.confine)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import confine
 from harness.errors import InfraError
+from harness.host import confine
 
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.crash import report_crash
+from harness.host.crash import report_crash
 
 
 def test_an_unexpected_error_is_one_line_and_the_traceback_goes_to_a_log(

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from harness.errors import SpecError
-from harness.images import image_args
+from harness.sample.images import image_args
+from harness.sample.vm import Drive, VMConfig
 from harness.spec import SECRET_ID, Cell, Format, make_cell, secret_object
 from harness.sweep import expand_spec, parse_spec
-from harness.vm import Drive, VMConfig
 
 
 def test_an_encrypted_cell_has_its_own_id_and_qemu_img_options() -> None:

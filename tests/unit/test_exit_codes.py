@@ -10,7 +10,7 @@ import pytest
 
 from harness.cli import main
 from harness.compare import Verdict
-from harness.comparison import verdict_exit_code
+from harness.compare.comparison import verdict_exit_code
 from harness.files import write_json_atomic
 from harness.record import new_record
 from harness.spec import make_cell

@@ -139,7 +139,7 @@ def test_each_targets_jobs_carry_its_prefix() -> None:
     ],
 )
 def test_the_guest_ran_the_targets_the_cell_asked_for(target: str, sent: set[str], ok: bool) -> None:
-    from harness.runner import check_outputs as check_fio_targets
+    from harness.sample.guest_sampler import check_outputs as check_fio_targets
     from harness.spec import make_cell
 
     cell = make_cell(workload="fio", fio_target=target, size="1G")

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from harness.binaries import Binaries
 from harness.compare import CellResult, Kind, MetricResult, Settings, Verdict
 from harness.errors import SpecError
 from harness.gate import (
@@ -29,10 +28,11 @@ from harness.gate import (
     stop_before,
 )
 from harness.paths import REPO_ROOT
-from harness.policy import parse_policy
-from harness.runner import RunOptions
-from harness.session import Session
+from harness.rounds.session import Session
+from harness.sample.guest_sampler import RunOptions
 from harness.spec import Cell, Format, Measure
+from harness.subject.binaries import Binaries
+from harness.subject.policy import parse_policy
 from harness.sweep.rounds import rounds
 
 SPEC = """

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.workdir import locked
+from harness.host.workdir import locked
 
 POLICY = """\
 [image]

@@ -16,18 +16,19 @@ from typing import Any
 import pytest
 
 from harness.compare import Settings, render_markdown
-from harness.comparison import verdict_exit_code
+from harness.compare.comparison import verdict_exit_code
 from harness.errors import ProtocolError
 from harness.gate import GateOptions, GateSide, Subject, parse_gate_spec, run_rounds, settings_for
 from harness.gate.judge import decide_judge, render_guest_word
 from harness.gate.rounds import head_deadline
 from harness.gate.run import comparison_document
 from harness.paths import REPO_ROOT
-from harness.policy import parse_policy
-from harness.protocol import parse_report
-from harness.runner import RunOptions, clock_disagreement
-from harness.session import Session
+from harness.rounds.cell import clock_disagreement
+from harness.rounds.session import Session
+from harness.sample.guest_sampler import RunOptions
+from harness.sample.protocol import parse_report
 from harness.spec import Cell
+from harness.subject.policy import parse_policy
 
 SPEC = """
 rounds = 8

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from harness import history, pages
 from harness.cli import main
 from harness.errors import UsageError
+from harness.history import asvrun as history
+from harness.history import pages
 from harness.sweep import parse_spec
 from harness.workloads import Metric, metric_info
 
@@ -284,7 +285,7 @@ def test_the_spec_and_repeats_can_be_overridden(tmp_path: Path) -> None:
 
 
 def test_the_default_matrix_is_format_cache_interface_per_workload() -> None:
-    from harness.policy import load_policy
+    from harness.subject.policy import load_policy
     from harness.sweep import load_spec
 
     spec = load_spec(REPO / "sweeps" / "history.toml")
@@ -414,7 +415,7 @@ def test_the_install_step_copies_the_commits_subject(tmp_path: Path) -> None:
 
 
 def test_the_small_matrix_is_one_dd_cell_the_policys_own_with_one_sample() -> None:
-    from harness.policy import load_policy
+    from harness.subject.policy import load_policy
     from harness.sweep import expand_spec, load_spec
 
     spec = load_spec(REPO / "sweeps" / "history-small.toml")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from harness.history_progress import QUIET_S, HistoryProgress, LogFollower
+from harness.history.history_progress import QUIET_S, HistoryProgress, LogFollower
 
 # lines of a real history log (8 commits of the small matrix, 58 benchmarks each)
 TOTALS = "· Running 464 total benchmarks (8 commits * 1 environments * 58 benchmarks)"
@@ -67,7 +67,7 @@ def test_spec_and_repeat_reach_the_suite_and_bad_ones_stop_before_asv(tmp_path: 
     import pytest
 
     from harness.errors import SpecError, UsageError
-    from harness.history import matrix_environ
+    from harness.history.asvrun import matrix_environ
 
     small = Path(__file__).resolve().parents[2] / "sweeps" / "history-small.toml"
     assert matrix_environ(small, 1) == {"DISKBENCH_HISTORY_SPEC": str(small), "DISKBENCH_HISTORY_REPEAT": "1"}

@@ -18,7 +18,7 @@ from harness import cli, guest
 from harness.errors import ExitCode, HarnessError, ProtocolError
 from harness.guest import RecipeError
 from harness.paths import IMAGES_DIR, REPO_ROOT
-from harness.vm import Machine, VMConfig
+from harness.sample.vm import Machine, VMConfig
 
 DEEP = {
     "array": "a = " + "[" * 3000 + "]" * 3000,

@@ -9,14 +9,14 @@ import pytest
 
 from harness.compare import format_value
 from harness.errors import ProtocolError
-from harness.latency import (
+from harness.workloads import metric_info
+from harness.workloads.latency import (
     BOUNDARIES_NS,
     Histogram,
     histograms_from_blockstats,
     latency_metrics,
     metric_names,
 )
-from harness.workloads import metric_info
 
 
 def hist(boundaries: list[int], bins: list[int]) -> Histogram:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.limits import host_cores
+from harness.sweep.limits import host_cores
 
 RUN = ["run", "--workload", "dd", "--dd-mib", "16", "--repeat", "1", "--accel", "tcg"]
 

@@ -10,9 +10,9 @@ import pytest
 from harness.cli import main
 from harness.errors import UsageError
 from harness.files import write_json_atomic
-from harness.merge import merge_dirs, merge_identity
 from harness.record import load_record, new_record
 from harness.spec import make_cell
+from harness.sweep.merge import merge_dirs, merge_identity
 
 MACHINE = {
     "hostname": "runner-1",

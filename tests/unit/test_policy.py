@@ -11,17 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from harness.binaries import Binaries
 from harness.cli import build_parser, main
 from harness.cli.common import resolve_binaries
 from harness.errors import SpecError
 from harness.files import write_json_atomic
-from harness.policy import Policy, load_policy, parse_policy
 from harness.record import new_record
-from harness.runner import RunOptions, vm_config
+from harness.sample.guest_sampler import RunOptions, vm_config
+from harness.sample.vm import Drive
 from harness.spec import Aio, Cache, Format, Interface, make_cell
+from harness.subject.binaries import Binaries
+from harness.subject.policy import Policy, load_policy, parse_policy
 from harness.sweep import expand_spec, parse_spec
-from harness.vm import Drive
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCE = "site/policy.toml"

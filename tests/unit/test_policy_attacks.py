@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import SpecError
-from harness.policy import DRIVE_OPTIONS, THROTTLE_VALUE_MAX, load_policy, parse_policy
+from harness.subject.policy import DRIVE_OPTIONS, THROTTLE_VALUE_MAX, load_policy, parse_policy
 
 SOURCE = "pr/policy.toml"
 NOT_ALLOWED = "is not a -drive option a policy may set"

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import confine
 from harness.gate.subjects import SubjectSource, prepare_subject, remove_worktree
-from harness.host import tool_version
+from harness.host import confine
+from harness.host.hostinfo import tool_version
 from harness.paths import REPO_ROOT
 from harness.spec import make_cell
 from harness.sweep import measure_image

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
+from harness.compare.samplestats import Stats
 from harness.errors import SpecError, UsageError
 from harness.presets import (
     Figure,
@@ -30,7 +31,6 @@ from harness.presets import (
     scaled_name,
     split_scaled_name,
 )
-from harness.samplestats import Stats
 from harness.sweep import expand_spec
 
 PRESETS = ("booth-2010", "cluster-size", "kvm-wiki-install", "mkfs-sparse", "preallocation")
@@ -268,7 +268,7 @@ def test_a_seed_file_with_a_dangling_ratio_is_refused(tmp_path: Path) -> None:
 def test_the_preallocation_preset_records_its_probe_and_the_report_reads_it_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from harness import capabilities
+    from harness.sample import capabilities
 
     spec = load_preset("preallocation").at_scale(0.05)
     assert probes_of(spec) == ("compressed-writes",)

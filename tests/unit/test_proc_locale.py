@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import proc
 from harness.guest import pin
+from harness.host import proc
 
 GERMAN = {"LANGUAGE": "de", "LC_ALL": "C.UTF-8", "LANG": "de_DE.UTF-8"}
 

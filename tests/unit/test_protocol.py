@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 
 from harness.errors import ProtocolError
-from harness.protocol import parse_ready, parse_report
+from harness.sample.protocol import parse_ready, parse_report
 
 
 def good_report(**overrides: Any) -> dict[str, Any]:

@@ -8,7 +8,7 @@ import struct
 import pytest
 
 from harness.errors import ProtocolError
-from harness.replay.capture import (
+from harness.sample.replay.capture import (
     LOG_DISCARD,
     LOG_FLUSH,
     LOG_MAGIC,
@@ -18,7 +18,7 @@ from harness.replay.capture import (
     parse_log,
     parse_trace,
 )
-from harness.replay.stream import Kind
+from harness.sample.replay.stream import Kind
 
 SECTOR = 512
 

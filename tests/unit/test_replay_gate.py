@@ -18,13 +18,13 @@ from harness.gate import SIDES, GateOptions, GateSide, Subject, load_gate_spec, 
 from harness.gate import streams as gate_streams
 from harness.gate.spec import GATE_SPEC
 from harness.paths import REPO_ROOT
-from harness.policy import parse_policy
-from harness.replay import sample as replay_sample_module
-from harness.replay.replay import Pairing, ReplaySample
-from harness.replay.stream import Kind, Request, Stream
-from harness.runner import RunOptions
-from harness.session import Session
+from harness.rounds.session import Session
+from harness.sample.guest_sampler import RunOptions
+from harness.sample.replay import sample as replay_sample_module
+from harness.sample.replay.replay import Pairing, ReplaySample
+from harness.sample.replay.stream import Kind, Request, Stream
 from harness.spec import Cell, Measure, make_cell
+from harness.subject.policy import parse_policy
 
 OPTS = RunOptions(accel="tcg", accel_reason="test", work_dir=Path("/w"), results_dir=Path("/r"), run_id="x")
 

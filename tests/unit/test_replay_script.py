@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ProtocolError
-from harness.replay.replay import guest_drive_options
-from harness.replay.script import (
+from harness.sample.replay.replay import guest_drive_options
+from harness.sample.replay.script import (
     Completion,
     ReplayMismatch,
     commands,
@@ -21,7 +21,7 @@ from harness.replay.script import (
     quantile,
     replay_options,
 )
-from harness.replay.stream import Kind, Request
+from harness.sample.replay.stream import Kind, Request
 from harness.spec import make_cell
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from harness.replay.stream import (
+from harness.sample.replay.stream import (
     MAX_REQUEST_BYTES,
     MAX_REQUESTS,
     Kind,

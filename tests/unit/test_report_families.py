@@ -12,6 +12,7 @@ import pytest
 from test_report_html import record_of
 
 from harness.cli import main
+from harness.compare.samplestats import Stats
 from harness.errors import UsageError
 from harness.files import write_json_atomic
 from harness.report.blocks import Chart, Table, build_report
@@ -19,7 +20,6 @@ from harness.report.charts import BarChart, bars_figure
 from harness.report.command import make_report
 from harness.report.series import group_series
 from harness.report.sides import parse_labels
-from harness.samplestats import Stats
 from harness.spec import make_cell
 
 RUN_ID = "20261123T200116Z-9840"

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from harness.cli import main
+from harness.compare.samplestats import Stats
 from harness.errors import UsageError
 from harness.files import write_json_atomic
 from harness.presets import load_preset
@@ -20,7 +21,6 @@ from harness.report.command import make_report
 from harness.report.markdown import to_markdown
 from harness.report.series import group_series
 from harness.report.text import to_text
-from harness.samplestats import Stats
 from harness.spec import Cell
 from harness.sweep import expand_spec
 

@@ -7,9 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from harness.snapshot import Start, for_snapshot, key_material, not_applicable, parse_start, snapshot_key
+from harness.sample.snapshot import (
+    Start,
+    for_snapshot,
+    key_material,
+    not_applicable,
+    parse_start,
+    snapshot_key,
+)
+from harness.sample.vm import Drive, VMConfig
 from harness.spec import Aio, Cache, Interface, make_cell
-from harness.vm import Drive, VMConfig
 
 
 def config(**drive: object) -> VMConfig:
@@ -89,7 +96,7 @@ def test_unused_snapshots_are_pruned_and_loading_one_marks_it_used(tmp_path: Pat
     import json
     import os
 
-    from harness.snapshot import load, prune
+    from harness.sample.snapshot import load, prune
 
     for name in ("old", "used"):
         (tmp_path / name).mkdir()

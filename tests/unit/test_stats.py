@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import math
 
-from harness.samplestats import Stats
+from harness.compare.samplestats import Stats
 
 
 def test_median_and_spread() -> None:

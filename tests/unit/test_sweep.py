@@ -16,8 +16,8 @@ from harness.errors import SpecError
 from harness.files import write_json_atomic
 from harness.progress import EtaModel, Progress
 from harness.record import load_record, new_record
-from harness.runner import RunOptions
-from harness.session import Session
+from harness.rounds.session import Session
+from harness.sample.guest_sampler import RunOptions
 from harness.spec import Cell, make_cell
 from harness.sweep import (
     Measure,
@@ -509,7 +509,7 @@ def test_a_rerun_retries_failed_samples_and_keeps_the_good_ones(tmp_path: Path) 
 
 
 def test_the_next_sample_index_never_reuses_a_retried_ones() -> None:
-    from harness.runner import next_sample_index
+    from harness.rounds.cell import next_sample_index
 
     record = {"samples": [{"index": 0}, {"index": 2}], "retried": [{"index": 1}, {"index": 3}]}
     assert next_sample_index(record) == 4

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.host.workdir import clean_stale_tmp_dirs
+from harness.sample.vm import Drive, Machine, VMConfig
 from harness.spec import Aio, Cache, Interface
-from harness.vm import Drive, Machine, VMConfig, clean_stale_tmp_dirs
 
 
 def machine(tmp_path: Path) -> Machine:

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.workdir import DirBusy, clean_dead_runs, hold, image_path, locked
+from harness.host.workdir import DirBusy, clean_dead_runs, hold, image_path, locked
 
 HOLDER = """
 import sys, time
 from pathlib import Path
-from harness.workdir import locked
+from harness.host.workdir import locked
 with locked(Path(sys.argv[1]), what="results dir", flag="--results-dir"):
     print("held", flush=True)
     time.sleep(60)

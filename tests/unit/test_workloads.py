@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness.errors import ProtocolError, UsageError
-from harness.protocol import parse_report
+from harness.sample.protocol import parse_report
 from harness.workloads import all_metrics, metric_info, parse_outputs
 from harness.workloads.bonnie import METRICS as BONNIE_METRICS
 from harness.workloads.bonnie import parse_csv_line

@@ -1,0 +1,1 @@
+"""History over commits: asv runs, their progress lines, the pages, change points and their causes."""

@@ -1,0 +1,162 @@
+"""The one subprocess helper: list argv, explicit timeout, a result with evidence."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.errors import CommandError
+
+PR_SET_PDEATHSIG = 1
+
+#: The locale of every command: the harness parses what tools print (``apt-cache policy``'s
+#: "Candidate:", qemu-img's and mke2fs's messages), and in another locale they print other words
+#: (German apt says "Installationskandidat:").  ``C``, not ``C.UTF-8``: gettext translates under
+#: the latter when ``LANGUAGE`` is set.  A caller's ``env`` can still set its own.
+TOOL_LOCALE: Mapping[str, str] = {"LC_ALL": "C"}
+
+
+def die_with_parent() -> None:
+    """In the child before exec: SIGKILL it when the harness dies, even by SIGKILL.
+
+    A killed harness must not leave a ``qemu-img create -o preallocation=full``
+    writing gigabytes into the work dir, holding the image's lock.
+    """
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+    duration_s: float
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+
+def run(
+    argv: Sequence[str | os.PathLike[str]],
+    *,
+    timeout_s: float | None = 600.0,
+    check: bool = True,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    input_text: str | None = None,
+    error_cls: type[CommandError] = CommandError,
+    log_path: Path | None = None,
+    confined: Mapping[str, Any] | None = None,
+) -> CommandResult:
+    """Run ``argv`` (never through a shell) and return what it did; the child dies with the harness.
+
+    ``timeout_s=None`` waits forever; a timeout raises ``error_cls``.
+    With ``check=True`` a non-zero exit raises ``error_cls`` carrying argv,
+    exit code and the tail of stderr.  With ``log_path``, stdout and stderr
+    are appended to that file as they come (a long command can be followed
+    there) instead of being captured; the result's ``stderr`` is then the
+    tail of what this command wrote.  The command runs in the C locale (:data:`TOOL_LOCALE`),
+    with ``env`` added to the harness's environment.  ``confined`` holds the extra
+    ``subprocess`` arguments of :meth:`harness.host.confine.Handoff.popen_kwargs`
+    (the account to run as, the descriptors it inherits).
+    """
+    extra = dict(confined or {})
+    args = [os.fspath(a) for a in argv]
+    full_env = {**os.environ, **TOOL_LOCALE, **(env or {})}
+    start = time.monotonic()
+    try:
+        if log_path is None:
+            proc = subprocess.run(
+                args,
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=timeout_s,
+                env=full_env,
+                cwd=cwd,
+                input=input_text,
+                check=False,
+                preexec_fn=die_with_parent,
+                **extra,
+            )
+        else:
+            proc = _run_logged(args, log_path, timeout_s=timeout_s, env=full_env, cwd=cwd, extra=extra)
+    except FileNotFoundError as exc:
+        raise error_cls(
+            f"{args[0]}: command not found; run scripts/setup.sh to install it",
+            argv=args,
+        ) from exc
+    except PermissionError as exc:
+        raise error_cls(
+            f"{args[0]}: cannot be run ({exc.strerror}): make it and its directories readable and "
+            "executable by the user that runs it (see harness/host/confine.py)",
+            argv=args,
+        ) from exc
+    except subprocess.TimeoutExpired as exc:
+        raise error_cls(
+            f"{args[0]} did not finish within {timeout_s} s",
+            argv=args,
+            stderr=str(exc.stderr or ""),
+        ) from exc
+    result = CommandResult(
+        argv=tuple(args),
+        returncode=proc.returncode,
+        stdout=proc.stdout,
+        stderr=proc.stderr,
+        duration_s=time.monotonic() - start,
+    )
+    if check and proc.returncode != 0:
+        tail = proc.stderr.strip().splitlines()[-1:] or [""]
+        raise error_cls(
+            f"{' '.join(args[:3])} failed with exit code {proc.returncode}: {tail[0]}",
+            argv=args,
+            returncode=proc.returncode,
+            stderr=proc.stderr,
+        )
+    return result
+
+
+def _run_logged(
+    args: list[str],
+    log_path: Path,
+    *,
+    timeout_s: float | None,
+    env: Mapping[str, str] | None,
+    cwd: str | os.PathLike[str] | None,
+    extra: Mapping[str, Any] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as fh:
+        offset = fh.tell()
+        fh.write(f"$ {' '.join(args)}\n".encode())
+        fh.flush()
+        try:
+            done = subprocess.run(
+                args,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                timeout=timeout_s,
+                env=env,
+                cwd=cwd,
+                check=False,
+                preexec_fn=die_with_parent,
+                **(extra or {}),
+            )
+        finally:
+            fh.flush()
+    with log_path.open("rb") as fh:
+        fh.seek(offset)
+        written = fh.read().decode(errors="replace")
+    return subprocess.CompletedProcess(args, done.returncode, stdout="", stderr=written[-4000:])

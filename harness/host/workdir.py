@@ -1,0 +1,153 @@
+"""Who owns a directory: one run per results dir and per work dir, and what dead runs left behind.
+
+Two runs writing into the same dirs delete each other's images and
+overwrite each other's samples.  Each run takes an exclusive ``flock`` on
+``DIR/.diskbench.lock`` for as long as it runs and writes its pid and
+command into it, so the run that is refused can name the holder.  The
+kernel drops the lock when its holder dies, even by SIGKILL: a lock file
+is never stale.
+
+A sample's image is named ``CELL_ID.PID.FORMAT``: unique per run, and the
+pid tells a stale image (its run is dead) from a live one.  With the work
+dir's lock held, stale images, the temp dirs of interrupted probes and the
+private dirs (QMP sockets) of dead runs are removed at start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import re
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from harness.errors import InfraError
+
+# the private dirs (QMP sockets) of a QEMU the harness starts: diskbench-vm-PID-...
+TMP_PREFIX = "diskbench-vm-"
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (one of another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_stale_tmp_dirs(root: Path | None = None) -> list[Path]:
+    """Remove private dirs (QMP sockets) left by harness processes that died."""
+    root = root or Path(tempfile.gettempdir())
+    removed = []
+    pattern = re.compile(rf"^{TMP_PREFIX}(\d+)-")
+    for path in root.glob(f"{TMP_PREFIX}*"):
+        match = pattern.match(path.name)
+        if match and path.is_dir() and not pid_alive(int(match.group(1))):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+LOCK_NAME = ".diskbench.lock"
+_IMAGE_RE = re.compile(r"^.+\.(?P<pid>\d+)\.(raw|qcow2)$")
+_PROBE_RE = re.compile(r"^\.diskbench-(aio|encrypt)-")
+
+
+class DirBusy(InfraError):
+    """Another diskbench run holds the lock of a results dir or work dir (exit 3)."""
+
+
+def image_path(work_dir: Path, cell_id: str, fmt: str) -> Path:
+    """Where a sample's image lives: ``CELL_ID.PID.FORMAT`` (see the module docstring)."""
+    return work_dir / f"{cell_id}.{os.getpid()}.{fmt}"
+
+
+def _holder(fd: int) -> str:
+    """What the lock file says about its holder: ``pid 1234: diskbench sweep x.toml``."""
+    with contextlib.suppress(OSError):
+        os.lseek(fd, 0, os.SEEK_SET)
+        text = os.read(fd, 4096).decode("utf-8", "replace").strip()
+        pid, _, command = text.partition("\n")
+        if pid.isdigit():
+            return f"pid {pid}: {command.strip() or '?'}"
+    return "a process that has not written its name yet"
+
+
+def _command() -> str:
+    try:
+        argv = Path("/proc/self/cmdline").read_bytes().split(b"\0")
+        words = [a.decode("utf-8", "replace") for a in argv if a]
+    except OSError:
+        words = sys.argv
+    # "python -m harness sweep ..." and ".venv/bin/diskbench sweep ..." read the same
+    if len(words) >= 3 and words[1:3] == ["-m", "harness"]:
+        words = ["diskbench", *words[3:]]
+    elif words and Path(words[0]).name == "diskbench":
+        words = ["diskbench", *words[1:]]
+    return " ".join(words)[:300]
+
+
+@contextlib.contextmanager
+def locked(directory: Path, *, what: str, flag: str) -> Iterator[Path]:
+    """Hold ``directory``'s lock for the block; refuse at once (:class:`DirBusy`) if a run holds it.
+
+    ``what`` names the directory in the message ("results dir"), ``flag``
+    the option that picks another one ("--results-dir").
+    """
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(directory / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise InfraError(f"{what} {directory} cannot be used: {exc.strerror or exc}") from exc
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise
+            raise DirBusy(
+                f"{what} {directory} is in use by another diskbench run ({_holder(fd)}): "
+                f"wait for it to finish or pass another {flag}"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n{_command()}\n".encode(), 0)
+        yield directory
+    finally:
+        os.close(fd)  # closing drops the flock
+
+
+@contextlib.contextmanager
+def hold(results_dir: Path, work_dir: Path) -> Iterator[None]:
+    """Both locks of a run (results dir first), then the work dir cleaned of dead runs' leftovers."""
+    with (
+        locked(results_dir, what="results dir", flag="--results-dir"),
+        locked(work_dir, what="work dir", flag="--work-dir"),
+    ):
+        clean_dead_runs(work_dir)
+        yield
+
+
+def clean_dead_runs(work_dir: Path) -> list[Path]:
+    """Remove what dead runs left in ``work_dir`` and in the temp dir; call with the work dir's lock."""
+    removed = clean_stale_tmp_dirs()
+    if not work_dir.is_dir():
+        return removed
+    for path in work_dir.iterdir():
+        match = _IMAGE_RE.match(path.name)
+        if match and int(match.group("pid")) != os.getpid() and not pid_alive(int(match.group("pid"))):
+            with contextlib.suppress(OSError):
+                path.unlink()
+                removed.append(path)
+        elif _PROBE_RE.match(path.name) and path.is_dir():
+            # the probes' temp dirs: with the lock held, none is in use
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed

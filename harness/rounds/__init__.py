@@ -1,0 +1,1 @@
+"""Cells through samplers into records: a cell's samples, a session on one runner."""

@@ -1,0 +1,435 @@
+"""Cell -> record: fresh image per sample, one guest per sample, failures captured.
+
+A sample that fails (boot timeout, panic, bad report, corrupt image) becomes
+a sample with ``status: error``, its reason and the console tail; the run
+goes on.  The record is rewritten atomically after every sample, so a crash
+loses at most the sample in flight.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import errno
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from harness.errors import GuestBuildError, HarnessError, ProtocolError
+from harness.host.workdir import image_path as sample_image_path
+from harness.sample import images, snapshot
+from harness.sample.protocol import GuestReport, parse_ready, parse_report
+from harness.sample.vm import PAYLOAD_SERIAL, TOOLS_SERIAL, Drive, Machine, VMConfig
+from harness.spec import Aio, CacheState, Cell, Interface, Workload
+from harness.subject.binaries import ON_PATH, Binaries
+from harness.untrusted import STRING_CHARS, clean_sample
+from harness.workloads import parse_outputs
+from harness.workloads.latency import BOUNDARIES_NS, histograms_from_blockstats, latency_metrics
+
+DISK_NODE = "disk0"
+
+
+class Guest(Protocol):
+    """What the runner needs of a built guest (see :mod:`harness.guest`)."""
+
+    kernel: Path
+    initrd: Path
+    payloads: dict[str, Path]
+    tools: Path | None
+    recipe_hash: str
+    kernel_version: str
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    accel: str
+    accel_reason: str
+    work_dir: Path
+    results_dir: Path
+    run_id: str
+    repeat: int = 3
+    boot_timeout_s: float = 120.0
+    workload_timeout_s: float = 1800.0
+    mem_mib: int = 256
+    smp: int = 1
+    keep_images: bool = False
+    extra_append: tuple[str, ...] = ()
+    drive_options: tuple[tuple[str, str], ...] = ()
+    # QEMU's latency histograms of the disk under test (off only to measure their cost)
+    latency_histograms: bool = True
+    # cold | snapshot | auto (see harness.sample.snapshot)
+    start: str = "cold"
+    # the QEMU and qemu-img every sample runs
+    binaries: Binaries = ON_PATH
+
+
+def vm_config(cell: Cell, guest: Guest, opts: RunOptions, image: Path) -> VMConfig:
+    drives = []
+    if cell.workload.name is Workload.INSTALL:
+        drives.append(
+            Drive(
+                node="payload",
+                path=guest.payloads[cell.workload.payload],
+                format="raw",
+                interface=Interface.VIRTIO_BLK,
+                readonly=True,
+                serial=PAYLOAD_SERIAL,
+            )
+        )
+    tools = cell.workload.kind.tools
+    if tools:
+        if guest.tools is None:
+            raise GuestBuildError(
+                f"the {cell.workload.name} workload needs the guest's tools drive, and this guest has none: "
+                f"add {', '.join(tools)} to [tools] in images/recipe.toml and rebuild (`diskbench guest build`)"
+            )
+        drives.append(
+            Drive(
+                node="tools",
+                path=guest.tools,
+                format="raw",
+                interface=Interface.VIRTIO_BLK,
+                readonly=True,
+                serial=TOOLS_SERIAL,
+            )
+        )
+    drives.append(
+        Drive(
+            node=DISK_NODE,
+            path=image,
+            format=cell.image.format.value,
+            interface=cell.drive.interface,
+            cache=cell.drive.cache,
+            aio=cell.drive.aio,
+            options=opts.drive_options,
+            key_secret=cell.image.encrypted,
+        )
+    )
+    return VMConfig(
+        kernel=guest.kernel,
+        initrd=guest.initrd,
+        # the workload goes over the control port (workload_line), not the command line
+        append=[word for word in opts.extra_append if not word.startswith(WORKLOAD_PREFIX)],
+        drives=drives,
+        accel=opts.accel,
+        mem_mib=opts.mem_mib,
+        smp=opts.smp,
+        qemu=opts.binaries.qemu,
+        control=True,
+    )
+
+
+WORKLOAD_PREFIX = "diskbench."
+
+
+def check_outputs(cell: Cell, outputs: dict[str, str]) -> None:
+    """The report's outputs agree with what the cell asked for, as its workload checks them
+    (fio: the targets it ran); :class:`ProtocolError` if not."""
+    check = cell.workload.kind.check_outputs
+    if check is not None:
+        check(cell.workload.params(), outputs)
+
+
+def workload_line(cell: Cell, opts: RunOptions) -> str:
+    """What the host sends the guest at ready: the workload's diskbench.* words (later win)."""
+    extra = [word for word in opts.extra_append if word.startswith(WORKLOAD_PREFIX)]
+    return " ".join([*cell.workload.kernel_args(), *extra])
+
+
+# QMP blockstats fields kept per sample (as deltas between ready and power-off)
+BLOCKSTATS_FIELDS = (
+    "rd_bytes",
+    "wr_bytes",
+    "rd_operations",
+    "wr_operations",
+    "flush_operations",
+    "rd_total_time_ns",
+    "wr_total_time_ns",
+    "flush_total_time_ns",
+    "wr_merged",
+    "rd_merged",
+    "unmap_operations",
+    "unmap_bytes",
+    "failed_rd_operations",
+    "failed_wr_operations",
+    "failed_flush_operations",
+)
+PROC_IO_FIELDS = ("rchar", "wchar", "syscr", "syscw", "read_bytes", "write_bytes")
+
+
+def delta(before: dict[str, Any], after: dict[str, Any], fields: tuple[str, ...]) -> dict[str, int]:
+    return {f: int(after.get(f, 0)) - int(before.get(f, 0)) for f in fields if f in after}
+
+
+def host_counters(blockstats: dict[str, int], qemu_io: dict[str, int], aio: Aio) -> dict[str, float]:
+    """The low-noise figures: what the guest asked for vs what QEMU really did.
+
+    ``guest_written_bytes`` is what the guest's device saw (``wr_bytes``);
+    ``written_bytes`` what QEMU wrote to the host while the workload ran:
+    with ``aio=threads`` the bytes of its write calls (``wchar``, which
+    counts every rewrite of a qcow2 metadata block); with ``native`` and
+    ``io_uring`` the writes bypass those counters, so the bytes the kernel
+    accounted to storage (``write_bytes``) stand in.  Their ratio is the write
+    amplification of the format and cache mode.  Flushes are the guest's
+    flush requests at the device.
+    """
+    figures: dict[str, float] = {}
+    guest_bytes = blockstats.get("wr_bytes")
+    if guest_bytes is not None:
+        figures["host.guest_written_bytes"] = float(guest_bytes)
+        figures["host.flushes"] = float(blockstats.get("flush_operations", 0))
+    key = "wchar" if aio is Aio.THREADS else "write_bytes"
+    if key in qemu_io:
+        figures["host.written_bytes"] = float(qemu_io[key])
+        if aio is Aio.THREADS:
+            figures["host.write_calls"] = float(qemu_io.get("syscw", 0))
+        if guest_bytes:
+            figures["host.write_amplification"] = qemu_io[key] / guest_bytes
+    return figures
+
+
+def sample_metrics(report: GuestReport, host: dict[str, Any], aio: Aio = Aio.THREADS) -> dict[str, float]:
+    """Flat figures of one sample: seconds unless the name says otherwise."""
+    metrics = {f"phase.{name}_s": secs for name, secs in report.phase_seconds().items()}
+    metrics["total_s"] = report.total_s
+    for key, value in report.metrics.items():
+        metrics[key] = value
+    for key in ("boot_s", "workload_s", "overhead_s", "create_s"):
+        if key in host:
+            metrics[f"host.{key}"] = float(host[key])
+    metrics.update(host_counters(host.get("blockstats", {}), host.get("qemu_io", {}), aio))
+    metrics.update(latency_metrics(host.get("latency_histograms", {}), host.get("blockstats", {})))
+    return metrics
+
+
+@dataclass
+class GuestRun:
+    """What one boot of the guest gave: its report event and the host's view."""
+
+    argv: list[str]
+    ready: dict[str, Any]
+    event: dict[str, Any]
+    boot_s: float
+    workload_s: float
+    stopped: bool
+    start: str
+    blockstats: dict[str, int]
+    qemu_io: dict[str, int]
+    garbage: list[str]
+    console_tail: str
+    # read, write, flush -> {"boundaries", "bins"} (ns) of the workload; empty when off
+    latency_histograms: dict[str, Any] = field(default_factory=dict)
+    start_fallback: str | None = None
+
+
+def _create_scratch(path: Path, cell: Cell, qemu_img: str) -> None:
+    images.create(path, cell.image, qemu_img=qemu_img)
+
+
+def boot_and_run(cell: Cell, guest: Guest, opts: RunOptions, image: Path, log_dir: Path) -> GuestRun:
+    """Boot the guest on ``image``, wait for its report, read the counters, shut down."""
+    config = vm_config(cell, guest, opts, image)
+
+    def wait_ready(vm: Machine) -> dict[str, Any]:
+        return parse_ready(vm.wait_event("ready", timeout_s=opts.boot_timeout_s, what="ready line"))
+
+    with snapshot.start_guest(
+        config,
+        log_dir,
+        name=cell.id,
+        start=snapshot.parse_start(opts.start),
+        cell=cell,
+        recipe_hash=guest.recipe_hash,
+        disk_bytes=cell.image.size,
+        make_scratch=lambda path: _create_scratch(path, cell, opts.binaries.qemu_img),
+        scratch_path=opts.work_dir / f"{cell.id}.snapshot-scratch.{cell.image.format.value}",
+        boot_timeout_s=opts.boot_timeout_s,
+        wait_ready=wait_ready,
+    ) as started:
+        vm = started.vm
+        ready = started.ready
+        vm.send_control(workload_line(cell, opts))
+        sent_s = vm.elapsed_s
+        vm.wait_event("start", timeout_s=opts.boot_timeout_s, what="workload start")
+        boot_s = vm.elapsed_s
+        if opts.latency_histograms:
+            # setting the boundaries resets the counts: the histograms hold the workload's IO only
+            (disk,) = [d for d in config.drives if d.node == DISK_NODE]
+            vm.set_latency_histograms(disk, BOUNDARIES_NS)
+        stats_before = vm.blockstats(DISK_NODE)
+        io_before = vm.proc_io()
+        event = vm.wait_event("report", timeout_s=opts.workload_timeout_s, what="workload report")
+        reported_s = vm.elapsed_s
+        # -no-shutdown keeps QEMU alive after the guest powers off, to read its counters
+        stopped = vm.wait_guest_stopped(timeout_s=60.0)
+        # the workload as the host clocks it: from the line the host sent to the guest's power-off
+        # (its report, when it did not power off), whatever the guest says of its own time; a
+        # guest that reports early and works on is timed all the same
+        workload_s = (vm.elapsed_s if stopped else reported_s) - sent_s
+        stats_after = vm.blockstats(DISK_NODE)
+        io_after = vm.proc_io()
+        histograms = histograms_from_blockstats(stats_after) if opts.latency_histograms else {}
+        return GuestRun(
+            argv=vm.argv,
+            ready=ready,
+            event=event,
+            boot_s=boot_s,
+            workload_s=workload_s,
+            stopped=stopped,
+            start=started.start,
+            start_fallback=started.fallback,
+            blockstats=delta(stats_before, stats_after, BLOCKSTATS_FIELDS),
+            qemu_io=delta(io_before, io_after, PROC_IO_FIELDS),
+            garbage=vm.garbage(),
+            console_tail=vm.console_tail(),
+            latency_histograms={word: h.as_dict() for word, h in histograms.items()},
+        )
+
+
+def prime(
+    cell: Cell, guest: Guest, opts: RunOptions, image: Path, log_dir: Path, host: dict[str, Any]
+) -> None:
+    """The unmeasured first run of a warm or cold sample; then drop the cache for cold."""
+    first = boot_and_run(cell, guest, opts, image, log_dir / "priming")
+    report = parse_report(first.event, workload=cell.workload.name.value)
+    host["priming"] = {"status": report.status, "total_s": report.total_s, "boot_s": first.boot_s}
+    if not report.ok:
+        raise ProtocolError(f"the priming run failed: {report.error or f'fsck exit {report.fsck_rc}'}")
+    if cell.cache_state is CacheState.COLD:
+        host["cache_drop"] = images.drop_page_cache(image)
+    host["allocated_before"] = images.allocated_bytes(image)
+
+
+def touch_guest(guest: Guest) -> None:
+    """Mark the guest build as in use (pruning spares it); fail clearly if it is gone."""
+    build_dir = guest.kernel.parent
+    try:
+        os.utime(build_dir)
+    except OSError as exc:
+        raise GuestBuildError(
+            f"the guest build {build_dir} is gone ({exc.strerror}): run `diskbench guest build`"
+        ) from exc
+
+
+# one sample of a cell: (cell, guest, options, sample index, log dir) -> the sample's dict
+Sampler = Callable[[Cell, "Guest", "RunOptions", int, Path], dict[str, Any]]
+
+
+def run_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: Path) -> dict[str, Any]:
+    """One measured run of ``cell``; never raises for a failure of the sample itself."""
+    started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    t0 = time.monotonic()
+    image_path = sample_image_path(opts.work_dir, cell.id, cell.image.format.value)
+    host: dict[str, Any] = {"cache_state": cell.cache_state.value}
+    sample: dict[str, Any] = {
+        "index": index,
+        "status": "error",
+        "started_at": started,
+        "host": host,
+        "logs": {
+            "console": str(log_dir / "console.log"),
+            "qemu_stderr": str(log_dir / "qemu.stderr"),
+            "report": str(log_dir / "report.jsonl"),
+        },
+    }
+    try:
+        touch_guest(guest)
+        created = images.create(image_path, cell.image, qemu_img=opts.binaries.qemu_img)
+        host["create_s"] = created.create_s
+        host["allocated_before"] = created.allocated_bytes
+        if created.retries:
+            host["create_retries"] = list(created.retries)
+        if cell.cache_state is not CacheState.FRESH:
+            prime(cell, guest, opts, image_path, log_dir, host)
+        host["resident_before"] = images.resident_bytes(image_path)
+        run = boot_and_run(cell, guest, opts, image_path, log_dir)
+        sample["argv"] = run.argv
+        sample["guest_ready"] = run.ready
+        sample["report"] = run.event
+        host.update(
+            boot_s=run.boot_s,
+            workload_s=run.workload_s,
+            guest_stopped=run.stopped,
+            start=run.start,
+            blockstats=run.blockstats,
+            qemu_io=run.qemu_io,
+        )
+        if run.latency_histograms:
+            host["latency_histograms"] = run.latency_histograms
+        if run.start_fallback:
+            host["start_fallback"] = run.start_fallback
+        if run.garbage:
+            raise ProtocolError(
+                f"guest sent {len(run.garbage)} line(s) that are not JSON: {run.garbage[0][:80]!r}"
+            )
+        report = parse_report(run.event, workload=cell.workload.name.value)
+        try:
+            extra_metrics, extra_fields = parse_outputs(report.workload, report.outputs)
+            check_outputs(cell, report.outputs)
+        except ProtocolError as exc:
+            if report.status == "ok":
+                raise
+            # the guest failed and says why below; what it sent of its outputs adds to that
+            report = replace(report, error=f"{report.error or 'no reason given'} ({exc.message})")
+            extra_metrics, extra_fields = {}, {}
+        sample.update(extra_fields)
+        outputs = sample["report"].get("outputs") if isinstance(sample["report"], dict) else None
+        if extra_fields and isinstance(outputs, dict):
+            # an output the record could keep only cut (fio's JSON) is kept parsed, not as a stub
+            sample["report"]["outputs"] = {
+                k: f"[{len(v)} chars, parsed into the sample's fields]"
+                if isinstance(v, str) and len(v) > STRING_CHARS
+                else v
+                for k, v in outputs.items()
+            }
+        check = images.check(
+            image_path, cell.image.format, qemu_img=opts.binaries.qemu_img, encrypted=cell.image.encrypted
+        )
+        host["check"] = {"rc": check.returncode, "verdict": check.verdict, "report": check.report}
+        host["allocated_after"] = images.allocated_bytes(image_path)
+        host["map_after"] = images.mapped_bytes(
+            image_path, cell.image.format, qemu_img=opts.binaries.qemu_img, encrypted=cell.image.encrypted
+        )
+        host["wall_s"] = time.monotonic() - t0
+        host["overhead_s"] = host["wall_s"] - run.boot_s - report.total_s
+        host["written_bytes_source"] = "wchar" if cell.drive.aio is Aio.THREADS else "write_bytes"
+        sample["metrics"] = sample_metrics(report, host, cell.drive.aio) | extra_metrics
+        if report.status != "ok":
+            sample["reason"] = f"guest workload failed: {report.error or 'no reason given'}"
+            sample["log_tail"] = run.console_tail
+        elif report.fsck_rc not in (None, 0):
+            sample["reason"] = f"e2fsck -fn in the guest found errors (exit {report.fsck_rc})"
+            sample["log_tail"] = run.console_tail
+        elif check.fails_sample:
+            sample["reason"] = f"qemu-img check says {check.verdict} (exit {check.returncode})"
+        else:
+            sample["status"] = "ok"
+            if check.verdict == "leaks":
+                sample["warning"] = "qemu-img check found leaked clusters (exit 3)"
+    except HarnessError as exc:
+        sample["reason"] = exc.message
+        sample["error_type"] = type(exc).__name__
+        sample["log_tail"] = exc.log_tail or _tail_of(log_dir / "console.log")
+        host["wall_s"] = time.monotonic() - t0
+    except OSError as exc:
+        # a file of the sample itself (its image vanished, its log dir is gone):
+        # the sample's failure with its cause, not the sweep's
+        where = f" ({exc.filename})" if exc.filename else ""
+        sample["reason"] = f"file error in the sample{where}: {exc.strerror or exc}"
+        sample["error_type"] = "WorkDirFull" if exc.errno == errno.ENOSPC else type(exc).__name__
+        sample["log_tail"] = _tail_of(log_dir / "console.log")
+        host["wall_s"] = time.monotonic() - t0
+    finally:
+        if not opts.keep_images:
+            image_path.unlink(missing_ok=True)
+    # the guest's and the logs' text is untrusted: capped and made inert before it is stored
+    return clean_sample(sample)
+
+
+def _tail_of(path: Path, max_chars: int = 3000) -> str:
+    try:
+        return path.read_text(errors="replace")[-max_chars:]
+    except OSError:
+        return ""

@@ -1,0 +1,220 @@
+"""Record a cell's request stream from a real guest sample, on QEMU's side.
+
+**Why this method.**  QEMU 7.2 traces reads and writes at the BlockBackend
+(``blk_co_preadv``/``blk_co_pwritev``: offset, length, flags, issue time) but
+has no trace event for a flush or a discard, none for a completion, and none
+carries the data.  Its ``blklogwrites`` driver logs every completed write
+(with its data), write-zeroes, discard and flush, in completion order, to a
+dm-log-writes log.  So the recording sample runs the cell's own guest and
+workload with the disk's drive as a ``blklogwrites`` node over the cell's
+format node (same image, cache mode, aio and drive options; the device and
+everything the guest sees unchanged), and traces the BlockBackend's issues
+and the log node's writes (one per logged request, written right after the
+request completed: its completion time).  :mod:`harness.sample.replay.capture`
+joins the two.  The log costs an extra write per request on the host, so a
+recording sample's timing is not a measurement: only its stream is kept.
+
+The trace is switched on by QMP when the guest says its workload starts, as
+the runner sets its latency histograms there: the stream holds the requests
+the guest sample's figures are made of (the workload, and the flush at power
+off), not the boot's.
+
+A stream is cached as ``RESULTS/streams/KEY.json``; the key hashes what the
+snapshot key hashes (guest build, QEMU, its guest-visible command line,
+the disk's size: :func:`harness.sample.snapshot.key_material`), plus the workload
+line with its parameters and the full drive options (format, cache, aio and
+the policy's), so a stream's block graph is its cell's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from harness.errors import ProtocolError
+from harness.files import write_json_atomic
+from harness.host.hostinfo import tool_version
+from harness.sample import images, snapshot
+from harness.sample.guest_sampler import DISK_NODE, Guest, RunOptions, vm_config, workload_line
+from harness.sample.protocol import parse_ready, parse_report
+from harness.sample.replay.capture import merge, parse_log, parse_trace
+from harness.sample.replay.script import drive_option_words, guest_options
+from harness.sample.replay.stream import VERSION, Stream, parse_stream
+from harness.sample.vm import Drive, Machine, VMConfig
+from harness.spec import Cell
+
+#: events switched on at the workload's start (bdrv_open_common is on from the command line)
+WORKLOAD_EVENTS = ("blk_co_preadv", "blk_co_pwritev", "bdrv_co_pwritev_part")
+#: format-node options that go below the blklogwrites node
+FORMAT_NODE_OPTIONS = ("l2-cache-size", "refcount-cache-size", "cache-clean-interval")
+
+
+@dataclass(frozen=True)
+class LoggedDrive(Drive):
+    """The disk under test as a ``blklogwrites`` node over its format node, logging to ``log``."""
+
+    log: Path = Path()
+
+    def argv(self) -> list[str]:
+        args = super().argv()
+        words = drive_option_words(args[1])
+        path = str(self.path).replace(",", ",,")
+        opts = [
+            "if=none",
+            f"id={self.node}",
+            "driver=blklogwrites",
+            f"file.driver={self.format}",
+            "file.file.driver=file",
+            f"file.file.filename={path}",
+            "log.driver=file",
+            f"log.filename={str(self.log).replace(',', ',,')}",
+            f"cache={self.cache.value}",
+            f"aio={self.aio.value}",
+        ]
+        for name, value in words.items():
+            if name in ("if", "id", "file", "format", "cache", "aio"):
+                continue
+            below = name in FORMAT_NODE_OPTIONS or name == "encrypt.key-secret"
+            opts.append(f"{'file.' if below else ''}{name}={value.replace(',', ',,')}")
+        return [args[0], ",".join(opts), *args[2:]]
+
+
+@dataclass(frozen=True)
+class RecordingConfig(VMConfig):
+    """A guest whose QEMU traces its block nodes into ``trace`` (timestamps on)."""
+
+    trace: Path = Path()
+
+    def argv(self, **kwargs: Any) -> list[str]:
+        return [
+            *super().argv(**kwargs),
+            "-msg",
+            "timestamp=on",
+            "-trace",
+            f"enable=bdrv_open_common,file={self.trace}",
+        ]
+
+
+class RecordingMachine(Machine):
+    """A :class:`Machine` that also hands QEMU its write log and trace file."""
+
+    image_name = ""
+    log_name = ""
+
+    def _pre_launch(self) -> None:
+        super()._pre_launch()
+        assert isinstance(self.config, RecordingConfig)
+        (disk,) = [d for d in self.config.drives if isinstance(d, LoggedDrive)]
+        log = self._handoff.write(disk.log, create=True)
+        trace = self._handoff.write(self.config.trace, create=True)
+        argv = []
+        for arg in self.argv:
+            if "driver=blklogwrites" in arg:
+                arg = arg.replace(f"log.filename={str(disk.log).replace(',', ',,')}", f"log.filename={log}")
+                self.image_name = drive_option_words(arg)["file.file.filename"]
+            argv.append(arg.replace(f"file={self.config.trace}", f"file={trace}"))
+        self.argv = argv
+        self.log_name = log
+
+
+def guest_drive(config: VMConfig) -> Drive:
+    (disk,) = [d for d in config.drives if d.node == DISK_NODE]
+    return disk
+
+
+def stream_key(cell: Cell, guest: Guest, opts: RunOptions, config: VMConfig) -> tuple[str, dict[str, Any]]:
+    """The cache key of ``cell``'s stream and what it hashes."""
+    material = {
+        "stream_version": VERSION,
+        "snapshot": snapshot.key_material(
+            config,
+            recipe_hash=guest.recipe_hash,
+            qemu_version=tool_version(config.qemu),
+            disk_bytes=cell.image.size,
+        ),
+        "workload": workload_line(cell, opts),
+        "drive": guest_options(guest_drive(config).argv()[1]),
+    }
+    # the image path is not the stream's: the key material names it by a placeholder already
+    digest = hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:20]
+    return digest, material
+
+
+def stream_path(results_dir: Path, key: str) -> Path:
+    return results_dir / "streams" / f"{key}.json"
+
+
+def load_cached(path: Path) -> Stream | None:
+    try:
+        text = path.read_text()
+    except OSError:
+        return None
+    return parse_stream(text, source=str(path))
+
+
+def record(cell: Cell, guest: Guest, opts: RunOptions, log_dir: Path) -> Stream:
+    """Run one recording sample of ``cell`` and return its stream (not cached)."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    image = opts.work_dir / f"{cell.id}.record.{cell.image.format.value}"
+    write_log = opts.work_dir / f"{cell.id}.record.writelog"
+    trace = log_dir / "record.trace"
+    for path in (write_log, trace):
+        path.unlink(missing_ok=True)
+    images.create(image, cell.image)
+    try:
+        base = vm_config(cell, guest, opts, image)
+        disk = guest_drive(base)
+        drive = guest_options(disk.argv()[1])
+        logged = LoggedDrive(
+            **{f.name: getattr(disk, f.name) for f in dataclasses.fields(Drive)}, log=write_log
+        )
+        values = {f.name: getattr(base, f.name) for f in dataclasses.fields(VMConfig)}
+        drives = [logged if d.node == DISK_NODE else d for d in base.drives]
+        config = RecordingConfig(**{**values, "drives": drives}, trace=trace)
+        vm = RecordingMachine(config, log_dir, name=f"{cell.id}-record")
+        with vm:
+            parse_ready(vm.wait_event("ready", timeout_s=opts.boot_timeout_s, what="ready line"))
+            vm.send_control(workload_line(cell, opts))
+            vm.wait_event("start", timeout_s=opts.boot_timeout_s, what="workload start")
+            for traced_event in WORKLOAD_EVENTS:
+                vm.qmp("trace-event-set-state", name=traced_event, enable=True)
+            event = vm.wait_event("report", timeout_s=opts.workload_timeout_s, what="workload report")
+            vm.wait_guest_stopped(timeout_s=60.0)
+            image_name, log_name = vm.image_name, vm.log_name
+        report = parse_report(event, workload=cell.workload.name.value)
+        if not report.ok:
+            raise ProtocolError(f"the recording sample failed: {report.error or 'no reason given'}")
+        with trace.open(encoding="utf-8", errors="replace") as lines:
+            traced = parse_trace(lines, image=image_name, log=log_name)
+        with write_log.open("rb") as fh:
+            entries = parse_log(fh)
+        merged = merge(entries, traced, disk_bytes=cell.image.size, drive=drive)
+    finally:
+        image.unlink(missing_ok=True)
+        write_log.unlink(missing_ok=True)
+    return replace(
+        merged.stream,
+        source={
+            "cell": cell.id,
+            "recording_total_s": report.total_s,
+            "unmatched_issues": merged.unmatched_issues,
+            "entries_before_start": merged.unlogged_entries,
+        },
+    )
+
+
+def cached_stream(cell: Cell, guest: Guest, opts: RunOptions, log_dir: Path) -> tuple[Path, Stream]:
+    """``cell``'s stream from the cache, recorded first if it is not there."""
+    key, material = stream_key(cell, guest, opts, vm_config(cell, guest, opts, opts.work_dir / "@"))
+    path = stream_path(opts.results_dir, key)
+    stream = load_cached(path)
+    if stream is None:
+        stream = record(cell, guest, opts, log_dir)
+        stream = replace(stream, source={**stream.source, "key": key})
+        write_json_atomic(path, stream.as_dict())
+        (path.parent / f"{key}.key.json").write_text(json.dumps(material, indent=1, sort_keys=True))
+    return path, stream

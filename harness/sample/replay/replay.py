@@ -1,0 +1,291 @@
+"""Replay a stream natively with the side's own ``qemu-io``: one replay sample.
+
+The image is made fresh as the cell says (:func:`harness.sample.images.create`,
+the side's ``qemu-img``); ``qemu-io`` from the same directory opens it with
+the cell's cache mode, aio and the policy's drive options
+(:mod:`harness.sample.replay.script`), runs the stream's requests and reports each
+one's time.  qemu-io runs confined as qemu-img is (:mod:`harness.host.confine`:
+the unprivileged account, its files handed over as descriptors; qemu-io has
+no ``-sandbox`` option, unlike QEMU).
+
+Before a figure counts, three checks, each failing the sample with its
+reason (:class:`~harness.sample.replay.script.ReplayMismatch`):
+
+- the options the replay's argv applies equal the guest's ``-drive`` options
+  for the cell (an option qemu-io cannot express is a mismatch);
+- where the stream was recorded under these very options, the block graph
+  qemu-io opened (its own ``bdrv_open_common`` trace: drivers and the
+  cache/aio open flags, top down) equals the one the guest's QEMU opened;
+- qemu-io reported as many reads, writes and discards as the stream holds.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import CommandError, ProtocolError
+from harness.host import confine, proc
+from harness.sample import images
+from harness.sample.replay.capture import graph_of
+from harness.sample.replay.script import (
+    Completion,
+    ReplayMismatch,
+    command_args,
+    commands,
+    counts,
+    figures,
+    graph_mismatch,
+    guest_options,
+    option_mismatch,
+    parse_output,
+    qemu_io_argv,
+    replay_options,
+)
+from harness.sample.replay.stream import Stream
+from harness.sample.vm import Drive
+from harness.spec import Cell, secret_object
+from harness.subject.binaries import QEMU_IMG
+
+DISK_NODE = "disk0"
+REPLAY_TIMEOUT_S = 1800.0
+# how long a pass waits for its partner's qemu-io to be ready before it runs alone
+PARTNER_WAIT_S = 120.0
+
+
+def shared_cpu() -> int | None:
+    """The CPU a pair's two replays share: the last this process may run on (None: unknown)."""
+    try:
+        return max(os.sched_getaffinity(0))
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """Two replays (base's and head's sample of a gate's pair) that run at the same moment on one CPU.
+
+    Each pass of each replay starts its qemu-io only when the partner's is ready too (``barrier``),
+    and both qemu-io run on ``cpu`` alone (``taskset``): whatever slows the host down then, its disk
+    and the steal and load on that CPU, slows both alike and cancels in their ratio.  Measured on a
+    busy 2-core host (benchmarks/calibrate_replay.py): the A/A log ratio of a request's latency
+    quantile varied 13-15 % between pairs run together on any CPU, 1.4-3 % on one CPU.
+    """
+
+    barrier: threading.Barrier = field(default_factory=lambda: threading.Barrier(2))
+    cpu: int | None = field(default_factory=shared_cpu)
+
+    def prefix(self) -> list[str]:
+        """What runs qemu-io on the pair's CPU."""
+        return [] if self.cpu is None else ["taskset", "--cpu-list", str(self.cpu)]
+
+
+def qemu_io_beside(qemu_img: str) -> str:
+    """The ``qemu-io`` of the same build or package as ``qemu-img`` (its directory)."""
+    found = shutil.which(qemu_img) or qemu_img
+    return str(Path(found).resolve().parent / "qemu-io")
+
+
+def guest_drive_options(
+    cell: Cell, drive_options: tuple[tuple[str, str], ...], image: Path
+) -> dict[str, str]:
+    """The guest's ``-drive`` options for ``cell``, from the Drive the runner attaches."""
+    drive = Drive(
+        node=DISK_NODE,
+        path=image,
+        format=cell.image.format.value,
+        interface=cell.drive.interface,
+        cache=cell.drive.cache,
+        aio=cell.drive.aio,
+        options=drive_options,
+        key_secret=cell.image.encrypted,
+    )
+    return guest_options(drive.argv()[1])
+
+
+@dataclass(frozen=True)
+class ReplaySample:
+    figures: dict[str, float]
+    options: dict[str, str]
+    graph: list[tuple[str, str]]
+    argv: list[str]
+    completions: dict[str, int]
+    notes: list[str] = field(default_factory=list)
+    #: each pass's wall time, in order
+    pass_wall_s: list[float] = field(default_factory=list)
+    #: passes that ran at the same moment as their partner's (see ``together``)
+    passes_together: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "metrics": self.figures,
+            "options": self.options,
+            "graph": [list(node) for node in self.graph],
+            "argv": self.argv,
+            "completions": self.completions,
+            "notes": self.notes,
+            "pass_wall_s": self.pass_wall_s,
+            "passes_together": self.passes_together,
+        }
+
+
+def replay(
+    stream: Stream,
+    cell: Cell,
+    *,
+    qemu_io: str,
+    qemu_img: str = QEMU_IMG,
+    work_dir: Path,
+    drive_options: tuple[tuple[str, str], ...] = (),
+    timeout_s: float = REPLAY_TIMEOUT_S,
+    passes: int = 1,
+    together: Pairing | None = None,
+) -> ReplaySample:
+    """Replay ``stream`` on a fresh image of ``cell``, ``passes`` times (a fresh image and a qemu-io
+    of its own each time, one after the other); raises ReplayMismatch or ProtocolError on a check.
+
+    The figures are of all passes together: ``replay.wall_s`` their summed wall times, the latency
+    quantiles over every request of every pass, the counts per pass.
+
+    ``together``: the :class:`Pairing` shared with a partner replay in another thread (the other
+    side of a gate's pair): each pass starts its qemu-io only when the partner's is ready too, on
+    the pair's CPU, so both serve their requests at the same moment on the same CPU and the host's
+    own noise, common to both, cancels in their ratio.  A partner that fails breaks the barrier;
+    the passes then run alone.
+    """
+    try:
+        return _replay(stream, cell, qemu_io, qemu_img, work_dir, drive_options, timeout_s, passes, together)
+    except BaseException:
+        # the partner's passes must not wait for ours
+        if together is not None:
+            together.barrier.abort()
+        raise
+
+
+def _replay(
+    stream: Stream,
+    cell: Cell,
+    qemu_io: str,
+    qemu_img: str,
+    work_dir: Path,
+    drive_options: tuple[tuple[str, str], ...],
+    timeout_s: float,
+    passes: int,
+    together: Pairing | None,
+) -> ReplaySample:
+    if stream.disk_bytes > cell.image.size:
+        raise ReplayMismatch(
+            f"the stream was recorded on a {stream.disk_bytes}-byte disk, larger than the cell's {cell.image.size}"
+        )
+    if passes < 1:
+        raise ValueError(f"passes must be 1 or more, not {passes}")
+    work_dir.mkdir(parents=True, exist_ok=True)
+    script = commands(stream.requests)
+    expected = counts(stream)
+    done: list[Completion] = []
+    walls: list[float] = []
+    met = 0
+    for _ in range(passes):
+        one = _one_pass(stream, cell, script, qemu_io, qemu_img, work_dir, drive_options, timeout_s, together)
+        met += one.together
+        got = {word: sum(1 for c in one.done if c.word == word) for word in ("wrote", "read", "discard")}
+        if got != expected:
+            raise ProtocolError(f"qemu-io completed {got}, the stream holds {expected}")
+        done += one.done
+        walls.append(one.wall_s)
+    notes = []
+    if stream.drive != one.wanted:
+        notes.append("the stream was recorded under other drive options: its block graph is not compared")
+    if together is not None and met < passes:
+        notes.append(f"{passes - met} of {passes} passes ran without their partner (it failed or was late)")
+    flushes = sum(1 for cmd in script if cmd == "flush")
+    return ReplaySample(
+        figures=figures(done, wall_s=sum(walls), flushes=flushes * passes, passes=passes),
+        options=one.applied,
+        graph=one.graph,
+        argv=one.argv,
+        completions={**expected, "flush": flushes},
+        notes=notes,
+        pass_wall_s=walls,
+        passes_together=met,
+    )
+
+
+@dataclass(frozen=True)
+class _Pass:
+    done: list[Completion]
+    wall_s: float
+    wanted: dict[str, str]
+    applied: dict[str, str]
+    graph: list[tuple[str, str]]
+    argv: list[str]
+    together: bool = False
+
+
+def _meet(together: Pairing | None) -> bool:
+    """Wait for the partner's pass to be ready; False when there is none or it broke the barrier."""
+    if together is None or together.barrier.broken:
+        return False
+    try:
+        together.barrier.wait(PARTNER_WAIT_S)
+    except threading.BrokenBarrierError:
+        return False
+    return True
+
+
+def _one_pass(
+    stream: Stream,
+    cell: Cell,
+    script: list[str],
+    qemu_io: str,
+    qemu_img: str,
+    work_dir: Path,
+    drive_options: tuple[tuple[str, str], ...],
+    timeout_s: float,
+    together: Pairing | None = None,
+) -> _Pass:
+    """One replay on a fresh image, its options and block graph checked; with ``together``, its
+    qemu-io starts when the partner's does."""
+    # a name of its own: the two sides of a pair may replay the same cell in one work dir at once
+    token = uuid.uuid4().hex[:8]
+    image = work_dir / f"{cell.id}.{token}.replay.{cell.image.format.value}"
+    trace = work_dir / f"{cell.id}.{token}.replay.trace"
+    trace.unlink(missing_ok=True)
+    images.create(image, cell.image, qemu_img=qemu_img)
+    try:
+        with confine.Handoff(confine.account()) as handoff:
+            name = handoff.write(image)
+            traced = handoff.write(trace, create=True)
+            wanted = guest_drive_options(cell, drive_options, Path(name))
+            secret = secret_object() if cell.image.encrypted else None
+            head = qemu_io_argv(qemu_io, name, wanted, secret_object=secret)
+            applied = replay_options(head)
+            why = option_mismatch(wanted, applied)
+            if why:
+                raise ReplayMismatch(why)
+            pinned = together.prefix() if together is not None else []
+            argv = [*pinned, head[0], "-T", f"enable=bdrv_open_common,file={traced}", *head[1:]]
+            met = _meet(together)
+            try:
+                result = proc.run(
+                    [*argv, *command_args(script)],
+                    timeout_s=timeout_s,
+                    confined=handoff.popen_kwargs(),
+                )
+            except CommandError as exc:
+                raise ProtocolError(f"qemu-io failed: {exc.message}", log_tail=exc.log_tail) from exc
+        with trace.open(encoding="utf-8", errors="replace") as lines:
+            graph = graph_of(lines, image=name)
+    finally:
+        image.unlink(missing_ok=True)
+        trace.unlink(missing_ok=True)
+    if stream.drive == wanted:
+        why = graph_mismatch(stream.graph, graph)
+        if why:
+            raise ReplayMismatch(why)
+    return _Pass(parse_output(result.stdout), result.duration_s, wanted, applied, graph, argv, met)

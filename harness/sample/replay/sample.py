@@ -1,0 +1,107 @@
+"""A replay sample: the cell's request stream (recorded once from a guest, then cached)
+replayed natively by the side's ``qemu-io`` on a fresh image, as one sample of a record.
+
+The sample has the shape of a guest sample (``index``, ``status``, ``started_at``,
+``metrics``, ``host``, ``logs``) plus ``measure: "replay"`` and ``replay`` (the options
+and block graph the replay applied, its argv, the stream it replayed).  A failure of the
+sample (a stream that cannot be recorded, options the replay cannot apply, a count that
+does not match) is the sample's ``reason``, never the sweep's crash.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.errors import HarnessError
+from harness.sample.guest_sampler import Guest, RunOptions, Sampler
+from harness.sample.replay.record import cached_stream
+from harness.sample.replay.replay import Pairing, replay
+from harness.sample.replay.stream import Stream
+from harness.spec import Cell
+from harness.untrusted import clean_sample
+
+
+def replay_sampler(
+    stream: Stream | None = None,
+    *,
+    passes: int = 1,
+    label: str = "",
+    together: Pairing | None = None,
+) -> Sampler:
+    """A sampler that replays ``stream`` (the cell's own, recorded and cached, when None)
+    ``passes`` times per sample.
+
+    A gate hands base's stream to the samples of both sides (:mod:`harness.gate.streams`), so
+    both serve the very same requests; ``label`` says whose stream it is in the sample.
+    ``together``: what the two sides' samples of a pair share when the gate runs them at the same
+    moment on one CPU (:class:`harness.sample.replay.replay.Pairing`).
+    """
+
+    def sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: Path) -> dict[str, Any]:
+        return _replay_sample(
+            cell, guest, opts, index, log_dir, stream=stream, passes=passes, label=label, together=together
+        )
+
+    return sample
+
+
+def replay_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: Path) -> dict[str, Any]:
+    """One replay of ``cell``'s own stream; never raises for a failure of the sample itself."""
+    return _replay_sample(cell, guest, opts, index, log_dir, stream=None, passes=1, label="", together=None)
+
+
+def _replay_sample(
+    cell: Cell,
+    guest: Guest,
+    opts: RunOptions,
+    index: int,
+    log_dir: Path,
+    *,
+    stream: Stream | None,
+    passes: int,
+    label: str,
+    together: Pairing | None,
+) -> dict[str, Any]:
+    t0 = time.monotonic()
+    host: dict[str, Any] = {"cache_state": cell.cache_state.value}
+    sample: dict[str, Any] = {
+        "index": index,
+        "status": "error",
+        "measure": "replay",
+        "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "host": host,
+        "logs": {"recording": str(log_dir / "recording")},
+    }
+    try:
+        if stream is None:
+            path, stream = cached_stream(cell, guest, opts, log_dir / "recording")
+            host["stream"] = {"path": str(path), "digest": stream.digest, "counts": stream.counts()}
+        else:
+            host["stream"] = {"given": label or "given", "digest": stream.digest, "counts": stream.counts()}
+        done = replay(
+            stream,
+            cell,
+            qemu_io=opts.binaries.qemu_io,
+            qemu_img=opts.binaries.qemu_img,
+            work_dir=opts.work_dir / "replay",
+            drive_options=opts.drive_options,
+            passes=passes,
+            together=together,
+        )
+        sample["metrics"] = dict(done.figures)
+        sample["replay"] = {k: v for k, v in done.as_dict().items() if k != "metrics"}
+        sample["status"] = "ok"
+    except HarnessError as exc:
+        sample["reason"] = exc.message
+        sample["error_type"] = type(exc).__name__
+        if exc.log_tail:
+            sample["log_tail"] = exc.log_tail
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename else ""
+        sample["reason"] = f"file error in the replay sample{where}: {exc.strerror or exc}"
+        sample["error_type"] = type(exc).__name__
+    host["wall_s"] = time.monotonic() - t0
+    return clean_sample(sample)

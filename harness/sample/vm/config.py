@@ -1,0 +1,190 @@
+"""The QEMU command line of a guest: its drives, its devices and channels, its files handed over.
+
+:class:`VMConfig` is what a guest is (kernel, drives, accelerator, size, the
+binary that runs it); :meth:`VMConfig.argv` spells it as QEMU's argv, and
+:func:`handed_config` rewrites its paths into the descriptors QEMU gets
+(see :mod:`harness.host.confine`).  No process starts here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from harness.errors import VMError
+from harness.host import confine
+from harness.spec import SECRET_ID, Aio, Cache, Interface, secret_object
+from harness.subject.binaries import QEMU
+
+REPORT_PORT = "org.diskbench.report"
+CONTROL_PORT = "org.diskbench.control"
+DISK_SERIAL = "diskbench-disk"
+
+
+PAYLOAD_SERIAL = "diskbench-payload"
+TOOLS_SERIAL = "diskbench-tools"
+# Kernel options that cut a second of a TCG boot without touching the IO path:
+# no crypto self-tests (0.5 s), no IO-APIC timer check.
+LEAN_BOOT = ("cryptomgr.notests", "no_timer_check")
+
+
+@dataclass(frozen=True)
+class Drive:
+    """A drive as QEMU attaches it."""
+
+    node: str
+    path: Path
+    format: str
+    interface: Interface = Interface.VIRTIO_BLK
+    cache: Cache = Cache.WRITEBACK
+    aio: Aio = Aio.THREADS
+    readonly: bool = False
+    serial: str = DISK_SERIAL
+    # extra -drive options of the policy (validated there: no commas), e.g. a throttle
+    options: tuple[tuple[str, str], ...] = ()
+    # a LUKS-encrypted qcow2: open it with the secret object (see harness.spec.secret_object)
+    key_secret: bool = False
+    # False: only the -drive backend; the device is added later (hotplug after a restore)
+    attach: bool = True
+
+    def argv(self) -> list[str]:
+        opts = [
+            "if=none",
+            f"id={self.node}",
+            f"file={self.path}",
+            f"format={self.format}",
+            f"cache={self.cache.value}",
+            f"aio={self.aio.value}",
+        ]
+        if self.readonly:
+            opts.append("readonly=on")
+        if self.key_secret:
+            opts.append(f"encrypt.key-secret={SECRET_ID}")
+        opts += [f"{name}={value}" for name, value in self.options]
+        dev = f"{self.node}-dev"
+        args = ["-drive", ",".join(opts)]
+        if not self.attach:
+            return args
+        serial = f"serial={self.serial}"
+        if self.interface is Interface.VIRTIO_BLK:
+            args += ["-device", f"virtio-blk-pci,id={dev},drive={self.node},{serial}"]
+        elif self.interface is Interface.VIRTIO_SCSI:
+            args += [
+                "-device",
+                f"virtio-scsi-pci,id={self.node}-hba",
+                "-device",
+                f"scsi-hd,id={dev},drive={self.node},bus={self.node}-hba.0,{serial}",
+            ]
+        elif self.interface is Interface.IDE:
+            args += ["-device", f"ide-hd,id={dev},drive={self.node},bus=ide.0,{serial}"]
+        elif self.interface is Interface.AHCI:
+            args += [
+                "-device",
+                f"ahci,id={self.node}-hba",
+                "-device",
+                f"ide-hd,id={dev},drive={self.node},bus={self.node}-hba.0,{serial}",
+            ]
+        elif self.interface is Interface.NVME:
+            args += ["-device", f"nvme,id={dev},drive={self.node},{serial}"]
+        else:  # pragma: no cover - Interface is closed
+            raise VMError(f"no device model for interface {self.interface}")
+        return args
+
+
+@dataclass(frozen=True)
+class VMConfig:
+    kernel: Path
+    initrd: Path
+    append: Sequence[str]
+    drives: Sequence[Drive]
+    accel: str = "tcg"
+    mem_mib: int = 256
+    smp: int = 1
+    # the binary given (a path, or a name on PATH)
+    qemu: str = QEMU
+    # a virtio-serial port the host writes the workload to (see Machine.send_control)
+    control: bool = False
+    # wait for a migration stream on a UNIX socket (see harness.sample.snapshot)
+    incoming: bool = False
+
+    def argv(
+        self,
+        *,
+        qmp_path: Path,
+        console: Path,
+        report: Path,
+        control: Path | None = None,
+        incoming: Path | None = None,
+    ) -> list[str]:
+        cpu = ["-cpu", "host"] if self.accel == "kvm" else []
+        args = [
+            self.qemu,
+            "-nodefaults",
+            "-nic",
+            "none",
+            "-display",
+            "none",
+            "-sandbox",
+            confine.SANDBOX,
+            "-no-reboot",
+            # keep QEMU alive after the guest powers off, to read its counters
+            "-no-shutdown",
+            "-machine",
+            "pc",
+            "-accel",
+            self.accel,
+            *cpu,
+            "-m",
+            str(self.mem_mib),
+            "-smp",
+            str(self.smp),
+            "-kernel",
+            str(self.kernel),
+            "-initrd",
+            str(self.initrd),
+            "-append",
+            " ".join(["console=ttyS0", "panic=-1", "loglevel=4", *LEAN_BOOT, *self.append]),
+            "-qmp",
+            f"unix:{qmp_path},server=on,wait=off",
+            "-chardev",
+            f"file,id=console,path={console}",
+            "-serial",
+            "chardev:console",
+            "-device",
+            "virtio-serial-pci,id=vser0",
+            "-chardev",
+            f"file,id=report,path={report}",
+            "-device",
+            f"virtserialport,bus=vser0.0,chardev=report,name={REPORT_PORT}",
+        ]
+        if control is not None:
+            # a pipe chardev (CONTROL.in, opened read-write by QEMU) is always
+            # connected, so the guest's read blocks until the host writes
+            args += [
+                "-chardev",
+                f"pipe,id=control,path={control}",
+                "-device",
+                f"virtserialport,bus=vser0.0,chardev=control,name={CONTROL_PORT}",
+            ]
+        if incoming is not None:
+            args += ["-incoming", f"unix:{incoming}"]
+        if any(drive.key_secret for drive in self.drives):
+            args += ["-object", secret_object()]
+        for drive in self.drives:
+            args += drive.argv()
+        return args
+
+
+def handed_config(config: VMConfig, handoff: confine.Handoff) -> VMConfig:
+    """``config`` with every file QEMU opens handed over through ``handoff``."""
+    drives = [
+        replace(d, path=Path(handoff.read(d.path) if d.readonly else handoff.write(d.path)))
+        for d in config.drives
+    ]
+    return replace(
+        config,
+        kernel=Path(handoff.read(config.kernel)),
+        initrd=Path(handoff.read(config.initrd)),
+        drives=drives,
+    )

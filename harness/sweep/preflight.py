@@ -1,0 +1,52 @@
+"""What a command checks before it spends anything: numbers, deadlines, images, guest tools.
+
+Each check raises the error of bad input (exit 2) naming the flag or file and the fix;
+nothing has been built, booted or created when it does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from harness.errors import SpecError
+from harness.spec import Cell, Workload
+from harness.subject.binaries import QEMU_IMG
+from harness.sweep import limits
+
+
+def check_numbers(
+    cells: Sequence[Cell],
+    *,
+    work_dir: Path,
+    boot_timeout_s: float | None,
+    workload_timeout_s: float,
+    mem_mib: int | None = None,
+    smp: int | None = None,
+    qemu_img: str = QEMU_IMG,
+    max_disk_bytes: int = limits.MAX_DISK_BYTES,
+) -> None:
+    """Every numeric flag and image size (see :mod:`harness.sweep.limits`, measured with ``qemu_img``,
+    none over ``max_disk_bytes``); the guest's size if given."""
+    if mem_mib is not None or smp is not None:
+        limits.check_guest(mem_mib=256 if mem_mib is None else mem_mib, smp=1 if smp is None else smp)
+    limits.check_deadline("--boot-timeout-s", boot_timeout_s)
+    limits.check_deadline("--workload-timeout-s", workload_timeout_s, none_ok=False)
+    limits.check_images(cells, work_dir, qemu_img=qemu_img, max_disk_bytes=max_disk_bytes)
+
+
+def check_tools(cells: Sequence[Cell], recipe_dir: Path | None = None) -> None:
+    """fio cells need fio on the guest's tools drive: a recipe without it is bad input, said
+    before anything is built or booted (a gate's head guest is checked per sample instead)."""
+    if not any(c.workload.name is Workload.FIO for c in cells):
+        return
+    from harness.guest import load_recipe
+    from harness.paths import IMAGES_DIR
+
+    recipe = load_recipe(recipe_dir or IMAGES_DIR, require_lock=False)
+    if not any(Path(f).name == "fio" for f in recipe.tools_files):
+        raise SpecError(
+            "the fio workload needs fio on the guest's tools drive, and images/recipe.toml's "
+            '[tools] files list none: add "/usr/bin/fio" there and pin its packages in '
+            "[tools.packages] (`diskbench guest pin`), or run another workload"
+        )
