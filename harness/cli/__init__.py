@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 
 from harness import __version__
-from harness.cli import accel, bisect, compare, gate, guest, history, merge, report, run, show, sweep
+from harness.cli import accel, bisect, compare, gate, guest, history, merge, qemu, report, run, show, sweep
 from harness.cli.common import ENV_QEMU, ENV_QEMU_IMG, Parser, configure_logging, err, resolve_binaries
 from harness.errors import ExitCode, HarnessError
 from harness.untrusted import inert_output
@@ -25,6 +25,7 @@ from harness.untrusted import inert_output
 COMMANDS: tuple[ModuleType, ...] = (
     run,
     guest,
+    qemu,
     accel,
     show,
     sweep,
