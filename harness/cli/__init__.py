@@ -50,9 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"diskbench {__version__}")
     parser.add_argument(
         "--qemu",
-        metavar="PATH",
-        help=f"qemu-system-x86_64 to run guests with (default: ${ENV_QEMU}, else the one on PATH); "
-        "recorded in every record's machine info",
+        metavar="BUILD",
+        help=f"the QEMU to run guests with: a qemu-system-x86_64, the prefix of a build fetched by "
+        f"`diskbench qemu get`, or a version `diskbench qemu list` offers (10.0; fetched when needed), "
+        f"whose qemu-img comes with it (default: ${ENV_QEMU}, else the one on PATH); recorded in "
+        "every record's machine info",
     )
     parser.add_argument(
         "--qemu-img",

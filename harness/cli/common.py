@@ -9,16 +9,20 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import sys
 from collections.abc import Mapping
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.compare.settings import Settings, check_gated_metric, parse_percent, parse_rule
-from harness.errors import UsageError
+from harness.errors import InfraError, UsageError
 from harness.paths import default_results_dir, default_work_dir, shown_path
 from harness.subject.binaries import Binaries
+
+if TYPE_CHECKING:
+    from harness.subject.qemu_build import QemuBuild
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -180,14 +184,54 @@ ENV_QEMU_IMG = "DISKBENCH_QEMU_IMG"
 def resolve_binaries(*, qemu: str | None, qemu_img: str | None, environ: Mapping[str, str]) -> Binaries:
     """The binaries of this run, decided once: ``--qemu``/``--qemu-img`` (an executable file, made
     absolute; bad input if not), else ``$DISKBENCH_QEMU``/``$DISKBENCH_QEMU_IMG`` as given, else
-    the names on PATH."""
+    the names on PATH. ``--qemu`` may name a fetched QEMU build instead (:func:`qemu_build_flag`):
+    then its qemu-img comes with it unless ``--qemu-img`` is given."""
     default = Binaries.default()
+    build = qemu_build_flag(qemu) if qemu else None
+    if build is not None:
+        own = build.binaries()
+        return Binaries(
+            qemu=own.qemu, qemu_img=executable("--qemu-img", qemu_img) if qemu_img else own.qemu_img
+        )
     return Binaries(
         qemu=executable("--qemu", qemu) if qemu else environ.get(ENV_QEMU) or default.qemu,
         qemu_img=executable("--qemu-img", qemu_img)
         if qemu_img
         else environ.get(ENV_QEMU_IMG) or default.qemu_img,
     )
+
+
+def qemu_build_flag(value: str) -> QemuBuild | None:
+    """The fetched QEMU build ``--qemu`` names, checked (its binaries' digests, and QEMU's account
+    can reach it), or None when it names a binary of no fetched build.
+
+    A directory is a build's prefix (``diskbench qemu get`` printed it); a binary inside one is
+    that build; a value that is no path and reads as a version (``10.0``, a Debian version) is
+    resolved among the versions the configured suites offer and fetched when needed."""
+    from harness.host import confine
+    from harness.paths import qemu_cache_dir
+    from harness.subject.qemu_build import build_of, load_build
+    from harness.subject.qemu_fetch import QemuCache
+
+    path = Path(value).expanduser()
+    build: QemuBuild | None
+    if path.is_dir():
+        build = load_build(path.resolve())
+    elif path.is_file():
+        build = build_of(str(path.resolve()))
+    elif "/" not in value and re.fullmatch(r"\d[\w.+~:-]*", value):
+        build = QemuCache(qemu_cache_dir()).get(value)
+    else:
+        build = None
+    if build is None:
+        return None
+    build.check()
+    problem = confine.reach_problem(build.prefix, confine.account())
+    if problem:
+        raise InfraError(
+            f"--qemu {value}: {problem}: keep builds where it can read them, as `diskbench qemu get` does"
+        )
+    return build
 
 
 def binaries_environ(binaries: Binaries) -> dict[str, str]:

@@ -69,6 +69,14 @@ def add_parser(sub: Any) -> None:
         )
     rn = run.add_argument_group("how to run")
     rn.add_argument("--repeat", type=int, default=3, help="samples per cell")
+    rn.add_argument(
+        "--qemu",
+        metavar="BUILD",
+        # the global --qemu's value stays unless this one is given
+        default=argparse.SUPPRESS,
+        help="the QEMU to run: as diskbench --qemu (a qemu-system-x86_64, a fetched build's prefix, "
+        "or a version `diskbench qemu list` offers, fetched when needed)",
+    )
     add_machine_options(rn)
     rn.add_argument(
         "--mem-mib",

@@ -22,6 +22,7 @@ from typing import Any
 
 from harness.debian.debs import file_digest
 from harness.errors import UsageError
+from harness.subject.binaries import QEMU, QEMU_IMG, Binaries
 
 MANIFEST = "diskbench-qemu.json"
 MANIFEST_FORMAT = 1
@@ -83,6 +84,10 @@ class QemuBuild:
     def environ(self) -> dict[str, str]:
         """The environment its binaries run with: its module directory, never the system's."""
         return {"QEMU_MODULE_DIR": str(self.module_dir)}
+
+    def binaries(self) -> Binaries:
+        """Its ``qemu-system-x86_64`` and ``qemu-img`` (its ``qemu-io`` beside them)."""
+        return Binaries(qemu=str(self.binary(QEMU)), qemu_img=str(self.binary(QEMU_IMG)))
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -158,6 +163,19 @@ def _stamp(path: Path) -> tuple[int, int]:
 @lru_cache(maxsize=64)
 def _digest(path: str, _mtime_ns: int, size: int) -> str:
     return "" if size < 0 else file_digest(Path(path))
+
+
+def environ_for(binary: str) -> dict[str, str]:
+    """The environment ``binary`` runs with: its build's module directory when it is a fetched
+    build's (:meth:`QemuBuild.environ`), else nothing added."""
+    build = build_of(binary)
+    return build.environ() if build is not None else {}
+
+
+def qemu_args_for(binary: str) -> list[str]:
+    """QEMU's options that make ``binary`` use its own build's firmware (``-L``), or none."""
+    build = build_of(binary)
+    return build.qemu_args() if build is not None else []
 
 
 def binary_digest(binary: str) -> str:

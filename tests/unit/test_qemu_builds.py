@@ -288,3 +288,101 @@ def test_builds_beyond_the_newest_unused_ones_are_pruned(tmp_path: Path) -> None
     removed = cache.prune(keep=2)
     assert [p.name for p in removed] == ["1%3a1.0-1"]
     assert [b.debian_version for b in cache.fetched()] == ["1:3.0-1", "1:2.0-1"]
+
+
+# -- a fetched build runs as itself -----------------------------------------------------------
+
+
+def test_a_builds_prefix_given_as_qemu_runs_the_build_whole(tmp_path: Path, qemu_reachable_dir: Path) -> None:
+    from harness.cli.common import resolve_binaries
+
+    prefix = qemu_reachable_dir / "b"
+    _build(prefix)
+    for given in (str(prefix), str(prefix / "usr/bin/qemu-system-x86_64")):
+        binaries = resolve_binaries(qemu=given, qemu_img=None, environ={"DISKBENCH_QEMU_IMG": "/x/qemu-img"})
+        assert binaries.qemu == str(prefix / "usr/bin/qemu-system-x86_64")
+        assert binaries.qemu_img == str(prefix / "usr/bin/qemu-img")  # the build's, not the environment's
+        assert binaries.qemu_io == str(prefix / "usr/bin/qemu-io")
+    other = tmp_path / "qemu-img"
+    other.write_text("#!/bin/sh\n")
+    other.chmod(0o755)
+    assert resolve_binaries(qemu=str(prefix), qemu_img=str(other), environ={}).qemu_img == str(other)
+
+
+def _main_exit(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    from harness.cli import main
+
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    return code, capsys.readouterr().err
+
+
+def test_a_directory_that_is_no_build_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, err = _main_exit(["--qemu", str(tmp_path), "show", str(tmp_path)], capsys)
+    assert code == ExitCode.USAGE
+    assert f"{tmp_path}: no QEMU build of diskbench" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_build_out_of_qemus_reach_is_refused(tmp_path: Path) -> None:
+    from harness.cli.common import resolve_binaries
+    from harness.errors import InfraError
+
+    _build(tmp_path / "b")
+    if os.geteuid() != 0:
+        pytest.skip("QEMU runs as this user: everything of ours is in its reach")
+    with pytest.raises(InfraError, match="cannot be searched by diskbench, which runs QEMU"):
+        resolve_binaries(qemu=str(tmp_path / "b"), qemu_img=None, environ={})
+
+
+def test_a_tampered_build_given_as_qemu_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _build(tmp_path / "b")
+    (tmp_path / "b/usr/bin/qemu-system-x86_64").write_bytes(b"patched")
+    code, err = _main_exit(["run", "--qemu", str(tmp_path / "b"), "--workload", "dd"], capsys)
+    assert code == ExitCode.USAGE
+    assert "the build is tampered" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_builds_guest_gets_its_own_firmware_before_anything_else(tmp_path: Path) -> None:
+    from harness.sample.vm.config import VMConfig
+
+    _build(tmp_path / "b")
+    qemu = str(tmp_path / "b/usr/bin/qemu-system-x86_64")
+    config = VMConfig(kernel=Path("k"), initrd=Path("i"), append=(), drives=(), qemu=qemu)
+    argv = config.argv(qmp_path=Path("q"), console=Path("c"), report=Path("r"))
+    assert argv[:5] == [
+        qemu,
+        "-L",
+        str(tmp_path / "b/usr/share/qemu"),
+        "-L",
+        str(tmp_path / "b/usr/share/seabios"),
+    ]
+    system = VMConfig(kernel=Path("k"), initrd=Path("i"), append=(), drives=())
+    assert "-L" not in system.argv(qmp_path=Path("q"), console=Path("c"), report=Path("r"))
+
+
+def test_the_debian_version_is_read_from_the_version_line() -> None:
+    from harness.host.hostinfo import debian_version
+
+    assert debian_version(f"QEMU emulator version 10.0.2 (Debian {V10})") == V10
+    assert debian_version("QEMU emulator version 9.2.0") == ""
+
+
+def test_two_builds_of_one_version_are_two_machines() -> None:
+    from harness.record.identity import identity_warnings, merge_identity, series_identity
+
+    def record(sha: str) -> dict[str, object]:
+        return {"machine": {"qemu_version": "7.2.22", "qemu_debian_version": V72, "qemu_sha256": sha}}
+
+    a, b = record("aa"), record("bb")
+    assert merge_identity(a) != merge_identity(b)
+    assert series_identity(a) != series_identity(b)
+    (warning,) = identity_warnings([a], [b])
+    assert "qemu_sha256: aa vs bb" in warning

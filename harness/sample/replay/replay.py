@@ -51,6 +51,7 @@ from harness.sample.replay.stream import Stream
 from harness.sample.vm import Drive
 from harness.spec import Cell, secret_object
 from harness.subject.binaries import QEMU_IMG
+from harness.subject.qemu_build import environ_for
 
 DISK_NODE = "disk0"
 REPLAY_TIMEOUT_S = 1800.0
@@ -275,6 +276,7 @@ def _one_pass(
                 result = proc.run(
                     [*argv, *command_args(script)],
                     timeout_s=timeout_s,
+                    env=environ_for(head[0]),
                     confined=handoff.popen_kwargs(),
                 )
             except CommandError as exc:

@@ -16,6 +16,7 @@ from harness.errors import VMError
 from harness.host import confine
 from harness.spec import SECRET_ID, Aio, Cache, Interface, secret_object
 from harness.subject.binaries import QEMU
+from harness.subject.qemu_build import qemu_args_for
 
 REPORT_PORT = "org.diskbench.report"
 CONTROL_PORT = "org.diskbench.control"
@@ -120,6 +121,8 @@ class VMConfig:
         cpu = ["-cpu", "host"] if self.accel == "kvm" else []
         args = [
             self.qemu,
+            # a fetched build's own firmware first, never the system's (harness.subject.qemu_build)
+            *qemu_args_for(self.qemu),
             "-nodefaults",
             "-nic",
             "none",

@@ -1,0 +1,77 @@
+"""A real second QEMU: Debian's 10.0.2 (bookworm-backports) fetched by ``diskbench qemu get``, its
+qemu-img run, and one short dd guest run under it.
+
+The build is fetched once into the QEMU cache (``/var/cache/diskbench/qemu`` as root, about 16 MB
+of packages from the package registry) and reused by every later run; nothing else is reached.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness.host.hostinfo import tool_version
+from harness.host.proc import run
+from harness.subject.qemu_build import QemuBuild, load_build
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(shutil.which("apt-get") is None, reason="fetches Debian's packages with apt"),
+]
+
+
+@pytest.fixture(scope="module")
+def build_10() -> QemuBuild:
+    """``diskbench qemu get 10.0``: fetched, or found in the cache and checked."""
+    import contextlib
+    import io
+
+    from harness.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["qemu", "get", "10.0"]) == 0
+    prefix = Path(out.getvalue().strip().splitlines()[-1])
+    return load_build(prefix)
+
+
+def test_qemu_get_10_0_gives_a_checked_build_of_10_0_2(build_10: QemuBuild) -> None:
+    assert build_10.version == "10.0.2"
+    assert build_10.debian_version.startswith("1:10.0.2+")
+    assert dict(build_10.packages)["qemu-utils"] == build_10.debian_version
+    build_10.check()
+    # run as QEMU's account, as every run of it will be
+    line = tool_version(str(build_10.binary("qemu-img")))
+    assert line == f"qemu-img version 10.0.2 (Debian {build_10.debian_version})"
+
+
+def test_the_builds_own_firmware_comes_first(build_10: QemuBuild) -> None:
+    result = run(
+        [str(build_10.binary("qemu-system-x86_64")), *build_10.qemu_args(), "-L", "help"], timeout_s=60
+    )
+    dirs = result.stdout.split()
+    assert dirs[: len(build_10.data_dirs)] == [str(d) for d in build_10.data_dirs]
+    assert (build_10.prefix / "usr/share/seabios/bios-256k.bin").is_file()
+
+
+@pytest.mark.guest
+def test_a_dd_cell_runs_under_10_0_2_and_says_so(build_10: QemuBuild, tmp_path: Path, disk_dir: Path) -> None:
+    from harness.cli import main
+    from harness.record import find_records
+
+    results = tmp_path / "results"
+    argv = ["run", "--qemu", "10.0", "--workload", "dd", "--dd-mib", "8", "--size", "256M", "--repeat", "1"]
+    argv += ["--accel", "tcg", "--results-dir", str(results), "--work-dir", str(disk_dir)]
+    assert main(argv) == 0
+    (record,) = find_records([results / "records"], recursive=True)
+    assert [s.status for s in record.samples] == ["ok"]
+    machine = record.machine
+    assert machine["qemu"] == str(build_10.binary("qemu-system-x86_64"))
+    assert machine["qemu_version"] == "10.0.2"
+    assert machine["qemu_img_version"] == "10.0.2"
+    assert machine["qemu_debian_version"] == build_10.debian_version
+    assert machine["qemu_sha256"] == dict(build_10.digests)["qemu-system-x86_64"]
+    assert machine["qemu_build"] == str(build_10.prefix)
+    assert "-L" in record.samples[0].data["argv"]
