@@ -54,6 +54,8 @@ def subject_diff(base: Mapping[str, Any], head: Mapping[str, Any]) -> list[dict[
     diff += _keys("", _dict(bp.get("drive")), _dict(hp.get("drive")))
     diff += _keys("image ", _dict(bp.get("image")), _dict(hp.get("image")))
     diff += _keys("drive option ", _dict(bp.get("drive_options")), _dict(hp.get("drive_options")))
+    # the QEMU a side's policy pins ([qemu]; absent: the runner's)
+    diff += _keys("", {"QEMU pin": bp.get("qemu", "runner")}, {"QEMU pin": hp.get("qemu", "runner")})
     bg = _dict(_dict(base.get("subject")).get("guest"))
     hg = _dict(_dict(head.get("subject")).get("guest"))
     for key, label in (("recipe_hash", "guest recipe"), ("kernel_version", "guest kernel")):
@@ -76,7 +78,21 @@ def subject_diff(base: Mapping[str, Any], head: Mapping[str, Any]) -> list[dict[
         h = head.get(key) if key in ("qemu", "qemu_img") and head.get(key) else hm.get(key)
         if b != h:
             diff.append({"what": label, "base": _text(b), "head": _text(h)})
+    if (bm.get("qemu_debian_version"), bm.get("qemu_sha256")) != (
+        hm.get("qemu_debian_version"),
+        hm.get("qemu_sha256"),
+    ):
+        diff.append({"what": "QEMU build", "base": _build(bm), "head": _build(hm)})
     return diff
+
+
+def _build(machine: Mapping[str, Any]) -> str:
+    """``Debian 1:10.0.2+ds-2+deb13u1~bpo12+1, sha256 e8f995668153``: the build exactly."""
+    debian, sha = machine.get("qemu_debian_version"), machine.get("qemu_sha256")
+    if not debian and not sha:
+        return UNSET
+    parts = [f"Debian {debian}" if debian else "no Debian version", f"sha256 {str(sha)[:12]}" if sha else ""]
+    return ", ".join(p for p in parts if p)
 
 
 def cell_id_changes(cells: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:

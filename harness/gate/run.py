@@ -21,7 +21,8 @@ from harness.gate.options import GateOptions
 from harness.gate.rounds import GateSide, Rounds, run_rounds
 from harness.gate.spec import GateSpec
 from harness.gate.streams import GateStreams, prepare_streams
-from harness.gate.subjects import Subject, SubjectSource, prepared_subjects, repo_toplevel
+from harness.gate.subjects import Subject, SubjectSource, prepared_subjects, repo_toplevel, side_binaries
+from harness.paths import qemu_cache_dir
 from harness.subject.binaries import ON_PATH, Binaries
 from harness.subject.policy import Policy
 from harness.sweep.limits import MAX_DISK_BYTES
@@ -216,7 +217,7 @@ def open_sides(
             policy=subject.policy,
             recipe_dir=subject.recipe_dir,
             run_id=subject.label,
-            binaries=subject.binaries(binaries),
+            binaries=side_binaries(subject, binaries, options.qemu_cache or qemu_cache_dir(), progress),
         )
         session.subject["rev"] = subject.rev
         session.subject["commit"] = subject.commit

@@ -63,6 +63,22 @@ class Subject:
         return Binaries(qemu=self.qemu or default.qemu, qemu_img=self.qemu_img or default.qemu_img)
 
 
+def side_binaries(
+    subject: Subject, default: Binaries, qemu_cache: Path, log: Callable[[str], None] = lambda _m: None
+) -> Binaries:
+    """A side's QEMU: the one given for it or built in its checkout, else the build its policy
+    pins (``[qemu] version``, resolved among the versions the configured suites offer and fetched
+    into ``qemu_cache``: a pull request names a version, never a path), else ``default``."""
+    pin = subject.policy.qemu
+    if subject.qemu or not pin.pinned:
+        return subject.binaries(default)
+    from harness.subject.qemu_fetch import QemuCache
+
+    build = QemuCache(qemu_cache).get(pin.version)
+    log(f"gate: {subject.label} pins QEMU {pin.version}: {build.describe()}")
+    return build.binaries()
+
+
 def git(repo: Path, *args: str, timeout_s: float = 120.0) -> str:
     try:
         result = proc.run(["git", "-C", str(repo), *args], timeout_s=timeout_s)

@@ -75,3 +75,73 @@ def test_a_dd_cell_runs_under_10_0_2_and_says_so(build_10: QemuBuild, tmp_path: 
     assert machine["qemu_sha256"] == dict(build_10.digests)["qemu-system-x86_64"]
     assert machine["qemu_build"] == str(build_10.prefix)
     assert "-L" in record.samples[0].data["argv"]
+
+
+GATE_SPEC = """
+name = "qemu-pin-gate"
+rounds = 4
+max_rounds = 4
+budget_min = 10
+metrics = ["total_s"]
+
+[params]
+dd_mib = 8
+
+[[cells]]
+name = "policy-dd"
+workload = "dd"
+size = "256M"
+"""
+
+
+@pytest.mark.guest
+def test_a_gate_whose_head_moves_the_pin_runs_both_builds(
+    build_10: QemuBuild, tmp_path: Path, disk_dir: Path
+) -> None:
+    """Head only moves the policy's pin from the runner's QEMU (7.2 here) to 10.0."""
+    import subprocess
+
+    from harness.compare import Settings
+    from harness.compare.comparison import load_comparison
+    from harness.gate import SubjectSource, parse_gate_spec, run_gate, settings_for
+    from harness.paths import REPO_ROOT
+
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "clone", "-q", str(REPO_ROOT), str(repo)], check=True)
+    policy = repo / "policy.toml"
+    policy.write_text(policy.read_text() + '\n[qemu]\nversion = "10.0"\n')
+    for args in (
+        ["config", "user.email", "test@diskbench.invalid"],
+        ["config", "user.name", "diskbench test"],
+        ["commit", "-q", "-am", "policy: QEMU 10.0"],
+    ):
+        subprocess.run(["git", "-C", str(repo), *args], check=True)
+    spec = parse_gate_spec(GATE_SPEC, source="qemu-pin-gate.toml")
+    result = run_gate(
+        repo=repo,
+        base=SubjectSource("base", "HEAD~1"),
+        head=SubjectSource("head", "HEAD"),
+        spec=spec,
+        settings=settings_for(spec, Settings()),
+        out_dir=tmp_path / "out",
+        work_dir=disk_dir,
+        accel="tcg",
+        seed=7,
+        canary=False,
+    )
+    doc = load_comparison(tmp_path / "out" / "comparison.json")
+    assert doc["head"]["machine"]["qemu_version"] == "10.0.2"
+    assert doc["head"]["machine"]["qemu_debian_version"] == build_10.debian_version
+    assert doc["base"]["machine"]["qemu_version"] != "10.0.2"  # the runner's
+    diff = {d["what"]: (d["base"], d["head"]) for d in doc["summary"]["subject_diff"]}
+    assert diff["QEMU pin"] == ("runner", "10.0")
+    base_build, head_build = diff["QEMU build"]
+    assert base_build.startswith(f"Debian {doc['base']['machine']['qemu_debian_version']}")
+    assert head_build.startswith(f"Debian {build_10.debian_version}")
+    # the summary's markdown escapes the Debian versions' tildes
+    assert f"- QEMU build: {base_build} → {head_build}".replace("~", "\\~") in result.markdown
+    (cell,) = doc["cells"]
+    assert cell["verdict"] in ("regression", "improvement", "unchanged", "inconclusive")
+    assert cell["rounds"] == 4
+    total = next(m for m in cell["metrics"] if m["metric"] == "total_s")
+    assert total["ratio"] > 0 and total["ci_low"] is not None  # a figure with its interval
