@@ -201,6 +201,9 @@ def open_sides(
     """
     from harness.rounds.session import open_session
 
+    # every side's QEMU first: a pin no suite offers is bad input before any guest starts
+    qemu_cache = options.qemu_cache or qemu_cache_dir()
+    side_qemu = {s.label: side_binaries(s, binaries, qemu_cache, progress) for s in subjects}
     sides: dict[str, GateSide] = {}
     for subject in subjects:
         cells = side_cells(spec, subject.label, subject.policy)
@@ -217,7 +220,7 @@ def open_sides(
             policy=subject.policy,
             recipe_dir=subject.recipe_dir,
             run_id=subject.label,
-            binaries=side_binaries(subject, binaries, options.qemu_cache or qemu_cache_dir(), progress),
+            binaries=side_qemu[subject.label],
         )
         session.subject["rev"] = subject.rev
         session.subject["commit"] = subject.commit

@@ -74,7 +74,12 @@ def side_binaries(
         return subject.binaries(default)
     from harness.subject.qemu_fetch import QemuCache
 
-    build = QemuCache(qemu_cache).get(pin.version)
+    from harness.subject.qemu_build import QemuBuildError
+
+    try:
+        build = QemuCache(qemu_cache).get(pin.version)
+    except QemuBuildError as exc:
+        raise QemuBuildError(f"{subject.label}: {subject.policy.source}: [qemu] {exc.message}") from None
     log(f"gate: {subject.label} pins QEMU {pin.version}: {build.describe()}")
     return build.binaries()
 
