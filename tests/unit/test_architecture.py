@@ -97,3 +97,15 @@ def test_no_import_circle() -> None:
         if name not in state:
             visit(name, [name])
     assert circles == []
+
+
+def test_records_are_written_by_the_store_alone() -> None:
+    """Modules that hold records write files with ``write_json_atomic`` only where the file is not
+    a record: the store writes every record (``write_record``)."""
+    writers = {
+        name
+        for name, path in modules().items()
+        if "write_json_atomic" in path.read_text() and "from harness.record" in path.read_text()
+    }
+    # the store; comparison.json is written beside the records of a compare and of a gate
+    assert writers == {"harness.record.store", "harness.compare.comparison", "harness.gate.run"}

@@ -188,3 +188,61 @@ def test_the_store_passes_over_other_documents_and_set_aside_records(tmp_path: P
     ]
     with pytest.raises(Exception, match="no records found"):
         find_records([tmp_path / "previous"])
+
+
+def test_a_new_sample_keeps_the_order_the_samplers_always_wrote() -> None:
+    """A guest's sample and a replay's, ok and failed: the keys in the order of the documents the
+    samplers wrote before samples were typed (so a record's bytes never change)."""
+    guest_ok = Sample(
+        index=0,
+        status="ok",
+        started_at="t",
+        host={"cache_state": "fresh"},
+        logs={"console": "c"},
+        argv=["qemu"],
+        guest_ready={"event": "ready"},
+        report={"event": "report"},
+        details={"too_fast": []},
+        metrics={"total_s": 1.0},
+        warning="leaks",
+    )
+    assert list(guest_ok.to_json()) == [
+        "index", "status", "started_at", "host", "logs", "argv", "guest_ready", "report",
+        "too_fast", "metrics", "warning",
+    ]  # fmt: skip
+    guest_failed = Sample(
+        index=1, status="error", started_at="t", host={}, logs={}, reason="r", error_type="E", log_tail=""
+    )
+    assert list(guest_failed.to_json()) == [
+        "index", "status", "started_at", "host", "logs", "reason", "error_type", "log_tail",
+    ]  # fmt: skip
+    replay_ok = Sample(
+        index=0,
+        status="ok",
+        measure="replay",
+        started_at="t",
+        host={},
+        logs={},
+        metrics={"x": 1.0},
+        replay={},
+    )
+    assert list(replay_ok.to_json()) == [
+        "index", "status", "measure", "started_at", "host", "logs", "metrics", "replay",
+    ]  # fmt: skip
+
+
+def test_a_stored_sample_keeps_its_own_order_and_unknown_keys() -> None:
+    document = {"status": "ok", "extra": {"a": 1}, "metrics": {"total_s": 1}, "index": 4}
+    sample = Sample.from_json(document)
+    assert sample.ok and sample.index == 4 and sample.figure("total_s") == 1.0
+    assert sample.details == {"extra": {"a": 1}}
+    assert list(sample.to_json().items()) == list(document.items())
+
+
+def test_failures_set_aside_go_to_retried_at_the_end_of_the_document(tmp_path: Path) -> None:
+    path = tmp_path / "a.json"
+    write_record(path, make_record())
+    record, moved = load_record(path).with_failures_aside()
+    assert moved == 1 and [s.index for s in record.samples] == [0, 1]
+    assert list(record.to_json())[-1] == "retried" and record.to_json()["retried"][0]["index"] == 2
+    assert record.next_sample_index() == 3
