@@ -304,6 +304,18 @@ def test_the_default_matrix_is_format_cache_interface_per_workload() -> None:
     assert layout.policy_cell(spec, policy, "dd", values) == qcow2, "the policy's cell is a matrix cell"
 
 
+def test_the_policys_classes_take_the_workloads_own_axes_as_the_registry_declares_them() -> None:
+    spec = parse_spec(
+        '[axes]\nfio_ios = [500, 2000]\ncache = ["none", "writeback"]\ndd_mib = [64]\n'
+        '[params]\nworkload = "fio"\nfs = "ext2"\nformat = "raw"\n'
+    )
+    (group,) = layout.policy_groups(spec)
+    # the disk's axes belong to the matrix; the workload's (any workload's) to the policy's cell
+    assert group.param_names == ("fio_ios", "dd_mib")
+    cell = layout.policy_cell(spec, None, "fio", {"fio_ios": 500, "dd_mib": 64})
+    assert (cell.workload.fs, cell.workload.fio_ios, cell.image.format) == ("ext2", 500, "qcow2")
+
+
 def test_an_excluded_combination_is_a_gap() -> None:
     spec = parse_spec(
         '[axes]\nformat = ["raw", "qcow2"]\ncache = ["none", "writeback"]\n[params]\nworkload = "dd"\n'
