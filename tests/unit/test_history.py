@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import math
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from gitrepo import git, new_repo
 
 from harness.cli import main
 from harness.errors import UsageError
@@ -87,15 +87,13 @@ def test_a_range_splits_in_two() -> None:
 
 
 def make_repo(path: Path, commits: int) -> list[str]:
-    subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True)
+    new_repo(path)
     hashes = []
     for n in range(commits):
         (path / "f").write_text(str(n))
-        git = ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@localhost"]
-        subprocess.run([*git, "add", "f"], check=True)
-        subprocess.run([*git, "commit", "-q", "-m", f"c{n}"], check=True)
-        out = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True)
-        hashes.append(out.stdout.strip())
+        git(path, "add", "f")
+        git(path, "commit", "-q", "-m", f"c{n}")
+        hashes.append(git(path, "rev-parse", "HEAD"))
     return hashes
 
 
