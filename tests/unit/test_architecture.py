@@ -1,9 +1,10 @@
 """The house keeps its plan: room sizes, where argparse and the environment may be used, no import
-circle at any level, the packages under harness/ in floors."""
+circle at any level, the packages under harness/ in rows, and the page that draws them."""
 
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -121,7 +122,7 @@ def test_no_import_circle_at_any_level() -> None:
 
 
 # What sits directly under harness/, top to bottom: each imports only from the rows below its
-# own (docs/architecture.md draws the same floors).
+# own (docs/architecture.md draws the same rows).
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("__main__",),
     ("cli",),
@@ -161,9 +162,43 @@ def test_the_packages_under_harness_import_each_other_only_downward() -> None:
         and _entry(found.target) != _entry(name)
         and floor[_entry(found.target)] <= floor[_entry(name)]
     ]
-    assert not upward, "imports up the floors:\n" + "\n".join(upward)
+    assert not upward, "imports up the rows:\n" + "\n".join(upward)
 
 
 def test_harness_itself_holds_at_most_12_modules() -> None:
     direct = sorted(p.name for p in HARNESS.glob("*.py"))
     assert len(direct) <= 12, direct
+
+
+PAGE = HARNESS.parent / "docs" / "architecture.md"
+
+
+def test_the_architecture_page_names_every_package_and_only_packages() -> None:
+    named = set(re.findall(r"(?<![\w/.-])(harness/(?:[a-z_]+/)+)", PAGE.read_text()))
+    packages = {f"{p.parent.relative_to(HARNESS.parent).as_posix()}/" for p in HARNESS.rglob("__init__.py")}
+    packages.discard("harness/")
+    assert sorted(packages - named) == [], "packages the page does not name"
+    assert sorted(named - packages) == [], "names on the page that are no package"
+
+
+def drawn_rows() -> dict[int, str]:
+    """The page's drawing: each row's number and what its column "under harness/" holds."""
+    lines = PAGE.read_text().split("```")[1].strip("\n").splitlines()
+    start, end = lines[0].index("under harness/"), lines[0].index("wing")
+    rows: dict[int, str] = {}
+    number = -1
+    for line in lines[1:]:
+        if line[:start].strip():  # a row's first line; a line without a number goes on with it
+            number = int(line[:start])
+        rows[number] = f"{rows.get(number, '')} {line[start:end]}"
+    return rows
+
+
+def test_the_architecture_page_draws_the_rows_of_layers() -> None:
+    rows = drawn_rows()
+    assert sorted(rows) == list(range(len(LAYERS)))
+    drawn = {
+        number: set(re.findall(r"[\w.]+", text.replace("/", " ").replace(".py", "")))
+        for number, text in rows.items()
+    }
+    assert drawn == {len(LAYERS) - 1 - depth: set(row) for depth, row in enumerate(LAYERS)}
