@@ -1,8 +1,9 @@
 """Git for the tests: one helper that runs git as the tests' committer, new repositories, and
 clones of this one for gates, bisections and history to check out.
 
-Tests import it as ``gitrepo`` (tests/conftest.py puts tests/ on the path, as pytest does for
-the directory of a root conftest); the clone fixtures are in tests/integration/conftest.py.
+Tests import it as ``gitrepo``: pytest puts tests/ on ``sys.path`` when it loads
+tests/conftest.py (its default "prepend" import mode, tests/ being no package).  The clone
+fixtures are in tests/integration/conftest.py.
 """
 
 from __future__ import annotations
