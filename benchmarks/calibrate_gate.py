@@ -163,9 +163,7 @@ def measure_ladder(cell: Any, rate_mib_s: float, args: argparse.Namespace, out: 
             results_dir=out / f"ladder-{bps}",
             policy=policy,
         )
-        totals = [
-            s.metrics["total_s"] for r in result.records for s in r.ok
-        ]
+        totals = [s.metrics["total_s"] for r in result.records for s in r.ok]
         if not totals:
             raise SystemExit(f"calibration: the run at {bps} B/s failed: see {result.run_dir}")
         points[bps] = statistics.median(totals)

@@ -147,8 +147,7 @@ def gate(args: argparse.Namespace) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for run in sorted([*args.out.glob("aa-*"), *args.out.glob("inj*")]):
         sides = {
-            side: list(scan_records(gate_records(run, side).directory).values())
-            for side in ("base", "head")
+            side: list(scan_records(gate_records(run, side).directory).values()) for side in ("base", "head")
         }
         line = {}
         for test in TESTS:

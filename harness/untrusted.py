@@ -24,11 +24,8 @@ import re
 import sys
 import tomllib
 from collections.abc import Iterable, Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO, cast
-
-from harness.record.model import Sample
 
 #: Caps for what a sample keeps of guest and log text.
 REASON_CHARS = 500
@@ -83,40 +80,6 @@ def clean_json(value: Any, *, depth: int = 0) -> Any:
             out_list.append(f"[{len(value) - ITEMS} more items cut]")
         return out_list
     return clean_text(str(value))
-
-
-def clean_sample(sample: Sample) -> Sample:
-    """A sample as a record stores it: every string cleaned, reason one line, log tail capped."""
-
-    def text(value: str | None) -> str | None:
-        return clean_text(value) if isinstance(value, str) else value
-
-    def part(value: Any) -> Any:
-        # the sample's own fields are one level down its JSON object
-        return clean_json(value, depth=1) if value is not None else None
-
-    return replace(
-        sample,
-        status=clean_text(sample.status),
-        metrics=part(sample.metrics),
-        host=part(sample.host),
-        logs=part(sample.logs),
-        reason=clean_line(sample.reason) if isinstance(sample.reason, str) else None,
-        error_type=text(sample.error_type),
-        log_tail=(
-            clean_text(sample.log_tail, max_chars=LOG_TAIL_CHARS, keep="tail")
-            if isinstance(sample.log_tail, str)
-            else None
-        ),
-        warning=text(sample.warning),
-        started_at=text(sample.started_at),
-        measure=text(sample.measure),
-        argv=part(sample.argv),
-        guest_ready=part(sample.guest_ready),
-        report=part(sample.report),
-        replay=part(sample.replay),
-        details=clean_json(dict(sample.details)),
-    )
 
 
 # markdown that could make text active: backslash escapes, code spans, emphasis and

@@ -167,9 +167,7 @@ def setup_cache() -> dict[str, Any]:
     figures: dict[str, dict[str, float]] = {}
     for record in result.records:
         workload = record.cell.workload_name
-        figures[record.cell_id] = layout.cell_figures(
-            record, layout.workload_figures(workload, spec.params)
-        )
+        figures[record.cell_id] = layout.cell_figures(record, layout.workload_figures(workload, spec.params))
     if result.failed_cells:
         log(
             f"failed cells (gaps in the graphs): {', '.join(result.failed_cells)}; records in {result.directory}"

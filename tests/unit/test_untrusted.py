@@ -8,8 +8,9 @@ from pathlib import Path
 
 from harness import untrusted
 from harness.record import Sample
+from harness.sample.guest_sampler import clean_sample
 from harness.sample.vm import MAX_EVENTS, REPORT_READ_BYTES, Machine, VMConfig
-from harness.untrusted import clean_json, clean_line, clean_sample, clean_text
+from harness.untrusted import clean_json, clean_line, clean_text
 
 HOSTILE = (
     "ok\x1b[2J\x1b[31mred\x1b[0m\r\x1b]8;;https://evil.example\x07link\x1b]8;;\x07"

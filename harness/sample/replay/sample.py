@@ -18,12 +18,11 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.record.model import Sample
-from harness.sample.guest_sampler import Guest, RunOptions, Sampler
+from harness.sample.guest_sampler import Guest, RunOptions, Sampler, clean_sample
 from harness.sample.replay.record import cached_stream
 from harness.sample.replay.replay import Pairing, replay
 from harness.sample.replay.stream import Stream
 from harness.spec import Cell
-from harness.untrusted import clean_sample
 
 
 def replay_sampler(
