@@ -227,8 +227,9 @@ def _shell(argv: Sequence[Any]) -> list[str]:
 
 
 def _name(cell: Mapping[str, Any]) -> str:
-    """The cell's short name, made inert (its id when it has none)."""
-    return inert_markdown(cell.get("title") or cell.get("cell_id"))
+    """The cell's short name, made inert (its id in code when it has none)."""
+    title = cell.get("title")
+    return inert_markdown(title) if title else "<code>" + inert_markdown(cell.get("cell_id")) + "</code>"
 
 
 def _figure(cell: Mapping[str, Any], metric: Any) -> Mapping[str, Any] | None:
@@ -317,10 +318,11 @@ def _table(
         figures = ["-"] * 4
         if m is not None:
             unit = str(m.get("unit", ""))
+            # a median on one line (its number and unit do not break apart); the rest can wrap
             figures = [
                 _metric_text(cell, m.get("metric"), pages),
-                inert_markdown(format_value(m.get("median_base"), unit)),
-                inert_markdown(format_value(m.get("median_head"), unit)),
+                inert_markdown(format_value(m.get("median_base"), unit)).replace(" ", "&nbsp;"),
+                inert_markdown(format_value(m.get("median_head"), unit)).replace(" ", "&nbsp;"),
                 _change_cell(m),
             ]
         lines.append("| " + " | ".join([_name(cell), *figures, inert_markdown(row.get("label"))]) + " |")

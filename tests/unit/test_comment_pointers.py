@@ -157,7 +157,7 @@ def test_the_unchanged_cells_are_collapsed_with_their_figures() -> None:
     metric = steady["metrics"][0]
     row = next(line for line in block.splitlines() if line.startswith("| qcow2 none virtio-blk · dd 64M |"))
     assert (
-        f" {metric['median_base']:.2f} s | {metric['median_head']:.2f} s | {metric['change_pct']:+.1f}%<br><sub>"
+        f" {metric['median_base']:.2f}&nbsp;s | {metric['median_head']:.2f}&nbsp;s | {metric['change_pct']:+.1f}%<br><sub>"
         in row
     )
     assert row.endswith("| unchanged |")
