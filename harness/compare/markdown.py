@@ -104,9 +104,9 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
 
     In the order of the comment (``summary.screen``, :mod:`harness.compare.screen`): the
     headline, one line per regressed, changed or failed cell (or what an unchanged comparison
-    could have seen), the axis sentence, what differs, the inconclusive cells and what decides
-    them, a table of one row per cell with every figure of a cell folded under the table, then
-    the rest.  A document written before the screen gets it from :func:`with_screen`."""
+    could have seen), the axis sentence, the inconclusive cells and what decides them, what
+    differs, a table of one row per cell with every figure of a cell folded under the table,
+    then the rest.  A document written before the screen gets it from :func:`with_screen`."""
     if not isinstance((doc.get("summary") or {}).get("screen"), Mapping):
         doc = with_screen(doc)
     cells: list[Mapping[str, Any]] = list(doc.get("cells") or [])
@@ -125,6 +125,7 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
     axis = summary.get("axis_sentence")
     if axis:
         lines += [inert_markdown(axis), ""]
+    lines += _inconclusive_lines(cells, screen.get("inconclusive"))
     lines += _subject_lines(summary)
     base, head = doc.get("base") or {}, doc.get("head") or {}
 
@@ -136,7 +137,6 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
     lines += [f"base {side(base)} vs head {side(head)}", ""]
     for warning in doc.get("warnings") or []:
         lines += [f"**WARNING: {inert_markdown(warning)}**", ""]
-    lines += _inconclusive_lines(cells, screen.get("inconclusive"))
 
     pages = doc.get("pages_url") if isinstance(doc.get("pages_url"), str) else None
     rows: list[Mapping[str, Any]] = list(screen.get("rows") or [])
@@ -334,7 +334,7 @@ def _fold(cell: Mapping[str, Any], row: Mapping[str, Any], pages: str | None) ->
     figures = list(row.get("figures") or [])
     rounds = cell.get("rounds", 0)
     lines = [
-        f"<details><summary>{_name(cell)}: {len(figures)} figure{'s' if len(figures) != 1 else ''}, "
+        f"<details><summary>{_name(cell)}: {len(figures) or 'no'} figure{'s' if len(figures) != 1 else ''}, "
         f"{rounds} round{'s' if rounds != 1 else ''}, id and reason</summary>",
         "",
         _ids(cell),

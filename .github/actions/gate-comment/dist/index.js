@@ -25167,6 +25167,7 @@ function compose(doc, ctx, keep) {
   if (doc.axisSentence) {
     lines.push(md(doc.axisSentence, 1e3), "");
   }
+  lines.push(...inconclusiveLines(doc));
   lines.push(...subjectLines(doc));
   lines.push(`base ${sideText(doc.base)} vs head ${sideText(doc.head)}${measuredText(ctx)}`, "");
   if (headMismatch(doc, ctx)) {
@@ -25175,7 +25176,6 @@ function compose(doc, ctx, keep) {
   for (const warning2 of doc.warnings) {
     lines.push(`> **Warning:** ${md(warning2, 1e3)}`, "");
   }
-  lines.push(...inconclusiveLines(doc));
   const { rows, unchangedRows } = doc.screen;
   if (rows.length > 0) {
     lines.push(...table(doc, rows, keep, ctx), "", ...rows.slice(0, keep).flatMap((r) => fold(doc, r, ctx)));
@@ -25294,7 +25294,7 @@ function fold(doc, r, ctx) {
   const c = cellAt(doc, r.cell);
   const n = r.figures.length;
   const lines = [
-    `<details><summary>${nameOf(c)}: ${n} figure${n === 1 ? "" : "s"}, ${c.rounds} round${c.rounds === 1 ? "" : "s"}, id and reason</summary>`,
+    `<details><summary>${nameOf(c)}: ${n === 0 ? "no" : n} figure${n === 1 ? "" : "s"}, ${c.rounds} round${c.rounds === 1 ? "" : "s"}, id and reason</summary>`,
     "",
     ids(c),
     ""

@@ -36,7 +36,7 @@ const ORDER: readonly Verdict[] = ['regression', 'changed', 'improvement', 'unch
  *
  * In the order the document's `summary.screen` gives (diskbench decided it, as for its own
  * summary.md): the headline, a line per regressed, changed or failed cell, the axis sentence,
- * what differs, the inconclusive cells and the command that decides them, one table row per cell,
+ * the inconclusive cells and the command that decides them, what differs, one table row per cell,
  * every figure of a cell in a fold under the table, then the rest.
  */
 export function renderMarkdown(doc: Comparison, ctx: RenderContext): string {
@@ -61,6 +61,7 @@ function compose(doc: Comparison, ctx: RenderContext, keep: number): string {
   if (doc.axisSentence) {
     lines.push(md(doc.axisSentence, 1000), '')
   }
+  lines.push(...inconclusiveLines(doc))
   lines.push(...subjectLines(doc))
   lines.push(`base ${sideText(doc.base)} vs head ${sideText(doc.head)}${measuredText(ctx)}`, '')
   if (headMismatch(doc, ctx)) {
@@ -69,7 +70,6 @@ function compose(doc: Comparison, ctx: RenderContext, keep: number): string {
   for (const warning of doc.warnings) {
     lines.push(`> **Warning:** ${md(warning, 1000)}`, '')
   }
-  lines.push(...inconclusiveLines(doc))
   const {rows, unchangedRows} = doc.screen
   if (rows.length > 0) {
     lines.push(...table(doc, rows, keep, ctx), '', ...rows.slice(0, keep).flatMap(r => fold(doc, r, ctx)))
@@ -213,7 +213,7 @@ function fold(doc: Comparison, r: ScreenRow, ctx: RenderContext): string[] {
   const c = cellAt(doc, r.cell)
   const n = r.figures.length
   const lines = [
-    `<details><summary>${nameOf(c)}: ${n} figure${n === 1 ? '' : 's'}, ` +
+    `<details><summary>${nameOf(c)}: ${n === 0 ? 'no' : n} figure${n === 1 ? '' : 's'}, ` +
       `${c.rounds} round${c.rounds === 1 ? '' : 's'}, id and reason</summary>`,
     '',
     ids(c),
