@@ -302,6 +302,11 @@ def _metric_text(cell: Mapping[str, Any], metric: Any, pages: str | None) -> str
     return f"[{text}]({graph_url(pages, graph)})" if pages and isinstance(graph, str) else text
 
 
+def _median(value: Any, unit: str) -> str:
+    """A median on one line (its number and unit do not break apart); the table's other columns wrap."""
+    return inert_markdown(format_value(value, unit)).replace(" ", "&nbsp;")
+
+
 def _change_cell(m: Mapping[str, Any]) -> str:
     ci = _ci_text(m)
     return _change_text(m) + (f"<br><sub>{ci}</sub>" if ci != "-" else "")
@@ -318,11 +323,10 @@ def _table(
         figures = ["-"] * 4
         if m is not None:
             unit = str(m.get("unit", ""))
-            # a median on one line (its number and unit do not break apart); the rest can wrap
             figures = [
                 _metric_text(cell, m.get("metric"), pages),
-                inert_markdown(format_value(m.get("median_base"), unit)).replace(" ", "&nbsp;"),
-                inert_markdown(format_value(m.get("median_head"), unit)).replace(" ", "&nbsp;"),
+                _median(m.get("median_base"), unit),
+                _median(m.get("median_head"), unit),
                 _change_cell(m),
             ]
         lines.append("| " + " | ".join([_name(cell), *figures, inert_markdown(row.get("label"))]) + " |")
@@ -347,8 +351,8 @@ def _fold(cell: Mapping[str, Any], row: Mapping[str, Any], pages: str | None) ->
             unit = str(m.get("unit", ""))
             cols = [
                 _metric_text(cell, m.get("metric"), pages),
-                inert_markdown(format_value(m.get("median_base"), unit)),
-                inert_markdown(format_value(m.get("median_head"), unit)),
+                _median(m.get("median_base"), unit),
+                _median(m.get("median_head"), unit),
                 _change_cell(m),
                 inert_markdown(format_p(m.get("p_value"))),
                 inert_markdown(figure.get("label")),

@@ -25304,7 +25304,7 @@ function fold(doc, r, ctx) {
     for (const f of r.figures) {
       const m = figure(c, f.metric);
       if (m !== void 0) {
-        const medians = [value(m.medianBase, m.unit), value(m.medianHead, m.unit)];
+        const medians = [nobreak(value(m.medianBase, m.unit)), nobreak(value(m.medianHead, m.unit))];
         lines.push(`| ${[metricName(c, m.metric, ctx), ...medians, changeCell(m), pValue(m.pValue), md(f.label, 80)].join(" | ")} |`);
       }
     }

@@ -224,7 +224,7 @@ function fold(doc: Comparison, r: ScreenRow, ctx: RenderContext): string[] {
     for (const f of r.figures) {
       const m = figure(c, f.metric)
       if (m !== undefined) {
-        const medians = [value(m.medianBase, m.unit), value(m.medianHead, m.unit)]
+        const medians = [nobreak(value(m.medianBase, m.unit)), nobreak(value(m.medianHead, m.unit))]
         lines.push(`| ${[metricName(c, m.metric, ctx), ...medians, changeCell(m), pValue(m.pValue), md(f.label, 80)].join(' | ')} |`)
       }
     }
@@ -248,7 +248,7 @@ function ids(c: Cell): string {
   return text
 }
 
-/** A median the table keeps on one line (`2.00&nbsp;s`); its other columns can wrap. */
+/** A median on one line (`2.00&nbsp;s`): its number and unit do not break apart; the other columns wrap. */
 function nobreak(text: string): string {
   return text.replace(/ /g, '&nbsp;')
 }
