@@ -15,9 +15,10 @@ renderer decides it again:
 * **unchanged**: for a comparison where every cell is unchanged, what it could have seen: the
   smallest and the largest, over the cells, of the regression each would have caught four times
   in five (its most sensitive gated metric, never below that metric's minimum effect).
-* **inconclusive**: the inconclusive cells, the rounds per side that would decide the one that
-  needs most, and for a gate the one command that runs them: the gate's own command with
-  ``--max-rounds`` and a budget scaled from the minutes its rounds took.
+* **inconclusive**: the inconclusive cells, the rounds per side that would decide the metric that
+  needs most (and its cell), what the inconclusive metrics could have seen, and for a gate the
+  one command that runs them: the gate's own command with ``--max-rounds`` and a budget scaled
+  from the minutes its rounds took.
 * **rows**: the table, one row per cell that is not unchanged, in the order of ``first`` then
   inconclusive, improved; **unchanged_rows** those of the unchanged cells (shown folded).  A row
   names its cell (an index into ``cells``), its lead, its verdict as the table writes it, and
@@ -30,6 +31,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from harness.compare.pointers import inconclusive_figures
 from harness.compare.verdict import Kind, Verdict
 
 # the flags the command that decides replaces (the gate's own command may carry them)
@@ -207,19 +209,34 @@ def _inconclusive(
     reproduce: Sequence[str],
     budget: Mapping[str, Any] | None,
 ) -> dict[str, Any] | None:
+    """The inconclusive cells, and the figures of what decides them: those of the inconclusive
+    sentence (:func:`harness.compare.pointers.inconclusive_figures`, over every cell's
+    inconclusive metrics), the gate's command for the rounds the slowest needs."""
     if not order:
         return None
-    need = [
-        m["rounds_to_decide"]
-        for i in order
-        for m in _metric_list(cells[i])
-        if m.get("verdict") == Verdict.INCONCLUSIVE.value and isinstance(m.get("rounds_to_decide"), int)
+    rows = [
+        {
+            "at": i,
+            "verdict": m.get("verdict"),
+            "could_see_pct": m.get("could_see_pct"),
+            "rounds_to_decide": m.get("rounds_to_decide"),
+            "rounds": min(int(m.get("n_base") or 0), int(m.get("n_head") or 0)),
+        }
+        for i, cell in enumerate(cells)
+        for m in _metric_list(cell)
     ]
-    rounds = max(need) if need else None
+    seen, most = inconclusive_figures(rows)
+    rounds = int(most["rounds_to_decide"]) if most is not None else None
+    # a gate adds rounds itself (--max-rounds); records compared by hand need more samples
+    gate = list(reproduce[1:2]) == ["gate"] if reproduce else budget is not None
     return {
         "cells": list(order),
         "rounds": rounds,
         "command": decide_command(reproduce, rounds, budget) if rounds is not None else None,
+        "gate": gate,
+        "could_see_pct": seen,
+        "slowest": most["at"] if most is not None else None,
+        "slowest_rounds": most["rounds"] if most is not None else None,
     }
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from test_compare import SETTINGS, cell_dict, failed, gauss, sample_document, samples
 
-from harness.compare import Settings, build_comparison, compare_cell, compare_family
+from harness.compare import Settings, build_comparison, compare_cell, compare_family, render_markdown
 from harness.compare.screen import decide_command, lead_metric, said, with_screen
 from harness.compare.verdict import Kind, Verdict
 
@@ -163,10 +163,18 @@ def test_an_inconclusive_gate_names_its_cells_and_the_command_that_decides_them(
         "--budget-min",
         str(int(minutes)),
     ]
+    # the figures of the sentence on what inconclusive means: the same as summary.md's
+    slowest = need.index(max(need))
+    seen = [c["metrics"][0]["could_see_pct"] for c in doc["cells"][:2]]
+    assert (entry["gate"], entry["slowest"], entry["slowest_rounds"]) == (True, slowest, 6)
+    assert entry["could_see_pct"] == max(seen)
+    assert f"a regression of about {max(seen):.1f}% or more" in render_markdown(doc)
     # records compared by hand: no gate to run again, the rounds are said
-    assert with_screen(doc | {"reproduce": ["diskbench", "compare", "a", "b"]})["summary"]["screen"][
-        "inconclusive"
-    ] == {"cells": entry["cells"], "rounds": max(need), "command": None}
+    records = {"reproduce": ["diskbench", "compare", "a", "b"]}
+    assert with_screen(doc | records)["summary"]["screen"]["inconclusive"] == entry | {
+        "command": None,
+        "gate": False,
+    }
     assert decide_command(["diskbench", "gate", "--base", "x", "--head", "y"], 40, None) == [
         "diskbench",
         "gate",

@@ -88,13 +88,10 @@ describe('the comment points the reader on', () => {
   })
 
   it('says what inconclusive means with the figures of the document', () => {
+    // the figures are the document's (summary.screen.inconclusive, as diskbench decided them)
     const file = pointed(d => {
       d.summary.counts.inconclusive = 1
-      d.summary.sensitivity = [
-        {cell_id: d.cells[0].cell_id, name: 'qcow2-writeback-ide-dd', metric: 'total_s', rounds: 8, verdict: 'inconclusive', could_see_pct: 12.34, rounds_to_decide: 23},
-        {cell_id: d.cells[1].cell_id, name: 'b', metric: 'total_s', rounds: 8, verdict: 'inconclusive', could_see_pct: 6.5, rounds_to_decide: 11},
-        {cell_id: d.cells[2].cell_id, name: 'c', metric: 'total_s', rounds: 8, verdict: 'regression', could_see_pct: 40, rounds_to_decide: null},
-      ]
+      d.summary.screen.inconclusive = {cells: [0], rounds: 23, command: null, gate: true, could_see_pct: 12.34, slowest: 0, slowest_rounds: 8}
     })
     expect(render(file)).toContain(
       'Inconclusive means these rounds cannot yet tell a change of the minimum effect (5%) from none; ' +
@@ -103,11 +100,12 @@ describe('the comment points the reader on', () => {
     )
     const edge = pointed(d => {
       d.summary.counts.inconclusive = 1
-      d.summary.sensitivity = [{cell_id: 'x', name: 'x', metric: 'total_s', rounds: 8, verdict: 'inconclusive', could_see_pct: null, rounds_to_decide: null}]
+      d.summary.screen.inconclusive = {cells: [0], rounds: null, command: null, gate: true, could_see_pct: null, slowest: null, slowest_rounds: null}
     })
     expect(render(edge)).toContain('More rounds would not decide it (its change sits on the minimum effect)')
     expect(render(pointed())).not.toContain('Inconclusive means')
   })
+
 })
 
 describe('the comment of a real comparison', () => {

@@ -24818,7 +24818,11 @@ function screen(r, cells) {
     inconclusive: r.field("inconclusive").nullable((x) => ({
       cells: x.field("cells").array(index),
       rounds: x.field("rounds").nullable((n) => n.count()),
-      command: x.field("command").nullable((c) => c.array((a) => a.string()))
+      command: x.field("command").nullable((c) => c.array((a) => a.string())),
+      gate: x.field("gate").boolean(),
+      couldSeePct: x.field("could_see_pct").nullable((n) => n.number()),
+      slowest: x.field("slowest").nullable(index),
+      slowestRounds: x.field("slowest_rounds").nullable((n) => n.count())
     })),
     rows,
     unchangedRows
@@ -25358,20 +25362,16 @@ function reproduceLines(argv) {
   return ["Reproduce it locally:", "", `<pre><code>${argv.join(" ")}</code></pre>`, ""];
 }
 function inconclusiveSentence(doc) {
-  const open2 = doc.sensitivity.filter((r) => r.verdict === "inconclusive");
-  const seen = open2.flatMap((r) => r.couldSeePct === null ? [] : [r.couldSeePct]);
-  const need = open2.filter((r) => r.roundsToDecide !== null);
+  const entry = doc.screen.inconclusive;
   let text = `Inconclusive means these rounds cannot yet tell a change of the minimum effect (${num(doc.settings.minEffect * 100)}%) from none`;
-  if (seen.length > 0) {
-    text += `; a regression of about ${Math.max(...seen).toFixed(1)}% or more would have been caught 4 times in 5`;
+  if (entry !== null && entry.couldSeePct !== null) {
+    text += `; a regression of about ${entry.couldSeePct.toFixed(1)}% or more would have been caught 4 times in 5`;
   }
-  if (need.length > 0) {
-    const most = need.reduce((a, b) => (b.roundsToDecide ?? 0) > (a.roundsToDecide ?? 0) ? b : a);
-    const cell2 = doc.cells.find((c) => c.cellId === most.cellId);
-    const who = cell2 ? cell2.gateName ?? cell2.title ?? cell2.cellId : most.name;
-    const gate = doc.reproduce.length > 0 ? doc.reproduce[1] === "gate" : doc.budget.length > 0;
-    const how = gate ? `e.g. the command below with ${code(`--max-rounds ${most.roundsToDecide}`)} and the budget for them` : `record them (${code(`--repeat ${most.roundsToDecide}`)}) and compare again`;
-    return `${text}. To decide, run more rounds: about ${most.roundsToDecide} per side (${md(who, 200)}, has ${most.rounds}), ${how}.`;
+  if (entry !== null && entry.rounds !== null && entry.slowest !== null && entry.slowestRounds !== null) {
+    const cell2 = cellAt(doc, entry.slowest);
+    const who = cell2.gateName ?? cell2.title ?? cell2.cellId;
+    const how = entry.gate ? `e.g. the command below with ${code(`--max-rounds ${entry.rounds}`)} and the budget for them` : `record them (${code(`--repeat ${entry.rounds}`)}) and compare again`;
+    return `${text}. To decide, run more rounds: about ${entry.rounds} per side (${md(who, 200)}, has ${entry.slowestRounds}), ${how}.`;
   }
   return `${text}. More rounds would not decide it (its change sits on the minimum effect): read it as a change about as large as the minimum effect, or set that metric's minimum with ${code("--rule")}.`;
 }

@@ -146,11 +146,18 @@ export interface Screen {
     readonly couldSeeLowPct: number | null
     readonly couldSeeHighPct: number | null
   } | null
-  /** the inconclusive cells, the rounds per side that would decide them, the command that runs them (a gate's) */
+  /** the inconclusive cells, what decides them (the command, a gate's), the figures of what inconclusive means */
   readonly inconclusive: {
     readonly cells: readonly number[]
+    /** rounds per side the slowest metric needs */
     readonly rounds: number | null
     readonly command: readonly string[] | null
+    /** a gate's comparison (more rounds), else one of records (more samples) */
+    readonly gate: boolean
+    readonly couldSeePct: number | null
+    /** the cell of the slowest metric, and the rounds it has */
+    readonly slowest: number | null
+    readonly slowestRounds: number | null
   } | null
   readonly rows: readonly ScreenRow[]
   readonly unchangedRows: readonly ScreenRow[]
@@ -357,6 +364,10 @@ function screen(r: Reader, cells: readonly Cell[]): Screen {
       cells: x.field('cells').array(index),
       rounds: x.field('rounds').nullable(n => n.count()),
       command: x.field('command').nullable(c => c.array(a => a.string())),
+      gate: x.field('gate').boolean(),
+      couldSeePct: x.field('could_see_pct').nullable(n => n.number()),
+      slowest: x.field('slowest').nullable(index),
+      slowestRounds: x.field('slowest_rounds').nullable(n => n.count()),
     })),
     rows,
     unchangedRows,

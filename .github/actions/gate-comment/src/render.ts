@@ -5,7 +5,7 @@
  * diskbench's Python computed them. Numbers are formatted here from checked
  * finite numbers; every string of the document goes through `md`/`code`.
  */
-import type {Cell, Comparison, MetricResult, ScreenRow, Sensitivity, Verdict} from './comparison'
+import type {Cell, Comparison, MetricResult, ScreenRow, Verdict} from './comparison'
 import {code, md} from './escape'
 
 /** What the page around the document adds: none of it comes from the file. */
@@ -296,25 +296,20 @@ function reproduceLines(argv: readonly string[]): string[] {
   return ['Reproduce it locally:', '', `<pre><code>${argv.join(' ')}</code></pre>`, '']
 }
 
-/** What inconclusive means and what to do, from the figures diskbench computed. */
+/** What inconclusive means and what to do, from the figures diskbench computed (`summary.screen.inconclusive`). */
 export function inconclusiveSentence(doc: Comparison): string {
-  const open: Sensitivity[] = doc.sensitivity.filter(r => r.verdict === 'inconclusive')
-  const seen = open.flatMap(r => (r.couldSeePct === null ? [] : [r.couldSeePct]))
-  const need = open.filter(r => r.roundsToDecide !== null)
+  const entry = doc.screen.inconclusive
   let text = `Inconclusive means these rounds cannot yet tell a change of the minimum effect (${num(doc.settings.minEffect * 100)}%) from none`
-  if (seen.length > 0) {
-    text += `; a regression of about ${Math.max(...seen).toFixed(1)}% or more would have been caught 4 times in 5`
+  if (entry !== null && entry.couldSeePct !== null) {
+    text += `; a regression of about ${entry.couldSeePct.toFixed(1)}% or more would have been caught 4 times in 5`
   }
-  if (need.length > 0) {
-    const most = need.reduce((a, b) => ((b.roundsToDecide ?? 0) > (a.roundsToDecide ?? 0) ? b : a))
-    const cell = doc.cells.find(c => c.cellId === most.cellId)
-    const who = cell ? (cell.gateName ?? cell.title ?? cell.cellId) : most.name
-    // a gate adds rounds itself (--max-rounds); records compared by hand need more samples
-    const gate = doc.reproduce.length > 0 ? doc.reproduce[1] === 'gate' : doc.budget.length > 0
-    const how = gate
-      ? `e.g. the command below with ${code(`--max-rounds ${most.roundsToDecide}`)} and the budget for them`
-      : `record them (${code(`--repeat ${most.roundsToDecide}`)}) and compare again`
-    return `${text}. To decide, run more rounds: about ${most.roundsToDecide} per side (${md(who, 200)}, has ${most.rounds}), ${how}.`
+  if (entry !== null && entry.rounds !== null && entry.slowest !== null && entry.slowestRounds !== null) {
+    const cell = cellAt(doc, entry.slowest)
+    const who = cell.gateName ?? cell.title ?? cell.cellId
+    const how = entry.gate
+      ? `e.g. the command below with ${code(`--max-rounds ${entry.rounds}`)} and the budget for them`
+      : `record them (${code(`--repeat ${entry.rounds}`)}) and compare again`
+    return `${text}. To decide, run more rounds: about ${entry.rounds} per side (${md(who, 200)}, has ${entry.slowestRounds}), ${how}.`
   }
   return (
     `${text}. More rounds would not decide it (its change sits on the minimum effect): read it as a change about as ` +
