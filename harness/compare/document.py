@@ -9,6 +9,7 @@ from typing import Any
 from harness.compare.axis import axis_sentence
 from harness.compare.pointers import Pointers, cell_pointers
 from harness.compare.rules import CellResult, overall_verdict
+from harness.compare.screen import with_screen
 from harness.compare.settings import Settings
 from harness.compare.subject import cell_id_changes, subject_diff
 from harness.compare.verdict import Verdict
@@ -37,6 +38,8 @@ def build_comparison(
 
     ``pointers``: the history pages' URL and the command that reproduces the comparison, for the
     summary and the comment (each cell gets its short name and history graphs whatever they are).
+    Each cell's ``lead`` and ``summary.screen`` say what every summary shows first and in which
+    order (:mod:`harness.compare.screen`).
     """
     counts = {v.value: 0 for v in Verdict}
     for cell in cells:
@@ -53,7 +56,7 @@ def build_comparison(
         ]
         if family:
             settings = replace(settings, comparisons=len(family))
-    return {
+    doc = {
         "schema": SCHEMA,
         "version": VERSION,
         "created_at": created_at,
@@ -94,6 +97,7 @@ def build_comparison(
         **(pointers or Pointers()).as_dict(),
         "cells": cell_docs,
     }
+    return with_screen(doc)
 
 
 def sensitivity(cells: Sequence[CellResult]) -> list[dict[str, Any]]:

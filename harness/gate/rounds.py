@@ -28,7 +28,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from harness.compare import CellResult, Kind, Settings, Verdict, compare_family, needs_more_rounds
+from harness.compare import (
+    CellResult,
+    Kind,
+    Settings,
+    Verdict,
+    compare_family,
+    flatten_cell,
+    needs_more_rounds,
+)
 from harness.gate.options import GateOptions
 from harness.gate.spec import GateSpec
 from harness.gate.subjects import SIDES, Subject
@@ -398,7 +406,7 @@ def _compare_all(
             )
             own[gc.name] = CellResult(
                 cell_id=cell["id"],
-                cell=cell,
+                cell=flatten_cell(cell),
                 verdict=Verdict.ERROR,
                 kind=Kind.MISSING,
                 reason=f"no sample of {missing}: the gate's budget ran out first",
@@ -422,7 +430,8 @@ def _timed_out_result(
     head_samples = list(head.samples) if head is not None else []
     return CellResult(
         cell_id=cell["id"],
-        cell=cell,
+        # flat axes, as compare_cell writes every other cell: the document's shape, the short name
+        cell=flatten_cell(cell),
         verdict=Verdict.REGRESSION,
         kind=Kind.HEAD_TIMED_OUT,
         reason=(

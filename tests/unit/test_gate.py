@@ -352,3 +352,5 @@ def test_the_budget_holds_from_the_first_round(tmp_path: Path) -> None:
     assert notes[-1] == "gate: budget of 1 min reached; 2 cell(s) stay as they are"
     assert [(r.verdict.value, r.kind.value) for r in done.results] == [("error", "missing")] * 2
     assert done.results[0].reason == "no sample of base and head: the gate's budget ran out first"
+    # with its axes flat, as every compared cell has them (the document's shape, the short name)
+    assert done.results[0].cell["format"] in ("raw", "qcow2") and "image" not in done.results[0].cell

@@ -195,8 +195,15 @@ def test_a_head_past_its_deadline_from_base_is_a_regression_of_its_own_kind(tmp_
     assert (cell["verdict"], cell["kind"]) == ("regression", "head-timed-out")
     assert doc["budget"]["stopped"].startswith("head timed out on policy (deadline ")
     assert verdict_exit_code(doc) == 1
-    first = render_markdown(doc).splitlines()[0]
-    assert first.startswith("## diskbench: REGRESSION (head timed out: ")
+    # its axes are flat as every cell's: it has its short name, and the summary names it by it
+    assert cell["cell"]["workload"] == "dd-64m-2m-ext4" and cell["cell"]["gate_name"] == "policy"
+    assert cell["title"] == "qcow2 none virtio-blk · dd 64M"
+    lines = render_markdown(doc).splitlines()
+    assert lines[0].startswith("## diskbench: REGRESSION (head timed out: qcow2 none virtio-blk · dd 64M)")
+    assert lines[4] == (
+        "- **qcow2 none virtio-blk · dd 64M**: head's guest ran past its deadline of 110 s, "
+        "regression (head-timed-out)"
+    )
     # one head sample ran, not eight: the rounds stop at the first timeout
     assert cell["head_failed"] == 1
 
