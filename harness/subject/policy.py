@@ -95,10 +95,6 @@ class Held:
     def setting(self) -> str:
         return f"{self.key}={self.value}"
 
-    def text(self) -> str:
-        """``aio=native: keeps threads (cache=writeback: aio=native needs ...)``."""
-        return f"{self.setting}: keeps {self.keeps} ({self.axis}: {self.why})"
-
     def as_dict(self) -> dict[str, str]:
         return {"key": self.key, "value": self.value, "keeps": self.keeps, "axis": self.axis, "why": self.why}
 
@@ -298,10 +294,11 @@ class Policy:
                 probe = make_cell(**{**out, **values, key: fallback})
             except (SpecError, TypeError):
                 continue  # the cell is bad for another reason, which make_cell will say
-            refusal = drive_refusal(key, str(self.drive[key]).strip().lower(), probe)
+            value = str(self.drive[key]).strip().lower()
+            refusal = drive_refusal(key, value, probe)
             if refusal is not None:
                 out[key] = fallback
-                held.append(Held(key, str(self.drive[key]), fallback, refusal.axis, refusal.why))
+                held.append(Held(key, value, fallback, refusal.axis, refusal.why))
         return out, held
 
     def complete(self, values: Mapping[str, Any]) -> Completed:
@@ -324,15 +321,15 @@ class Policy:
         itself), or None."""
         own = self.complete({"workload": "dd", "dd_mib": 2})
         for held in own.held:
+            drive = held.key in DRIVE_FALLBACK
+            # the cell keeps the fallback, and its other axes still refuse the policy's value
             refusal = (
-                drive_refusal(held.key, held.value, own.cell)
-                if held.key in DRIVE_FALLBACK
-                else option_refusal(held.key, own.cell)
+                drive_refusal(held.key, held.value, own.cell) if drive else option_refusal(held.key, own.cell)
             )
             fix = f": {refusal.fix}" if refusal is not None else ""
-            table = "[drive]" if held.key in DRIVE_FALLBACK else "[drive.options]"
             return (
-                f"{table} {held.setting} cannot apply to the policy's own cell ({held.axis}): {held.why}{fix}"
+                f"{'[drive]' if drive else '[drive.options]'} {held.setting} cannot apply to the policy's "
+                f"own cell ({held.axis}): {held.why}{fix}"
             )
         return None
 

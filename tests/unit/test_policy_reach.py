@@ -60,6 +60,9 @@ def test_a_cell_with_a_cache_mode_that_is_not_direct_keeps_threads_and_says_why(
     for cache in ("none", "directsync"):
         direct = native.complete({"cache": cache, "workload": "dd"})
         assert (direct.cell.drive.aio, direct.held) == (Aio.NATIVE, ())
+    # spelled as QEMU does not, the same value
+    shouted = policy(OWN.replace('aio = "threads"', 'aio = "NATIVE"'))
+    assert shouted.complete({"cache": "writeback", "workload": "dd"}).held == writeback.held
     # the spec's own value wins, and is the spec's to get right
     with pytest.raises(SpecError, match="aio=native needs a direct cache mode, not cache=writeback"):
         native.complete({"cache": "writeback", "aio": "native", "workload": "dd"})
