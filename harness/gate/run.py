@@ -24,6 +24,7 @@ from harness.gate.rounds import GateSide, Rounds, run_rounds
 from harness.gate.spec import GateSpec
 from harness.gate.streams import GateStreams, prepare_streams
 from harness.gate.subjects import Subject, SubjectSource, prepared_subjects, repo_toplevel
+from harness.record import Sample
 from harness.subject.binaries import ON_PATH, Binaries
 from harness.subject.policy import Policy
 from harness.sweep.limits import MAX_DISK_BYTES
@@ -220,8 +221,7 @@ def open_sides(
             run_id=subject.label,
             binaries=subject.binaries(binaries),
         )
-        session.subject["rev"] = subject.rev
-        session.subject["commit"] = subject.commit
+        session.subject = session.subject.with_values(rev=subject.rev, commit=subject.commit)
         sides[subject.label] = GateSide(subject=subject, session=session, cells=cells)
     if sides["base"].session.opts.accel != sides["head"].session.opts.accel:
         raise InfraError("base and head got different accelerators: run the gate with --accel kvm or tcg")
@@ -280,7 +280,7 @@ def comparison_document(
         settings=settings,
         base=_describe(sides["base"]),
         head=_describe(sides["head"]),
-        machine=sides["head"].session.machine,
+        machine=sides["head"].session.machine.to_json(),
         canary=canary,
         budget={
             "budget_min": options.budget_s / 60,
@@ -299,8 +299,8 @@ def comparison_document(
     pairs = [
         (
             gc.name,
-            sides["base"].records.get(gc.name, {}).get("samples", []),
-            sides["head"].records.get(gc.name, {}).get("samples", []),
+            _samples(sides["base"], gc.name),
+            _samples(sides["head"], gc.name),
         )
         for gc in spec.cells
     ]
@@ -319,5 +319,14 @@ def _with_seed(pointers: Pointers | None, seed: int) -> Pointers | None:
     return replace(pointers, reproduce=(*pointers.reproduce, "--seed", str(seed)))
 
 
+def _samples(side: GateSide, name: str) -> tuple[Sample, ...]:
+    record = side.records.get(name)
+    return record.samples if record is not None else ()
+
+
 def _describe(side: GateSide) -> dict[str, Any]:
-    return {**side.subject.describe(), "subject": side.session.subject, "machine": side.session.machine}
+    return {
+        **side.subject.describe(),
+        "subject": side.session.subject.to_json(),
+        "machine": side.session.machine.to_json(),
+    }

@@ -6,6 +6,7 @@ import json
 import math
 import random
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ from harness.compare import (
 from harness.compare.comparison import load_comparison
 from harness.errors import UsageError
 from harness.files import write_json_atomic
-from harness.record import new_record
+from harness.record import Record, Sample, new_record, write_record
 from harness.spec import make_cell
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "docs" / "comparison.schema.json"
@@ -58,19 +59,17 @@ def gauss(seed: int, n: int, mean: float, cv: float) -> list[float]:
     return [mean * rng.gauss(1.0, cv) for _ in range(n)]
 
 
-def samples(
-    values: Sequence[float], metric: str = "total_s", **more: Sequence[float]
-) -> list[dict[str, Any]]:
+def samples(values: Sequence[float], metric: str = "total_s", **more: Sequence[float]) -> list[Sample]:
     """Ok samples of rounds 0..n-1 carrying ``metric`` (and the ``more`` figures, by round)."""
     out = []
     for index, value in enumerate(values):
         figures = {metric: value} | {name.replace("__", "."): vals[index] for name, vals in more.items()}
-        out.append({"index": index, "status": "ok", "metrics": figures})
+        out.append(Sample(index=index, status="ok", metrics=figures))
     return out
 
 
-def failed(n: int, reason: str = "guest workload failed: dd: write error") -> list[dict[str, Any]]:
-    return [{"index": i, "status": "error", "metrics": {}, "reason": reason} for i in range(n)]
+def failed(n: int, reason: str = "guest workload failed: dd: write error") -> list[Sample]:
+    return [Sample(index=i, status="error", reason=reason) for i in range(n)]
 
 
 def cell_dict(**axes: Any) -> dict[str, Any]:
@@ -346,7 +345,7 @@ def test_base_failing_is_an_error() -> None:
 def test_a_minority_of_failed_samples_is_compared_and_mentioned() -> None:
     base = samples(gauss(16, 8, 100.0, 0.02))
     head = samples(gauss(17, 7, 130.0, 0.02)) + failed(1)
-    head[-1]["index"] = 7
+    head[-1] = replace(head[-1], index=7)
     result = compare_cell(cell_dict(), base, head, settings=SETTINGS)
     assert result.verdict is Verdict.REGRESSION
     assert result.kind is Kind.METRIC
@@ -476,7 +475,7 @@ def test_overall_verdict_order() -> None:
     assert overall_verdict([]) is Verdict.UNCHANGED
 
 
-def record(cell: Mapping[str, Any], sample_list: list[dict[str, Any]], **machine: Any) -> dict[str, Any]:
+def record(cell: Mapping[str, Any], sample_list: list[Sample], **machine: Any) -> Record:
     rec = new_record(
         cell=dict(cell),
         machine=MACHINE | machine,
@@ -484,8 +483,7 @@ def record(cell: Mapping[str, Any], sample_list: list[dict[str, Any]], **machine
         vm={"accel": "kvm", "mem_mib": 256, "smp": 1},
         run_id="gate",
     )
-    rec["samples"] = sample_list
-    return rec
+    return replace(rec, samples=tuple(sample_list))
 
 
 def test_compare_records_joins_records_of_a_cell_and_reports_missing_cells() -> None:
@@ -752,7 +750,7 @@ def write_side(directory: Path, scale: float, *, seed: int, cells: int = 2, **ma
     for k in range(cells):
         cell = cell_dict(dd_mib=64 * (k + 1))
         values = gauss(seed + k, 6, 10.0 * scale, 0.01)
-        write_json_atomic(directory / f"{cell['id']}.json", record(cell, samples(values), **machine))
+        write_record(directory / f"{cell['id']}.json", record(cell, samples(values), **machine))
     return directory
 
 

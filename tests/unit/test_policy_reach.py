@@ -22,6 +22,7 @@ from harness.errors import SpecError, UsageError
 from harness.gate.checks import side_cells
 from harness.gate.reach import policy_reach
 from harness.gate.spec import GATE_SPEC, load_gate_spec, parse_gate_spec
+from harness.record import Sample
 from harness.sample.guest_sampler import RunOptions, vm_config
 from harness.spec import Aio, make_cell
 from harness.subject.policy import Held, Policy, check_reach, held_options, options_for, parse_policy
@@ -183,10 +184,10 @@ def _results(spec_cells: dict[str, Any], base_cells: dict[str, Any], slower: set
     results = []
     for name, cell in spec_cells.items():
         rng = random.Random(name)
-        base = [{"index": i, "status": "ok", "metrics": {"total_s": rng.gauss(10.0, 0.05)}} for i in range(8)]
+        base = [Sample(index=i, status="ok", metrics={"total_s": rng.gauss(10.0, 0.05)}) for i in range(8)]
         factor = 1.25 if name in slower else 1.0
         head = [
-            {"index": i, "status": "ok", "metrics": {"total_s": rng.gauss(10.0 * factor, 0.05)}}
+            Sample(index=i, status="ok", metrics={"total_s": rng.gauss(10.0 * factor, 0.05)})
             for i in range(8)
         ]
         doc = {**cell.as_dict(), "gate_name": name}
