@@ -100,6 +100,42 @@ def build_comparison(
     return with_screen(doc)
 
 
+def with_policy_reach(
+    document: dict[str, Any], cells: Sequence[CellResult], reach: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``document`` with where each difference of the policies applied (a gate's ``reach``, see
+    :mod:`harness.gate.reach`): each policy line of the subject diff gets the cells it applied to
+    and the ones that kept another value (``reach``, and ``where`` in words), the summary the cells
+    that hold back a value of their side's policy (``policy_held``) and those no difference reached
+    (``untouched``); the axis sentence counts only cells that a difference reached."""
+    summary = dict(document["summary"])
+    by_what = {str(k["what"]): k for k in reach.get("keys") or []}
+    diff = []
+    for entry in summary.get("subject_diff") or []:
+        key = by_what.get(entry["what"])
+        if key is None:
+            diff.append(entry)
+            continue
+        diff.append(
+            {
+                **entry,
+                "where": key["where"],
+                "reach": {"applied": list(key["applied"]), "kept": list(key["kept"])},
+            }
+        )
+    summary["subject_diff"] = diff
+    summary["policy_held"] = list(reach.get("held") or [])
+    untouched = [str(n) for n in reach.get("untouched") or []]
+    # only a policy's values can leave a cell alike on both sides: a QEMU or guest difference reaches all
+    if any(entry["what"] not in by_what for entry in diff):
+        untouched = []
+    summary["untouched"] = untouched
+    if untouched:
+        reached = [c for c in cells if str(c.cell.get("gate_name") or c.cell_id) not in untouched]
+        summary["axis_sentence"] = axis_sentence(reached)
+    return {**document, "summary": summary}
+
+
 def sensitivity(cells: Sequence[CellResult]) -> list[dict[str, Any]]:
     """Per cell and gated metric: the smallest change it could have caught (percent) at its
     rounds, and for an inconclusive metric about how many rounds per side would decide it."""

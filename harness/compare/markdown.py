@@ -9,7 +9,7 @@ from typing import Any
 from harness.compare.pointers import command_line, graph_url, inconclusive_sentence
 from harness.compare.power import MAX_ROUNDS
 from harness.compare.screen import row_label, with_screen
-from harness.compare.subject import diff_line
+from harness.compare.subject import diff_line, held_lines
 from harness.compare.text import format_p, format_value, pct
 from harness.compare.verdict import Kind, Verdict
 from harness.untrusted import inert_markdown
@@ -424,6 +424,14 @@ def _subject_lines(summary: Mapping[str, Any]) -> list[str]:
         f"- cell {_code(entry.get('name'))}: base {_code(entry.get('base_id'))} → head {_code(entry.get('head_id'))}"
         for entry in renamed
     ]
+    held = held_lines(summary)
+    if held:
+        lines += [
+            "",
+            "Policy values some cells cannot take (QEMU refuses them with the cell's own axes): such a "
+            "cell keeps the fallback, on both sides alike",
+            *[f"- {inert_markdown(line)}" for line in held],
+        ]
     return [*lines, ""]
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from harness.compare.markdown import _cell_name, _change_text, _ci_text
 from harness.compare.screen import DECIDED, beyond
-from harness.compare.subject import diff_line
+from harness.compare.subject import diff_line, held_lines
 from harness.compare.text import format_p, pct
 from harness.compare.verdict import Kind, Verdict
 from harness.units import PLAIN, Style, human, table
@@ -164,6 +164,10 @@ def render_text(
             f"  - cell {_line(e.get('name'))}: base {_line(e.get('base_id'))} -> head {_line(e.get('head_id'))}"
             for e in summary.get("cell_id_changes") or []
         ]
+        held = held_lines(summary)
+        if held:
+            lines.append("  policy values some cells cannot take (they keep the fallback, both sides alike):")
+            lines += [f"  - {_line(line)}" for line in held]
     shown = ordered(cells, sort=sort, only_changed=only_changed)
     lines.append("")
     if shown:

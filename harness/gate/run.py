@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.compare import CellResult, Settings, build_comparison, render_markdown
+from harness.compare.document import with_policy_reach
 from harness.compare.pointers import Pointers
 from harness.errors import InfraError
 from harness.files import write_json_atomic, write_text_atomic
@@ -18,6 +19,7 @@ from harness.gate.canary import host_canary, judge_canary
 from harness.gate.checks import check_side, side_cells
 from harness.gate.judge import Judge, decide_judge, guest_word_document, render_guest_word
 from harness.gate.options import GateOptions
+from harness.gate.reach import policy_reach
 from harness.gate.rounds import GateSide, Rounds, run_rounds
 from harness.gate.spec import GateSpec
 from harness.gate.streams import GateStreams, prepare_streams
@@ -305,7 +307,8 @@ def comparison_document(
     word = guest_word_document(judge, pairs)
     if word is not None:
         document["guest_word"] = word
-    return document
+    reach = policy_reach(spec, sides["base"].subject.policy, sides["head"].subject.policy)
+    return with_policy_reach(document, results, reach.as_dict())
 
 
 def _with_seed(pointers: Pointers | None, seed: int) -> Pointers | None:

@@ -25,6 +25,7 @@ from harness.sample.protocol import GuestReport, parse_ready, parse_report
 from harness.sample.vm import PAYLOAD_SERIAL, TOOLS_SERIAL, Drive, Machine, VMConfig
 from harness.spec import Aio, CacheState, Cell, Interface, Workload
 from harness.subject.binaries import ON_PATH, Binaries
+from harness.subject.policy import options_for
 from harness.untrusted import LOG_TAIL_CHARS, STRING_CHARS, clean_json, clean_line, clean_text
 from harness.workloads import parse_outputs
 from harness.workloads.latency import BOUNDARIES_NS, histograms_from_blockstats, latency_metrics
@@ -104,7 +105,8 @@ def vm_config(cell: Cell, guest: Guest, opts: RunOptions, image: Path) -> VMConf
             interface=cell.drive.interface,
             cache=cell.drive.cache,
             aio=cell.drive.aio,
-            options=opts.drive_options,
+            # the policy's options this cell takes (qcow2's cache options not on a raw image)
+            options=options_for(cell, opts.drive_options),
             key_secret=cell.image.encrypted,
         )
     )

@@ -619,6 +619,24 @@ def sample_document(accel: str = "kvm") -> dict[str, Any]:
     )
 
 
+def test_a_gate_documents_policy_reach_is_valid_against_its_schema(schema: dict[str, Any]) -> None:
+    from harness.compare.document import with_policy_reach
+    from harness.gate.reach import policy_reach
+    from harness.gate.spec import GATE_SPEC, load_gate_spec
+    from harness.subject.policy import parse_policy
+
+    own = (Path(__file__).resolve().parents[2] / "policy.toml").read_text()
+    base = parse_policy(own)
+    head = parse_policy(own.replace('aio = "threads"', 'aio = "native"'))
+    doc = sample_document()
+    doc["summary"]["subject_diff"] = [{"what": "aio", "base": "threads", "head": "native"}]
+    reach = policy_reach(load_gate_spec(GATE_SPEC), base, head).as_dict()
+    doc = with_policy_reach(doc, [], reach)
+    assert doc["summary"]["subject_diff"][0]["reach"]["applied"]
+    assert len(doc["summary"]["policy_held"]) == 4
+    assert validate(doc, schema, schema) == []
+
+
 def test_the_document_is_valid_against_its_schema(schema: dict[str, Any]) -> None:
     doc = sample_document()
     json.dumps(doc, allow_nan=False)

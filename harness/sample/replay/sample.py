@@ -23,6 +23,7 @@ from harness.sample.replay.record import cached_stream
 from harness.sample.replay.replay import Pairing, replay
 from harness.sample.replay.stream import Stream
 from harness.spec import Cell
+from harness.subject.policy import options_for
 
 
 def replay_sampler(
@@ -88,7 +89,7 @@ def _replay_sample(
             qemu_io=opts.binaries.qemu_io,
             qemu_img=opts.binaries.qemu_img,
             work_dir=opts.work_dir / "replay",
-            drive_options=opts.drive_options,
+            drive_options=options_for(cell, opts.drive_options),
             passes=passes,
             together=together,
         )
