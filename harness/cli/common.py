@@ -208,10 +208,10 @@ def qemu_build_flag(value: str) -> QemuBuild | None:
     A directory is a build's prefix (``diskbench qemu get`` printed it); a binary inside one is
     that build; a value that is no path and reads as a version (``10.0``, a Debian version) is
     resolved among the versions the configured suites offer and fetched when needed."""
+    from harness.debian.qemu import QemuCache
     from harness.host import confine
     from harness.paths import qemu_cache_dir
     from harness.subject.qemu_build import build_of, load_build
-    from harness.subject.qemu_fetch import QemuCache
 
     path = Path(value).expanduser()
     build: QemuBuild | None

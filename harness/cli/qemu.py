@@ -41,8 +41,8 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from harness.debian.qemu import QemuCache
     from harness.paths import qemu_cache_dir
-    from harness.subject.qemu_fetch import QemuCache
 
     cache = QemuCache(qemu_cache_dir())
     if args.qemu_command == "list":

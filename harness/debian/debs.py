@@ -2,14 +2,13 @@
 checked, pruned, unpacked.
 
 The guest's recipe (:mod:`harness.guest.packages`) and the QEMU builds
-(:mod:`harness.subject.qemu_fetch`) fetch through here; an :class:`Origin` says who asks:
+(:mod:`harness.debian.qemu`) fetch through here; an :class:`Origin` says who asks:
 how its errors name its input and the fix, its caps, where its progress is logged and which
 apt configuration answers (:class:`harness.debian.apt.Apt`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import re
@@ -22,6 +21,7 @@ from pathlib import Path
 
 from harness.debian.apt import SYSTEM_APT, Apt
 from harness.errors import CommandError, HarnessError
+from harness.files import file_digest
 from harness.host.proc import run
 
 #: A cached package used this recently is never pruned: another build may be about to read it.
@@ -209,15 +209,6 @@ def fetch_debs(pins: Mapping[str, str], debs: Path, origin: Origin) -> dict[str,
 def progress_step(count: int) -> int:
     """Downloads between two progress lines: every tenth of ``count``, at most every 10."""
     return max(1, min(10, -(-count // 10)))
-
-
-def file_digest(path: Path, algorithm: str = "sha256") -> str:
-    """The hex digest of a file's bytes."""
-    h = hashlib.new(algorithm)
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def check_cached(path: Path, expected: AptFile, origin: Origin) -> None:

@@ -33,7 +33,7 @@ class GateOptions:
     workload_timeout_s: float = 1800.0
     # the runner's cap on a cell's disk (--max-disk-size), for both sides' cells
     max_disk_bytes: int = MAX_DISK_BYTES
-    # where a side's [qemu] pin is fetched (harness.subject.qemu_fetch); None: qemu_cache_dir()
+    # where a side's [qemu] pin is fetched (harness.debian.qemu); None: qemu_cache_dir()
     qemu_cache: Path | None = None
 
     @classmethod

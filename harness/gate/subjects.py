@@ -72,8 +72,7 @@ def side_binaries(
     pin = subject.policy.qemu
     if subject.qemu or not pin.pinned:
         return subject.binaries(default)
-    from harness.subject.qemu_fetch import QemuCache
-
+    from harness.debian.qemu import QemuCache
     from harness.subject.qemu_build import QemuBuildError
 
     try:

@@ -20,8 +20,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from harness.debian.debs import file_digest
 from harness.errors import UsageError
+from harness.files import file_digest
 from harness.subject.binaries import QEMU, QEMU_IMG, Binaries
 
 MANIFEST = "diskbench-qemu.json"

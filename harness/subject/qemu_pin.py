@@ -2,7 +2,7 @@
 runner's.
 
 A pin is untrusted input (a pull request proposes one): it is only ever a version *name*, looked
-up among the versions the configured suites offer (:func:`harness.subject.qemu_fetch.resolve`);
+up among the versions the configured suites offer (:func:`harness.debian.qemu.resolve`);
 a path, an option or anything but a version's characters is refused here, when the policy is
 parsed, with one line. Parsing is pure.
 """

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from harness.compare import Settings
 from harness.gate import SubjectSource, parse_gate_spec, run_gate, settings_for
-from harness.paths import REPO_ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
 
@@ -35,36 +33,13 @@ measure = "replay"
 """
 
 
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
-    ).stdout.strip()
-
-
-@pytest.fixture(scope="module")
-def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A clone of this repository with one more commit: the policy's cache mode is writethrough."""
-    path = tmp_path_factory.mktemp("gate-replay") / "repo"
-    subprocess.run(["git", "clone", "-q", str(REPO_ROOT), str(path)], check=True)
-    git(path, "config", "user.email", "test@diskbench.invalid")
-    git(path, "config", "user.name", "diskbench test")
-    git(path, "tag", "base")
-    policy = path / "policy.toml"
-    text = policy.read_text()
-    assert 'cache = "none"' in text
-    policy.write_text(text.replace('cache = "none"', 'cache = "writethrough"', 1))
-    git(path, "commit", "-q", "-am", "policy: cache=writethrough")
-    git(path, "tag", "writethrough")
-    return path
-
-
 def test_a_writethrough_head_is_seen_by_the_replay_of_bases_stream(
-    repo: Path, tmp_path: Path, disk_dir: Path, guest: object
+    writethrough_repo: Path, tmp_path: Path, disk_dir: Path, guest: object
 ) -> None:
     spec = parse_gate_spec(SPEC, source="test-gate-replay.toml")
     out = tmp_path / "out"
     result = run_gate(
-        repo=repo,
+        repo=writethrough_repo,
         base=SubjectSource("base", "base"),
         head=SubjectSource("head", "writethrough"),
         spec=spec,
@@ -82,9 +57,15 @@ def test_a_writethrough_head_is_seen_by_the_replay_of_bases_stream(
     assert cell["rounds"] == 8
     metrics = {m["metric"]: m for m in cell["metrics"]}
     assert metrics["replay.write_mean_ms"]["n_base"] == metrics["replay.write_mean_ms"]["n_head"] == 8
-    # every gated metric says what it could see, and the summary's first lines say it
+    # every gated metric says what it could see, and the summary says it after the table; its
+    # first lines name the regressed cell, its deciding metric and change
     assert all(m["could_see_pct"] is not None for m in cell["metrics"])
-    assert any(line.startswith("Could see ") for line in result.markdown.splitlines()[:6])
+    lines = result.markdown.splitlines()
+    assert lines[4].startswith(f"- **{cell['title']}**: `replay.") and lines[4].endswith(", regression")
+    assert any(
+        line.startswith("Could see ")
+        for line in lines[lines.index("| cell | metric | base | head | change (95% CI) | verdict |") :]
+    )
     # base's stream replayed by both sides; head's recorded too (writethrough is guest-visible: the
     # device says it has no volatile write cache) and compared with base's
     assert len(list((out / "streams").glob("*.key.json"))) == 2

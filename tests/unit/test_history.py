@@ -5,17 +5,19 @@ from __future__ import annotations
 import json
 import math
 import shlex
-import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from gitrepo import git, new_repo
 
 from harness.cli import main
 from harness.errors import UsageError
 from harness.history import asvrun as history
 from harness.history import pages
+from harness.record import CellInfo, MachineInfo, Record, Sample
 from harness.sweep import parse_spec
 from harness.workloads import Metric, metric_info
 
@@ -87,15 +89,13 @@ def test_a_range_splits_in_two() -> None:
 
 
 def make_repo(path: Path, commits: int) -> list[str]:
-    subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True)
+    new_repo(path)
     hashes = []
     for n in range(commits):
         (path / "f").write_text(str(n))
-        git = ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@localhost"]
-        subprocess.run([*git, "add", "f"], check=True)
-        subprocess.run([*git, "commit", "-q", "-m", f"c{n}"], check=True)
-        out = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True)
-        hashes.append(out.stdout.strip())
+        git(path, "add", "f")
+        git(path, "commit", "-q", "-m", f"c{n}")
+        hashes.append(git(path, "rev-parse", "HEAD"))
     return hashes
 
 
@@ -229,8 +229,12 @@ def test_every_workload_has_its_phases_and_host_figures() -> None:
         assert len(methods) == len(set(methods)), wl
 
 
-def record(samples: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"cell": {"id": "c", "workload": {"name": "dd"}}, "samples": samples}
+def record(samples: list[dict[str, Any]]) -> Record:
+    return Record(
+        cell=CellInfo({"id": "c", "workload": {"name": "dd"}}),
+        machine=MachineInfo(),
+        samples=tuple(Sample.from_json(s) for s in samples),
+    )
 
 
 def test_the_io_path_is_tracked_beside_total_s() -> None:
@@ -304,6 +308,18 @@ def test_the_default_matrix_is_format_cache_interface_per_workload() -> None:
     assert layout.policy_cell(spec, policy, "dd", values) == qcow2, "the policy's cell is a matrix cell"
 
 
+def test_the_policys_classes_take_the_workloads_own_axes_as_the_registry_declares_them() -> None:
+    spec = parse_spec(
+        '[axes]\nfio_ios = [500, 2000]\ncache = ["none", "writeback"]\ndd_mib = [64]\n'
+        '[params]\nworkload = "fio"\nfs = "ext2"\nformat = "raw"\n'
+    )
+    (group,) = layout.policy_groups(spec)
+    # the disk's axes belong to the matrix; the workload's (any workload's) to the policy's cell
+    assert group.param_names == ("fio_ios", "dd_mib")
+    cell = layout.policy_cell(spec, None, "fio", {"fio_ios": 500, "dd_mib": 64})
+    assert (cell.workload.fs, cell.workload.fio_ios, cell.image.format) == ("ext2", 500, "qcow2")
+
+
 def test_an_excluded_combination_is_a_gap() -> None:
     spec = parse_spec(
         '[axes]\nformat = ["raw", "qcow2"]\ncache = ["none", "writeback"]\n[params]\nworkload = "dd"\n'
@@ -372,13 +388,12 @@ def test_a_failing_asv_is_exit_3_naming_its_log(tmp_path: Path) -> None:
 
 
 def test_failed_cells_are_named_per_commit(tmp_path: Path) -> None:
-    from harness.files import write_json_atomic
-    from harness.record import new_record
+    from harness.record import new_record, write_record
 
     def write(commit: str, cell_id: str, statuses: list[str]) -> None:
         rec = new_record(cell={"id": cell_id}, machine={}, subject={}, vm={}, run_id="history")
-        rec["samples"] = [{"status": s} for s in statuses]
-        write_json_atomic(tmp_path / "vm-tcg" / commit / "sweeps" / "history" / f"{cell_id}.json", rec)
+        rec = replace(rec, samples=tuple(Sample.from_json({"status": s}) for s in statuses))
+        write_record(tmp_path / "vm-tcg" / commit / "sweeps" / "history" / f"{cell_id}.json", rec)
 
     write("a" * 40, "raw.dd", ["ok", "ok"])
     write("a" * 40, "qcow2.dd", ["ok", "error"])

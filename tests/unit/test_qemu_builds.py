@@ -11,22 +11,13 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from harness.debian import debs
 from harness.debian.apt import Offer, backports_stanza, parse_madison
-from harness.debian.version import compare_versions, depends_on, satisfies
-from harness.errors import ExitCode
-from harness.subject.qemu_build import (
-    MANIFEST,
-    QemuBuild,
-    QemuBuildError,
-    build_of,
-    load_build,
-    upstream_version,
-)
-from harness.subject.qemu_fetch import (
+from harness.debian.qemu import (
     Offered,
     QemuCache,
     QemuFetchError,
@@ -34,6 +25,17 @@ from harness.subject.qemu_fetch import (
     firmware_pins,
     offered_versions,
     resolve,
+)
+from harness.debian.version import compare_versions, depends_on, satisfies
+from harness.errors import ExitCode
+from harness.files import file_digest
+from harness.subject.qemu_build import (
+    MANIFEST,
+    QemuBuild,
+    QemuBuildError,
+    build_of,
+    load_build,
+    upstream_version,
 )
 
 V10 = "1:10.0.2+ds-2+deb13u1~bpo12+1"
@@ -241,7 +243,7 @@ def _build(prefix: Path, version: str = V10) -> QemuBuild:
         version=upstream_version(version),
         packages=(("qemu-system-x86", version),),
         digests=tuple(
-            (b, debs.file_digest(prefix / "usr" / "bin" / b)) for b in ("qemu-img", "qemu-system-x86_64")
+            (b, file_digest(prefix / "usr" / "bin" / b)) for b in ("qemu-img", "qemu-system-x86_64")
         ),
     )
     (prefix / MANIFEST).write_text(json.dumps(build.as_dict()))
@@ -376,10 +378,12 @@ def test_the_debian_version_is_read_from_the_version_line() -> None:
 
 
 def test_two_builds_of_one_version_are_two_machines() -> None:
+    from harness.record import new_record
     from harness.record.identity import identity_warnings, merge_identity, series_identity
 
-    def record(sha: str) -> dict[str, object]:
-        return {"machine": {"qemu_version": "7.2.22", "qemu_debian_version": V72, "qemu_sha256": sha}}
+    def record(sha: str) -> Any:
+        machine = {"qemu_version": "7.2.22", "qemu_debian_version": V72, "qemu_sha256": sha}
+        return new_record(cell={"id": "c"}, machine=machine, subject={}, vm={}, run_id="r")
 
     a, b = record("aa"), record("bb")
     assert merge_identity(a) != merge_identity(b)

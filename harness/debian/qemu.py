@@ -36,6 +36,7 @@ from harness.debian import debs
 from harness.debian.apt import Apt, Offer
 from harness.debian.version import depends_on, satisfies, version_key
 from harness.errors import CommandError, InfraError
+from harness.files import file_digest
 from harness.host import confine
 from harness.host.hostinfo import short_version, tool_version
 from harness.subject.qemu_build import (
@@ -310,5 +311,5 @@ def _manifest(prefix: Path, debian_version: str, pins: dict[str, str]) -> QemuBu
         debian_version=debian_version,
         version=short_version(line),
         packages=tuple(sorted(pins.items())),
-        digests=tuple(sorted((b, debs.file_digest(prefix / "usr" / "bin" / b)) for b in BINARIES)),
+        digests=tuple(sorted((b, file_digest(prefix / "usr" / "bin" / b)) for b in BINARIES)),
     )
