@@ -158,6 +158,12 @@ def refresh(apt: Apt, *, max_age_s: float = LISTS_MAX_AGE_S, force: bool = False
     return True
 
 
+def has_lists(apt: Apt) -> bool:
+    """A private configuration's indexes were fetched at least once."""
+    assert apt.root is not None
+    return (apt.root / "updated").is_file()
+
+
 @dataclass(frozen=True)
 class Offer:
     """One version of a package that a configured suite offers (a line of ``apt-cache madison``)."""

@@ -194,7 +194,13 @@ class QemuCache:
         """What the configured suites offer (their indexes fetched first when stale)."""
         self.root.mkdir(parents=True, exist_ok=True)
         if refresh:
-            debian_apt.refresh(self.apt)
+            try:
+                debian_apt.refresh(self.apt)
+            except InfraError as exc:
+                if not debian_apt.has_lists(self.apt):
+                    raise
+                # the indexes fetched before are still signed and exact, only older
+                logger.warning("qemu: %s; using the indexes fetched before", exc.message)
         return offered_versions(debian_apt.offers(self.apt, QEMU_PACKAGES))
 
     def fetched(self) -> list[QemuBuild]:

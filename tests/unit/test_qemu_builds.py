@@ -390,3 +390,41 @@ def test_two_builds_of_one_version_are_two_machines() -> None:
     assert series_identity(a) != series_identity(b)
     (warning,) = identity_warnings([a], [b])
     assert "qemu_sha256: aa vs bb" in warning
+
+
+FAKE_APT = """#!/bin/sh
+# apt-get and apt-cache of a private configuration whose mirror cannot be reached
+for arg in "$@"; do
+  case "$arg" in
+    update) echo "E: Failed to fetch http://deb.debian.org/debian/dists/bookworm/InRelease" >&2; exit 100;;
+    indextargets) exit 0;;
+    madison) cat "$FAKE_MADISON"; exit 0;;
+  esac
+done
+exit 1
+"""
+
+
+@pytest.fixture
+def unreachable_mirror(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("apt-get", "apt-cache"):
+        (bin_dir / tool).write_text(FAKE_APT)
+        (bin_dir / tool).chmod(0o755)
+    (tmp_path / "madison.txt").write_text(MADISON)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_MADISON", str(tmp_path / "madison.txt"))
+
+
+@pytest.mark.usefixtures("unreachable_mirror")
+def test_an_unreachable_mirror_falls_back_to_the_indexes_fetched_before(tmp_path: Path) -> None:
+    from harness.errors import InfraError
+
+    cache = QemuCache(tmp_path / "qemu")
+    with pytest.raises(InfraError, match="apt-get update of the private sources"):
+        cache.offered()  # never fetched: nothing to fall back to
+    (tmp_path / "qemu" / "apt" / "updated").touch()
+    os.utime(tmp_path / "qemu" / "apt" / "updated", (0, 0))  # stale: apt-get update is tried
+    assert [o.debian_version for o in cache.offered()] == [V10, V72, V72S]
+    assert resolve("10.0", cache.offered()).debian_version == V10
