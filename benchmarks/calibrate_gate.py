@@ -46,6 +46,7 @@ from harness.compare.comparison import load_comparison  # noqa: E402
 from harness.files import write_json_atomic  # noqa: E402
 from harness.gate import SubjectSource, load_gate_spec, run_gate, settings_for  # noqa: E402
 from harness.paths import default_results_dir, default_work_dir  # noqa: E402
+from harness.subject.binaries import Binaries  # noqa: E402
 from harness.subject.policy import load_policy  # noqa: E402
 
 MIB = 1024 * 1024
@@ -92,6 +93,7 @@ def one_gate(
         work_dir=args.work_dir,
         accel=args.accel,
         seed=seed,
+        binaries=Binaries.on_path(),
         progress=(lambda m: print(m, file=sys.stderr, flush=True)) if args.verbose else (lambda _m: None),
     )
     return summarize(out, wall_s=time.monotonic() - t0)

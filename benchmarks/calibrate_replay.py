@@ -55,6 +55,7 @@ from harness.gate import GATE_SPEC, load_gate_spec, settings_for
 from harness.sample.replay.replay import Pairing, replay
 from harness.sample.replay.stream import parse_stream
 from harness.spec import make_cell
+from harness.subject.binaries import QEMU_IMG
 
 FIGURES = (
     "replay.wall_s",
@@ -181,6 +182,7 @@ def run(args: argparse.Namespace) -> None:
                 stream,
                 cell,
                 qemu_io=qemu_io,
+                qemu_img=QEMU_IMG,
                 work_dir=work,
                 drive_options=drive_options,
                 passes=args.passes,

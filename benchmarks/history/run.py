@@ -195,11 +195,12 @@ def binaries_args(environ: Mapping[str, str]) -> dict[str, Any]:
         from harness.subject.binaries import Binaries
     except ImportError:
         return {}
-    default = Binaries.default()
+    # the names on PATH when no variable names others, spelled here: harnesses of different
+    # commits call that default differently (or not at all)
     return {
         "binaries": Binaries(
-            qemu=environ.get("DISKBENCH_QEMU") or default.qemu,
-            qemu_img=environ.get("DISKBENCH_QEMU_IMG") or default.qemu_img,
+            qemu=environ.get("DISKBENCH_QEMU") or "qemu-system-x86_64",
+            qemu_img=environ.get("DISKBENCH_QEMU_IMG") or "qemu-img",
         )
     }
 

@@ -41,7 +41,7 @@ from harness.gate import (
     repo_toplevel,
     resolve_rev,
 )
-from harness.subject.binaries import ON_PATH, Binaries
+from harness.subject.binaries import Binaries
 
 #: what a step's own commit can make go wrong: it is skipped, not the bisection stopped
 STEP_FAILURES: tuple[type[Exception], ...] = (BuildError, GuestBuildError, UsageError, VMError, ProtocolError)
@@ -91,7 +91,7 @@ def run_bisect(
     out_dir: Path,
     work_dir: Path,
     progress: Callable[[str], None] = lambda _m: None,
-    binaries: Binaries = ON_PATH,
+    binaries: Binaries,
     measure: Measure | None = None,
 ) -> BisectResult:
     """Find the first commit after ``good`` that is measured like ``bad``; resumes the state in

@@ -181,7 +181,7 @@ def resolve_binaries(*, qemu: str | None, qemu_img: str | None, environ: Mapping
     """The binaries of this run, decided once: ``--qemu``/``--qemu-img`` (an executable file, made
     absolute; bad input if not), else ``$DISKBENCH_QEMU``/``$DISKBENCH_QEMU_IMG`` as given, else
     the names on PATH."""
-    default = Binaries.default()
+    default = Binaries.on_path()
     return Binaries(
         qemu=executable("--qemu", qemu) if qemu else environ.get(ENV_QEMU) or default.qemu,
         qemu_img=executable("--qemu-img", qemu_img)

@@ -100,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
         work_dir=args.work_dir,
         boot_timeout_s=args.boot_timeout_s,
         workload_timeout_s=args.workload_timeout_s,
+        qemu_img=args.binaries.qemu_img,
     )
     for flag, value in (("--rounds", args.rounds), ("--max-rounds", args.max_rounds)):
         if value is not None and value < 1:

@@ -22,7 +22,7 @@ from harness.gate.rounds import GateSide, Rounds, run_rounds
 from harness.gate.spec import GateSpec
 from harness.gate.streams import GateStreams, prepare_streams
 from harness.gate.subjects import Subject, SubjectSource, prepared_subjects, repo_toplevel
-from harness.subject.binaries import ON_PATH, Binaries
+from harness.subject.binaries import Binaries
 from harness.subject.policy import Policy
 from harness.sweep.limits import MAX_DISK_BYTES
 
@@ -62,7 +62,7 @@ def run_gate(
     workload_timeout_s: float = 1800.0,
     progress: Callable[[str], None] = lambda _m: None,
     start: str = "auto",
-    binaries: Binaries = ON_PATH,
+    binaries: Binaries,
     max_disk_bytes: int = MAX_DISK_BYTES,
     pointers: Pointers | None = None,
 ) -> GateResult:
@@ -111,7 +111,7 @@ def gate_revisions(
     out_dir: Path,
     work_dir: Path,
     progress: Callable[[str], None] = lambda _m: None,
-    binaries: Binaries = ON_PATH,
+    binaries: Binaries,
     pointers: Pointers | None = None,
 ) -> GateResult:
     """The gate of ``sources`` (base, head) in the git checkout ``repo``, with ``options`` decided;
@@ -191,7 +191,7 @@ def open_sides(
     out_dir: Path,
     work_dir: Path,
     progress: Callable[[str], None],
-    binaries: Binaries = ON_PATH,
+    binaries: Binaries,
 ) -> dict[str, GateSide]:
     """Each side's cells under its own policy, and a session on its guest and QEMU
     (its own binaries, else ``binaries``).

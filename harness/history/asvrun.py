@@ -44,7 +44,7 @@ from harness.history.history_progress import LogFollower
 from harness.history.pages import localize
 from harness.host import proc
 from harness.paths import default_work_dir
-from harness.subject.binaries import ON_PATH, Binaries
+from harness.subject.binaries import Binaries
 
 Log = Callable[[str], None]
 
@@ -235,7 +235,7 @@ def asv_command() -> list[str]:
     return [sys.executable, "-m", "asv"]
 
 
-def detect_accel(log: Log, binaries: Binaries = ON_PATH) -> str:
+def detect_accel(log: Log, binaries: Binaries) -> str:
     """The accelerator guests really run under here with ``binaries`` (a KVM probe boot, cached
     per host boot)."""
     from harness.guest import build_guest
@@ -281,7 +281,7 @@ def run_history(
     spec: Path | None = None,
     repeat: int | None = None,
     log: Log = lambda _msg: None,
-    binaries: Binaries = ON_PATH,
+    binaries: Binaries,
     suite_environ: Mapping[str, str] | None = None,
 ) -> HistoryResult:
     """Measure the commits with asv and publish the pages; return where they are.

@@ -20,7 +20,7 @@ from harness.sample import images
 from harness.sample.accel import choose_accel
 from harness.sample.guest_sampler import Guest, RunOptions, Sampler
 from harness.spec import Cache, Cell, Measure
-from harness.subject.binaries import ON_PATH, Binaries
+from harness.subject.binaries import Binaries
 from harness.subject.policy import Policy
 
 BOOT_TIMEOUT_S = {"kvm": 30.0, "tcg": 120.0}
@@ -97,7 +97,7 @@ def open_session(
     run_id: str | None = None,
     policy: Policy | None = None,
     recipe_dir: Path | None = None,
-    binaries: Binaries = ON_PATH,
+    binaries: Binaries,
 ) -> Session:
     """Check the work dir, build the guest, choose the accelerator: once per session.
 

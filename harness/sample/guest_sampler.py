@@ -23,7 +23,7 @@ from harness.sample import images, snapshot
 from harness.sample.protocol import GuestReport, parse_ready, parse_report
 from harness.sample.vm import PAYLOAD_SERIAL, TOOLS_SERIAL, Drive, Machine, VMConfig
 from harness.spec import Aio, CacheState, Cell, Interface, Workload
-from harness.subject.binaries import ON_PATH, Binaries
+from harness.subject.binaries import Binaries
 from harness.untrusted import STRING_CHARS, clean_sample
 from harness.workloads import parse_outputs
 from harness.workloads.latency import BOUNDARIES_NS, histograms_from_blockstats, latency_metrics
@@ -49,6 +49,8 @@ class RunOptions:
     work_dir: Path
     results_dir: Path
     run_id: str
+    # the QEMU and qemu-img every sample runs
+    binaries: Binaries
     repeat: int = 3
     boot_timeout_s: float = 120.0
     workload_timeout_s: float = 1800.0
@@ -61,8 +63,6 @@ class RunOptions:
     latency_histograms: bool = True
     # cold | snapshot | auto (see harness.sample.snapshot)
     start: str = "cold"
-    # the QEMU and qemu-img every sample runs
-    binaries: Binaries = ON_PATH
 
 
 def vm_config(cell: Cell, guest: Guest, opts: RunOptions, image: Path) -> VMConfig:

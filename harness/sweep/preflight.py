@@ -11,7 +11,6 @@ from pathlib import Path
 
 from harness.errors import SpecError
 from harness.spec import Cell, Workload
-from harness.subject.binaries import QEMU_IMG
 from harness.sweep import limits
 
 
@@ -23,7 +22,7 @@ def check_numbers(
     workload_timeout_s: float,
     mem_mib: int | None = None,
     smp: int | None = None,
-    qemu_img: str = QEMU_IMG,
+    qemu_img: str,
     max_disk_bytes: int = limits.MAX_DISK_BYTES,
 ) -> None:
     """Every numeric flag and image size (see :mod:`harness.sweep.limits`, measured with ``qemu_img``,

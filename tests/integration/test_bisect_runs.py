@@ -12,6 +12,7 @@ from harness.bisect import STATE_FILE, Outcome, run_bisect
 from harness.compare import Settings
 from harness.gate import GateOptions, parse_gate_spec, settings_for
 from harness.paths import REPO_ROOT
+from harness.subject.binaries import Binaries
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
 
@@ -85,6 +86,7 @@ def test_bisect_names_the_commit_that_throttles_the_policy(
         out_dir=out,
         work_dir=disk_dir,
         progress=lines.append,
+        binaries=Binaries.on_path(),
     )
     print("\n".join(lines))
     print(result.text)

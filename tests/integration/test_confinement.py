@@ -22,6 +22,7 @@ from harness.rounds.session import run_cells
 from harness.sample import images
 from harness.sample.vm import Drive, Machine, VMConfig
 from harness.spec import make_cell
+from harness.subject.binaries import QEMU, QEMU_IMG
 
 pytestmark = [
     pytest.mark.integration,
@@ -42,9 +43,12 @@ def test_qemu_runs_as_the_unprivileged_account_with_the_full_sandbox(
     assert account.name == confine.ACCOUNT and account.uid != 0
     disk_dir.mkdir(parents=True, exist_ok=True)
     image = disk_dir / "disk.qcow2"
-    images.create(image, make_cell(format="qcow2", workload="dd", dd_mib=8, size="256M").image)
+    images.create(
+        image, make_cell(format="qcow2", workload="dd", dd_mib=8, size="256M").image, qemu_img=QEMU_IMG
+    )
     assert image.stat().st_uid == account.uid, "qemu-img created the image as the account"
     config = VMConfig(
+        qemu=QEMU,
         kernel=guest.kernel,
         initrd=guest.initrd,
         append=["diskbench.workload=sleep"],
@@ -82,7 +86,9 @@ def test_a_backing_file_that_got_past_the_parser_cannot_be_opened(
 ) -> None:
     disk_dir.mkdir(parents=True, exist_ok=True)
     image = disk_dir / "disk.qcow2"
-    images.create(image, make_cell(format="qcow2", workload="dd", dd_mib=8, size="256M").image)
+    images.create(
+        image, make_cell(format="qcow2", workload="dd", dd_mib=8, size="256M").image, qemu_img=QEMU_IMG
+    )
     # the options of the attack, handed to QEMU as if no allowlist existed
     options = (
         ("backing.driver", "raw"),
@@ -90,6 +96,7 @@ def test_a_backing_file_that_got_past_the_parser_cannot_be_opened(
         ("backing.file.filename", hostile),
     )
     config = VMConfig(
+        qemu=QEMU,
         kernel=guest.kernel,
         initrd=guest.initrd,
         append=["diskbench.workload=sleep"],

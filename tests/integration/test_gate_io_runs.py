@@ -12,6 +12,7 @@ from harness.compare import Settings
 from harness.errors import ExitCode
 from harness.gate import SubjectSource, parse_gate_spec, run_gate, settings_for
 from harness.paths import REPO_ROOT
+from harness.subject.binaries import Binaries
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
 
@@ -73,6 +74,7 @@ def test_a_writethrough_head_is_not_inconclusive_and_the_summary_names_the_cache
         accel="tcg",
         seed=11,
         canary=False,
+        binaries=Binaries.on_path(),
     )
     doc, lines = result.document, result.markdown.splitlines()
     (cell,) = doc["cells"]

@@ -11,6 +11,7 @@ import pytest
 from harness.compare import Settings
 from harness.gate import SubjectSource, parse_gate_spec, run_gate, settings_for
 from harness.paths import REPO_ROOT
+from harness.subject.binaries import Binaries
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
 
@@ -74,6 +75,7 @@ def test_a_writethrough_head_is_seen_by_the_replay_of_bases_stream(
         accel="tcg",
         seed=5,
         canary=False,
+        binaries=Binaries.on_path(),
     )
     doc = result.document
     (cell,) = doc["cells"]

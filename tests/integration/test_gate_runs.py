@@ -13,6 +13,7 @@ from harness.compare.comparison import load_comparison
 from harness.errors import ExitCode
 from harness.gate import SubjectSource, parse_gate_spec, run_gate, settings_for
 from harness.paths import REPO_ROOT
+from harness.subject.binaries import Binaries
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
 
@@ -76,6 +77,7 @@ def gate(
         accel="tcg",
         seed=7,
         canary=False,
+        binaries=Binaries.on_path(),
     )
     doc = load_comparison(tmp_path / "out" / "comparison.json")
     assert doc == json.loads(json.dumps(result.document))

@@ -31,6 +31,7 @@ from harness.host.hostinfo import filesystem_type
 from harness.paths import cache_dir
 from harness.record import load_record
 from harness.sample.images import MEMORY_FILESYSTEMS
+from harness.subject.binaries import Binaries
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
 
@@ -145,7 +146,9 @@ def published(
     repo, _ = three_commits
     work = scratch_dir(tmp_path_factory.mktemp("work"))
     notes: list[str] = []
-    return run_history(config=repo / "asv.conf.json", commits=3, work_dir=work, log=notes.append)
+    return run_history(
+        config=repo / "asv.conf.json", commits=3, work_dir=work, log=notes.append, binaries=Binaries.on_path()
+    )
 
 
 def test_asv_flags_the_throttled_commit_and_no_other(
@@ -317,6 +320,7 @@ def test_qemu_config_builds_each_commit_and_the_suite_runs_its_binaries(
         commits=1,
         work_dir=scratch_dir(tmp_path / "work"),
         html_dir=tmp_path / "html",
+        binaries=Binaries.on_path(),
     )
     assert result.commits == (commit,)
     assert result.index == tmp_path / "html" / "index.html"

@@ -12,6 +12,7 @@ from harness.rounds.session import run_cells
 from harness.sample import images
 from harness.sample.vm import Drive, Machine, VMConfig
 from harness.spec import Interface, make_cell
+from harness.subject.binaries import QEMU, QEMU_IMG
 from harness.workloads.latency import BOUNDARIES_NS, Histogram
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
@@ -51,9 +52,9 @@ def test_histograms_can_be_set_on_the_disk_of_every_interface(
     # QMP names the guest device that holds the drive: virtio-blk-pci's is a child of the proxy
     image = tmp_path / "disk.raw"
     # made by qemu-img as the QEMU account (harness.host.confine), as every disk under test is
-    images.create(image, make_cell(format="raw", size="64M").image)
+    images.create(image, make_cell(format="raw", size="64M").image, qemu_img=QEMU_IMG)
     disk = Drive(node="disk0", path=image, format="raw", interface=interface)
-    config = VMConfig(kernel=guest.kernel, initrd=guest.initrd, append=[], drives=[disk])
+    config = VMConfig(kernel=guest.kernel, initrd=guest.initrd, append=[], drives=[disk], qemu=QEMU)
     with Machine(config, tmp_path / "logs") as vm:
         vm.set_latency_histograms(disk, BOUNDARIES_NS)
         stats = vm.blockstats("disk0")

@@ -13,6 +13,7 @@ from harness.rounds.session import run_cells
 from harness.sample import images, snapshot
 from harness.sample.guest_sampler import RunOptions, vm_config
 from harness.spec import make_cell
+from harness.subject.binaries import QEMU_IMG, Binaries
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
 
@@ -60,6 +61,7 @@ def test_every_restore_reseeds_the_guest_kernels_random_numbers(
     cell = make_cell(format="qcow2", workload="dd", dd_mib=8, size="256M")
     # loglevel=7: the kernel's notice of the reseed reaches the console
     opts = RunOptions(
+        binaries=Binaries.on_path(),
         accel="tcg",
         accel_reason="test",
         work_dir=disk_dir,
@@ -70,7 +72,7 @@ def test_every_restore_reseeds_the_guest_kernels_random_numbers(
     ids = []
     for index in range(2):
         image = disk_dir / f"sample-{index}.qcow2"
-        images.create(image, cell.image)
+        images.create(image, cell.image, qemu_img=QEMU_IMG)
         with snapshot.start_guest(
             vm_config(cell, guest, opts, image),
             tmp_path / f"sample-{index}",
@@ -79,7 +81,7 @@ def test_every_restore_reseeds_the_guest_kernels_random_numbers(
             cell=cell,
             recipe_hash=guest.recipe_hash,
             disk_bytes=cell.image.size,
-            make_scratch=lambda path: images.create(path, cell.image),
+            make_scratch=lambda path: images.create(path, cell.image, qemu_img=QEMU_IMG),
             scratch_path=disk_dir / "scratch.qcow2",
             boot_timeout_s=300.0,
             wait_ready=lambda _vm: {},

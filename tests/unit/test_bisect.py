@@ -29,7 +29,7 @@ from harness.cli import main
 from harness.compare import Kind, Settings, Verdict
 from harness.errors import UsageError
 from harness.gate import GateOptions, parse_gate_spec
-from harness.subject.binaries import ON_PATH
+from harness.subject.binaries import Binaries
 
 R, IMP, U, N = Verdict.REGRESSION, Verdict.IMPROVEMENT, Verdict.UNCHANGED, Verdict.INCONCLUSIVE
 
@@ -235,6 +235,7 @@ def run(repo: Path, out: Path, measure: Synthetic) -> object:
         options=GateOptions.decide(SPEC, seed=1),
         out_dir=out,
         work_dir=out,
+        binaries=Binaries.on_path(),
         measure=measure,
     )
 
@@ -354,7 +355,14 @@ def test_a_step_whose_build_fails_is_skipped_and_one_the_host_fails_stops(tmp_pa
             raise self.error
 
     measure = Failing(
-        tmp_path, SPEC, Settings(), GateOptions.decide(SPEC, seed=1), tmp_path, tmp_path, print, ON_PATH
+        tmp_path,
+        SPEC,
+        Settings(),
+        GateOptions.decide(SPEC, seed=1),
+        tmp_path,
+        tmp_path,
+        print,
+        Binaries.on_path(),
     )
     state = BisectState(good="g", bad="b", commits=("c05", "b"), spec="s", ends=cells(a=R))
     step = measure.step(1, "c05", state)

@@ -284,7 +284,12 @@ class _FakeSession(Session):
 def _sides(spec: GateSpec, calls: list[tuple[str, str, int]]) -> dict[str, GateSide]:
     policy = parse_policy((REPO_ROOT / "policy.toml").read_text())
     opts = RunOptions(
-        accel="tcg", accel_reason="test", work_dir=Path("/w"), results_dir=Path("/r"), run_id="x"
+        binaries=Binaries.on_path(),
+        accel="tcg",
+        accel_reason="test",
+        work_dir=Path("/w"),
+        results_dir=Path("/r"),
+        run_id="x",
     )
     sides = {}
     for label in SIDES:

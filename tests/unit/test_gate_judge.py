@@ -28,6 +28,7 @@ from harness.rounds.session import Session
 from harness.sample.guest_sampler import RunOptions
 from harness.sample.protocol import parse_report
 from harness.spec import Cell
+from harness.subject.binaries import Binaries
 from harness.subject.policy import parse_policy
 
 SPEC = """
@@ -124,7 +125,14 @@ def _gate(
     """A gate of synthetic sides, judged as a real one is; returns its comparison document."""
     spec = parse_gate_spec(SPEC, source="g.toml")
     policy = parse_policy((REPO_ROOT / "policy.toml").read_text())
-    opts = RunOptions(accel="tcg", accel_reason="t", work_dir=Path("/w"), results_dir=Path("/r"), run_id="x")
+    opts = RunOptions(
+        binaries=Binaries.on_path(),
+        accel="tcg",
+        accel_reason="t",
+        work_dir=Path("/w"),
+        results_dir=Path("/r"),
+        run_id="x",
+    )
     sides = {}
     for label in ("base", "head"):
         session = _Side(

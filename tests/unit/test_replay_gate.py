@@ -24,9 +24,17 @@ from harness.sample.replay import sample as replay_sample_module
 from harness.sample.replay.replay import Pairing, ReplaySample
 from harness.sample.replay.stream import Kind, Request, Stream
 from harness.spec import Cell, Measure, make_cell
+from harness.subject.binaries import Binaries
 from harness.subject.policy import parse_policy
 
-OPTS = RunOptions(accel="tcg", accel_reason="test", work_dir=Path("/w"), results_dir=Path("/r"), run_id="x")
+OPTS = RunOptions(
+    binaries=Binaries.on_path(),
+    accel="tcg",
+    accel_reason="test",
+    work_dir=Path("/w"),
+    results_dir=Path("/r"),
+    run_id="x",
+)
 
 
 def _stream(writes: int) -> Stream:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from harness import untrusted
 from harness.sample.vm import MAX_EVENTS, REPORT_READ_BYTES, Machine, VMConfig
+from harness.subject.binaries import QEMU
 from harness.untrusted import clean_json, clean_line, clean_sample, clean_text
 
 HOSTILE = (
@@ -69,7 +70,7 @@ def test_a_sample_keeps_no_raw_guest_text() -> None:
 
 
 def machine(tmp_path: Path) -> Machine:
-    config = VMConfig(kernel=tmp_path / "k", initrd=tmp_path / "i", append=[], drives=[])
+    config = VMConfig(qemu=QEMU, kernel=tmp_path / "k", initrd=tmp_path / "i", append=[], drives=[])
     vm = Machine(config, tmp_path)
     return vm
 

@@ -50,7 +50,6 @@ from harness.sample.replay.script import (
 from harness.sample.replay.stream import Stream
 from harness.sample.vm import Drive
 from harness.spec import Cell, secret_object
-from harness.subject.binaries import QEMU_IMG
 
 DISK_NODE = "disk0"
 REPLAY_TIMEOUT_S = 1800.0
@@ -139,7 +138,7 @@ def replay(
     cell: Cell,
     *,
     qemu_io: str,
-    qemu_img: str = QEMU_IMG,
+    qemu_img: str,
     work_dir: Path,
     drive_options: tuple[tuple[str, str], ...] = (),
     timeout_s: float = REPLAY_TIMEOUT_S,
