@@ -142,20 +142,40 @@ def setup_cache() -> dict[str, Any]:
     results_dir = records_root / machine / commit
     work_dir = Path(environ.get("DISKBENCH_WORK_DIR") or env_dir(environ) / "diskbench-work")
     progress = Progress(bar=False)
-    session_args: dict[str, Any] = {
-        "caches": {c.drive.cache for c in cells.values()},
-        "repeat": repeat,
-        "accel": choice.accel,
-        "work_dir": work_dir,
-        "results_dir": results_dir,
-        "progress": progress.note,
-        "run_id": "history",
-        "guest": guest,
-        **binaries,
-    }
-    if policy is not None:
-        session_args["policy"] = policy
-    session = open_session(**session_args)
+    caches = {c.drive.cache for c in cells.values()}
+    extra: dict[str, Any] = {"policy": policy} if policy is not None else {}
+    try:
+        from harness.rounds.session import MachineOptions, SessionOptions
+    except ImportError:
+        # a commit's harness from before options were values takes them as keywords
+        session = open_session(
+            caches=caches,
+            repeat=repeat,
+            accel=choice.accel,
+            work_dir=work_dir,
+            results_dir=results_dir,
+            progress=progress.note,
+            run_id="history",
+            guest=guest,
+            **binaries,
+            **extra,
+        )
+    else:
+        machine = MachineOptions(
+            binaries=binaries["binaries"],
+            work_dir=work_dir,
+            results_dir=results_dir,
+            accel=choice.accel,
+            start="cold",
+        )
+        session = open_session(
+            caches,
+            SessionOptions(machine, repeat=repeat),
+            progress=progress.note,
+            run_id="history",
+            guest=guest,
+            **extra,
+        )
     to_run, unsupported = sweep.drop_unsupported(list(cells.values()), session.opts.work_dir, **binaries)
     for cell_id, reason in unsupported:
         log(f"not run on this host (a gap in the graphs): {cell_id}: {reason}")

@@ -248,10 +248,10 @@ def _play_round(
                     tally,
                     out_dir,
                     progress,
-                    workload_timeout_s=min(options.workload_timeout_s, left_s),
+                    workload_timeout_s=min(options.machine.workload_timeout_s, left_s),
                 )
             continue
-        deadline = min(options.workload_timeout_s, left_s)
+        deadline = min(options.machine.workload_timeout_s, left_s)
         if turn.side.subject.label == "head":
             deadline = head_deadline(_workload_times(sides["base"], turn.cell), limit_s=deadline)
         t0 = time.monotonic()

@@ -18,11 +18,11 @@ import pytest
 from harness.errors import ImageError, VMBootError
 from harness.host import confine
 from harness.record import load_record
-from harness.rounds.session import run_cells
+from harness.rounds.session import MachineOptions, SessionOptions, run_cells
 from harness.sample import images
 from harness.sample.vm import Drive, Machine, VMConfig
 from harness.spec import make_cell
-from harness.subject.binaries import QEMU, QEMU_IMG
+from harness.subject.binaries import QEMU, QEMU_IMG, Binaries
 
 pytestmark = [
     pytest.mark.integration,
@@ -112,7 +112,18 @@ def test_the_record_says_who_ran_qemu_and_with_which_sandbox(
 ) -> None:
     cell = make_cell(format="raw", workload="dd", dd_mib=8, size="256M")
     result = run_cells(
-        [cell], repeat=1, work_dir=disk_dir, results_dir=tmp_path / "results", guest=guest, accel="tcg"
+        [cell],
+        SessionOptions(
+            MachineOptions(
+                binaries=Binaries.on_path(),
+                work_dir=disk_dir,
+                results_dir=tmp_path / "results",
+                accel="tcg",
+                start="cold",
+            ),
+            repeat=1,
+        ),
+        guest=guest,
     )
     record = load_record(next(result.run_dir.glob("*.json")))
     assert record["samples"][0]["status"] == "ok", record["samples"][0].get("reason")

@@ -12,7 +12,7 @@ import pytest
 from harness.cli import main
 from harness.host.workdir import image_path
 from harness.record import load_record
-from harness.rounds.session import run_cells
+from harness.rounds.session import MachineOptions, SessionOptions, run_cells
 from harness.sample import images
 from harness.sample.guest_sampler import RunOptions, run_sample
 from harness.spec import make_cell
@@ -29,9 +29,11 @@ def qemu_pids(marker: Path) -> set[int]:
 
 def run_one(cell: Any, guest: Any, tmp_path: Path, disk_dir: Path, **kw: Any) -> dict[str, Any]:
     kw.setdefault("accel", "tcg")
-    result = run_cells(
-        [cell], repeat=1, work_dir=disk_dir, results_dir=tmp_path / "results", guest=guest, **kw
+    kw.setdefault("start", "cold")
+    machine = MachineOptions(
+        binaries=Binaries.on_path(), work_dir=disk_dir, results_dir=tmp_path / "results", **kw
     )
+    result = run_cells([cell], SessionOptions(machine, repeat=1), guest=guest)
     records = sorted(result.run_dir.glob("*.json"))
     assert len(records) == 1
     record = load_record(records[0])

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from harness.record import load_record
-from harness.rounds.session import run_cells
+from harness.rounds.session import MachineOptions, SessionOptions, run_cells
 from harness.sample import images, snapshot
 from harness.sample.guest_sampler import RunOptions, vm_config
 from harness.spec import make_cell
@@ -29,12 +29,17 @@ def test_snapshot_start_runs_dd_on_each_bus(
     cell = make_cell(format="qcow2", interface=interface, workload="dd", dd_mib=8, size="256M")
     result = run_cells(
         [cell],
-        repeat=2,
-        accel="tcg",
-        work_dir=disk_dir,
-        results_dir=tmp_path / "results",
+        SessionOptions(
+            MachineOptions(
+                binaries=Binaries.on_path(),
+                work_dir=disk_dir,
+                results_dir=tmp_path / "results",
+                accel="tcg",
+                start="snapshot",
+            ),
+            repeat=2,
+        ),
         guest=guest,
-        start="snapshot",
     )
     record = load_record(sorted(result.run_dir.glob("*.json"))[0])
     assert record["vm"]["start"] == "snapshot"

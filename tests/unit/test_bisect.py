@@ -28,8 +28,14 @@ from harness.bisect import (
 from harness.cli import main
 from harness.compare import Kind, Settings, Verdict
 from harness.errors import UsageError
-from harness.gate import GateOptions, parse_gate_spec
+from harness.gate import GateAsked, GateOptions, parse_gate_spec
+from harness.rounds.session import MachineOptions
 from harness.subject.binaries import Binaries
+
+
+def machine(work: Path) -> MachineOptions:
+    return MachineOptions(binaries=Binaries.on_path(), work_dir=work, results_dir=work)
+
 
 R, IMP, U, N = Verdict.REGRESSION, Verdict.IMPROVEMENT, Verdict.UNCHANGED, Verdict.INCONCLUSIVE
 
@@ -228,14 +234,11 @@ class Synthetic:
 def run(repo: Path, out: Path, measure: Synthetic) -> object:
     return run_bisect(
         repo=repo,
-        good="good",
-        bad="bad",
+        ends=("good", "bad"),
         spec=SPEC,
         settings=Settings(),
-        options=GateOptions.decide(SPEC, seed=1),
+        options=GateOptions.decide(SPEC, machine(out), GateAsked(seed=1)),
         out_dir=out,
-        work_dir=out,
-        binaries=Binaries.on_path(),
         measure=measure,
     )
 
@@ -358,11 +361,9 @@ def test_a_step_whose_build_fails_is_skipped_and_one_the_host_fails_stops(tmp_pa
         tmp_path,
         SPEC,
         Settings(),
-        GateOptions.decide(SPEC, seed=1),
-        tmp_path,
+        GateOptions.decide(SPEC, machine(tmp_path), GateAsked(seed=1)),
         tmp_path,
         print,
-        Binaries.on_path(),
     )
     state = BisectState(good="g", bad="b", commits=("c05", "b"), spec="s", ends=cells(a=R))
     step = measure.step(1, "c05", state)

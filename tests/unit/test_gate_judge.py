@@ -18,13 +18,13 @@ import pytest
 from harness.compare import Settings, render_markdown
 from harness.compare.comparison import verdict_exit_code
 from harness.errors import ProtocolError
-from harness.gate import GateOptions, GateSide, Subject, parse_gate_spec, run_rounds, settings_for
+from harness.gate import GateAsked, GateOptions, GateSide, Subject, parse_gate_spec, run_rounds, settings_for
 from harness.gate.judge import decide_judge, render_guest_word
 from harness.gate.rounds import head_deadline
 from harness.gate.run import comparison_document
 from harness.paths import REPO_ROOT
 from harness.rounds.cell import clock_disagreement
-from harness.rounds.session import Session
+from harness.rounds.session import MachineOptions, Session
 from harness.sample.guest_sampler import RunOptions
 from harness.sample.protocol import parse_report
 from harness.spec import Cell
@@ -150,7 +150,16 @@ def _gate(
     judge = decide_judge(
         settings_for(spec, Settings(), metrics_given=False), base_guest="a" * 64, head_guest=head_guest
     )
-    options = GateOptions.decide(spec, seed=5, workload_timeout_s=1800.0)
+    options = GateOptions.decide(
+        spec,
+        MachineOptions(
+            binaries=Binaries.on_path(),
+            work_dir=Path("/w"),
+            results_dir=Path("/r"),
+            workload_timeout_s=1800.0,
+        ),
+        GateAsked(seed=5),
+    )
     played = run_rounds(
         spec,
         sides,
@@ -163,13 +172,11 @@ def _gate(
     return comparison_document(
         spec,
         sides,
-        played.results,
-        settings=judge.settings,
+        played,
+        judge=judge,
         options=options,
-        played=played,
         canary=None,
         elapsed_s=1.0,
-        judge=judge,
     )
 
 
