@@ -161,7 +161,7 @@ def setup_cache() -> dict[str, Any]:
             **extra,
         )
     else:
-        machine = MachineOptions(
+        where = MachineOptions(
             binaries=binaries["binaries"],
             work_dir=work_dir,
             results_dir=results_dir,
@@ -170,7 +170,7 @@ def setup_cache() -> dict[str, Any]:
         )
         session = open_session(
             caches,
-            SessionOptions(machine, repeat=repeat),
+            SessionOptions(where, repeat=repeat),
             progress=progress.note,
             run_id="history",
             guest=guest,

@@ -418,7 +418,7 @@ def _asv(
     timeout_s: float | None = 600.0,
 ) -> None:
     try:
-        result = proc.run([*asv, *args], timeout_s=timeout_s, check=False, env=env, log_path=log_path)
+        result = proc.run_logged([*asv, *args], log_path, timeout_s=timeout_s, check=False, env=env)
     except CommandError as exc:
         raise InfraError(f"{what} did not finish ({exc.message}): see {log_path}") from exc
     if not result.ok:

@@ -15,7 +15,7 @@ import pytest
 from harness.errors import HarnessError
 from harness.sample.guest_sampler import RunOptions
 from harness.sample.replay.record import record
-from harness.sample.replay.replay import Pairing, qemu_io_beside, replay
+from harness.sample.replay.replay import Pairing, Replayer, qemu_io_beside, replay
 from harness.sample.replay.script import ReplayMismatch
 from harness.sample.replay.stream import Kind, Request, Stream, parse_stream
 from harness.spec import make_cell
@@ -54,7 +54,7 @@ def test_a_recorded_dd_stream_is_replayed_request_for_request(recorded: Stream, 
     back = parse_stream(recorded.to_json(), source="recorded")
     assert back.digest == recorded.digest
 
-    sample = replay(back, CELL, qemu_io=qemu_io_beside("qemu-img"), qemu_img=QEMU_IMG, work_dir=disk_dir)
+    sample = replay(back, CELL, replayer=Replayer(qemu_io_beside("qemu-img"), QEMU_IMG, disk_dir))
     # what qemu-io completed, request for request, is what the stream holds
     assert sample.completions == {
         "wrote": counts["write"] + counts["write_zeroes"],
@@ -115,14 +115,12 @@ def test_a_replay_whose_block_graph_differs_from_the_guests_fails_with_the_reaso
     # with the cell's aio=threads, and its own trace says so
     native = replace(SMALL, graph=(("qcow2", "0xa2"), ("file", "0xa2")))
     with pytest.raises(ReplayMismatch) as caught:
-        replay(native, SMALL_CELL, qemu_io=qemu_io_beside("qemu-img"), qemu_img=QEMU_IMG, work_dir=disk_dir)
+        replay(native, SMALL_CELL, replayer=Replayer(qemu_io_beside("qemu-img"), QEMU_IMG, disk_dir))
     assert caught.value.message == (
         "the replay's block graph qcow2[0x22] > file[0x22] differs from the guest's qcow2[0xa2] > file[0xa2]"
     )
     # the same stream with its true graph replays
-    sample = replay(
-        SMALL, SMALL_CELL, qemu_io=qemu_io_beside("qemu-img"), qemu_img=QEMU_IMG, work_dir=disk_dir
-    )
+    sample = replay(SMALL, SMALL_CELL, replayer=Replayer(qemu_io_beside("qemu-img"), QEMU_IMG, disk_dir))
     assert sample.completions == {"wrote": 1, "read": 1, "discard": 0, "flush": 1}
 
 
@@ -131,10 +129,7 @@ def test_a_drive_option_qemu_io_cannot_apply_fails_the_sample_with_the_reason(di
         replay(
             SMALL,
             SMALL_CELL,
-            qemu_io=qemu_io_beside("qemu-img"),
-            qemu_img=QEMU_IMG,
-            work_dir=disk_dir,
-            drive_options=(("werror", "stop"),),
+            replayer=Replayer(qemu_io_beside("qemu-img"), QEMU_IMG, disk_dir, (("werror", "stop"),)),
         )
 
 
@@ -146,10 +141,7 @@ def test_a_throttle_and_detect_zeroes_are_applied_and_bind(disk_dir: Path) -> No
     sample = replay(
         stream,
         SMALL_CELL,
-        qemu_io=qemu_io_beside("qemu-img"),
-        qemu_img=QEMU_IMG,
-        work_dir=disk_dir,
-        drive_options=policy,
+        replayer=Replayer(qemu_io_beside("qemu-img"), QEMU_IMG, disk_dir, policy),
     )
     assert sample.options["throttling.bps-write"] == str(1024 * 1024)
     assert sample.options["detect-zeroes"] == "on"
@@ -197,9 +189,7 @@ def _pair(streams: tuple[Stream, Stream], cells: tuple[Any, Any], work: Path, pa
             got[label] = replay(
                 stream,
                 cell,
-                qemu_io=qemu_io_beside("qemu-img"),
-                qemu_img=QEMU_IMG,
-                work_dir=work,
+                replayer=Replayer(qemu_io_beside("qemu-img"), QEMU_IMG, work),
                 passes=passes,
                 together=barrier,
             )
