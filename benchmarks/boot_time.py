@@ -50,10 +50,11 @@ def start_once(start: snapshot.Start, guest: Any, accel: str, tmp: Path, index: 
             name="boot-time",
             start=start,
             cell=cell,
-            recipe_hash=guest.recipe_hash,
-            disk_bytes=cell.image.size,
-            make_scratch=lambda path: _create(path, cell),
-            scratch_path=tmp / "scratch.raw",
+            plan=snapshot.SnapshotPlan(
+                recipe_hash=guest.recipe_hash,
+                scratch_path=tmp / "scratch.raw",
+                make_scratch=lambda path: _create(path, cell),
+            ),
             boot_timeout_s=120,
             wait_ready=wait_ready,
         ) as started:

@@ -241,10 +241,11 @@ def boot_and_run(cell: Cell, guest: Guest, opts: RunOptions, image: Path, log_di
         name=cell.id,
         start=snapshot.parse_start(opts.start),
         cell=cell,
-        recipe_hash=guest.recipe_hash,
-        disk_bytes=cell.image.size,
-        make_scratch=lambda path: _create_scratch(path, cell, opts.binaries.qemu_img),
-        scratch_path=opts.work_dir / f"{cell.id}.snapshot-scratch.{cell.image.format.value}",
+        plan=snapshot.SnapshotPlan(
+            recipe_hash=guest.recipe_hash,
+            scratch_path=opts.work_dir / f"{cell.id}.snapshot-scratch.{cell.image.format.value}",
+            make_scratch=lambda path: _create_scratch(path, cell, opts.binaries.qemu_img),
+        ),
         boot_timeout_s=opts.boot_timeout_s,
         wait_ready=wait_ready,
     ) as started:

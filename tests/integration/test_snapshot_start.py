@@ -84,10 +84,11 @@ def test_every_restore_reseeds_the_guest_kernels_random_numbers(
             name=f"sample-{index}",
             start=snapshot.Start.SNAPSHOT,
             cell=cell,
-            recipe_hash=guest.recipe_hash,
-            disk_bytes=cell.image.size,
-            make_scratch=lambda path: images.create(path, cell.image, qemu_img=QEMU_IMG),
-            scratch_path=disk_dir / "scratch.qcow2",
+            plan=snapshot.SnapshotPlan(
+                recipe_hash=guest.recipe_hash,
+                scratch_path=disk_dir / "scratch.qcow2",
+                make_scratch=lambda path: images.create(path, cell.image, qemu_img=QEMU_IMG),
+            ),
             boot_timeout_s=300.0,
             wait_ready=lambda _vm: {},
         ) as started:
