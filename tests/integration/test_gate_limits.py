@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gitrepo import git, new_repo
 
 pytestmark = [pytest.mark.integration]
 
@@ -30,18 +31,10 @@ workload = "dd"
 """
 
 
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, timeout=120)
-
-
 def test_a_head_throttled_to_one_byte_a_second_ends_the_gate_within_its_budget_as_head_timed_out(
     guest: Any, tmp_path: Path, disk_dir: Path
 ) -> None:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "config", "user.email", "test@diskbench.invalid")
-    git(repo, "config", "user.name", "diskbench test")
+    repo = new_repo(tmp_path / "repo")
     policy = (REPO / "policy.toml").read_text()
     (repo / "policy.toml").write_text(policy)
     git(repo, "add", "policy.toml")

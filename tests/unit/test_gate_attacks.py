@@ -3,11 +3,11 @@ a second gate on the same work dir."""
 
 from __future__ import annotations
 
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
+from gitrepo import git, new_repo
 
 from harness.cli import main
 from harness.host.workdir import locked
@@ -25,18 +25,10 @@ interface = "virtio-blk"
 """
 
 
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, timeout=60)
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     """A repository of a policy alone: tag ``base`` (2G, no preallocation) and one head per attack."""
-    path = tmp_path / "repo"
-    path.mkdir()
-    git(path, "init", "-q", "-b", "main")
-    git(path, "config", "user.email", "test@diskbench.invalid")
-    git(path, "config", "user.name", "diskbench test")
+    path = new_repo(tmp_path / "repo")
     (path / "policy.toml").write_text(POLICY.format(preallocation="off", size="2G"))
     git(path, "add", "policy.toml")
     git(path, "commit", "-q", "-m", "base")
