@@ -162,7 +162,7 @@ def test_run_measure_replay_records_replay_samples(tmp_path: Path, disk_dir: Pat
     argv += ["--results-dir", str(results), "--work-dir", str(disk_dir)]
     assert main(argv) == 0
     (record,) = find_records([results / "records"], recursive=True)
-    assert record.cell_id.endswith(".dd-16m-2m-ext4.replay") and record.cell["measure"] == "replay"
+    assert record.cell_id.endswith(".dd-16m-2m-ext4.replay") and record.cell.get("measure") == "replay"
     assert [s.status for s in record.samples] == ["ok", "ok"]
     digests = {s.data["host"]["stream"]["digest"] for s in record.samples}
     assert len(digests) == 1  # one recording, replayed twice
