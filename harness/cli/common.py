@@ -11,17 +11,19 @@ import logging
 import os
 import re
 import sys
+import typing
 from collections.abc import Mapping
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from harness.compare.settings import Settings, check_gated_metric, parse_percent, parse_rule
 from harness.errors import InfraError, UsageError
 from harness.paths import default_results_dir, default_work_dir, shown_path
 from harness.subject.binaries import Binaries
 
-if TYPE_CHECKING:
+if typing.TYPE_CHECKING:
+    from harness.rounds.session import MachineOptions
     from harness.subject.qemu_build import QemuBuild
 
 
@@ -160,12 +162,20 @@ def _disk_size(text: str) -> int:
     return size
 
 
-def check_deadlines(args: argparse.Namespace) -> None:
-    """The machine options' deadlines (see :mod:`harness.sweep.limits`)."""
-    from harness.sweep import limits
+def machine_from_args(args: argparse.Namespace) -> MachineOptions:
+    """The options of :func:`add_machine_options`, with the binaries the top-level flags resolved
+    (``args.binaries``), as one value."""
+    from harness.rounds.session import MachineOptions
 
-    limits.check_deadline("--boot-timeout-s", args.boot_timeout_s)
-    limits.check_deadline("--workload-timeout-s", args.workload_timeout_s, none_ok=False)
+    return MachineOptions(
+        binaries=args.binaries,
+        work_dir=args.work_dir,
+        results_dir=args.results_dir,
+        accel=args.accel,
+        start=args.start,
+        boot_timeout_s=args.boot_timeout_s,
+        workload_timeout_s=args.workload_timeout_s,
+    )
 
 
 def executable(flag: str, value: str) -> str:
@@ -186,7 +196,7 @@ def resolve_binaries(*, qemu: str | None, qemu_img: str | None, environ: Mapping
     absolute; bad input if not), else ``$DISKBENCH_QEMU``/``$DISKBENCH_QEMU_IMG`` as given, else
     the names on PATH. ``--qemu`` may name a fetched QEMU build instead (:func:`qemu_build_flag`):
     then its qemu-img comes with it unless ``--qemu-img`` is given."""
-    default = Binaries.default()
+    default = Binaries.on_path()
     build = qemu_build_flag(qemu) if qemu else None
     if build is not None:
         own = build.binaries()

@@ -366,7 +366,7 @@ def test_a_builds_guest_gets_its_own_firmware_before_anything_else(tmp_path: Pat
         "-L",
         str(tmp_path / "b/usr/share/seabios"),
     ]
-    system = VMConfig(kernel=Path("k"), initrd=Path("i"), append=(), drives=())
+    system = VMConfig(kernel=Path("k"), initrd=Path("i"), append=(), drives=(), qemu="qemu-system-x86_64")
     assert "-L" not in system.argv(qmp_path=Path("q"), console=Path("c"), report=Path("r"))
 
 
