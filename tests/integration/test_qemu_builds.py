@@ -104,7 +104,10 @@ def test_a_gate_whose_head_moves_the_pin_runs_both_builds(
     from harness.compare import Settings
     from harness.compare.comparison import load_comparison
     from harness.gate import SubjectSource, parse_gate_spec, run_gate, settings_for
+    from harness.gate.options import GateAsked, GateOptions
     from harness.paths import REPO_ROOT
+    from harness.rounds.session import MachineOptions
+    from harness.subject.binaries import Binaries
 
     repo = tmp_path / "repo"
     subprocess.run(["git", "clone", "-q", str(REPO_ROOT), str(repo)], check=True)
@@ -119,15 +122,17 @@ def test_a_gate_whose_head_moves_the_pin_runs_both_builds(
     spec = parse_gate_spec(GATE_SPEC, source="qemu-pin-gate.toml")
     result = run_gate(
         repo=repo,
-        base=SubjectSource("base", "HEAD~1"),
-        head=SubjectSource("head", "HEAD"),
+        sources=(SubjectSource("base", "HEAD~1"), SubjectSource("head", "HEAD")),
         spec=spec,
         settings=settings_for(spec, Settings()),
+        options=GateOptions.decide(
+            spec,
+            MachineOptions(
+                binaries=Binaries.on_path(), work_dir=disk_dir, results_dir=tmp_path / "out", accel="tcg"
+            ),
+            GateAsked(seed=7, canary=False),
+        ),
         out_dir=tmp_path / "out",
-        work_dir=disk_dir,
-        accel="tcg",
-        seed=7,
-        canary=False,
     )
     doc = load_comparison(tmp_path / "out" / "comparison.json")
     assert doc["head"]["machine"]["qemu_version"] == "10.0.2"
