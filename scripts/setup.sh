@@ -80,8 +80,11 @@ if [ "$(id -u)" -eq 0 ]; then
   fi
 fi
 
-log "building act, the workflow tests' engine (once, at its pinned version)"
-bash scripts/act.sh
+# a workflow's job (GITHUB_ACTIONS=true) runs no workflow tests: only the test command needs act
+if [ "${GITHUB_ACTIONS:-}" != true ]; then
+  log "building act, the workflow tests' engine (once, at its pinned version)"
+  bash scripts/act.sh
+fi
 
 log "building the guest (cached by the recipe's hash)"
 .venv/bin/diskbench guest build >/dev/null
