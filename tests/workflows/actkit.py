@@ -131,8 +131,25 @@ class ActRun:
             if line.get("jobID") == job_id and line.get("stepResult") in ("success", "failure") and "msg" in line
         ]
 
+    def evaluated(self, expression: str) -> list[str]:
+        """The values act's evaluator gave ``${{ EXPRESSION }}`` (its debug log: act is pinned)."""
+        marker = f"expression 'format('{{0}}', {expression})' evaluated to '"
+        values = []
+        for line in self.lines:
+            msg = str(line.get("msg", ""))
+            if msg.startswith(marker) and msg.endswith("'"):
+                value = msg[len(marker) : -1]
+                values.append(value.removeprefix("%!t(string=").removesuffix(")") if value.startswith("%!t(") else value)
+        return values
+
     def tail(self, lines: int = 60) -> str:
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        """The last lines act logged above debug level, as text (for a failed assertion)."""
+        shown = [
+            f"{line.get('jobID', '')}: {str(line.get('msg', '')).rstrip()}"
+            for line in self.lines
+            if line.get("level") != "debug" and str(line.get("msg", "")).strip()
+        ]
+        return f"act log {self.log}:\n" + "\n".join(shown[-lines:])
 
 
 @dataclass
@@ -189,6 +206,24 @@ class World:
         git(dest, "checkout", "-q", "--detach", commit)
         return dest
 
+    @staticmethod
+    def link_checkout(workdir: Path, path: str) -> None:
+        """act (host mode) reads a local action (``uses: ./PATH/...``) from its own working
+        directory, not from the job's workspace: a job that checks this repository out at PATH
+        finds it there only through this link to the same commit."""
+        link = workdir / path
+        if not link.is_symlink():
+            link.symlink_to(".")
+
+    def commit_files(self, tree: Path, files: Mapping[str, str], message: str) -> str:
+        """A commit of ``tree``'s current branch that writes ``files`` (path -> text)."""
+        for name, text in files.items():
+            (tree / name).parent.mkdir(parents=True, exist_ok=True)
+            (tree / name).write_text(text)
+        git(tree, "add", "-A")
+        git(tree, "commit", "-q", "-m", message)
+        return git(tree, "rev-parse", "HEAD")
+
     def act(
         self,
         workdir: Path,
@@ -213,7 +248,7 @@ class World:
             str(self.act_bin),
             event_name,
             "-W",
-            f".github/workflows/{workflow}",
+            workflow if Path(workflow).is_absolute() else f".github/workflows/{workflow}",
             "-e",
             str(event_file),
             *(arg for label in RUNNER_LABELS for arg in ("-P", f"{label}=-self-hosted")),
@@ -252,7 +287,8 @@ class World:
             # gh at the loopback API: github.localhost is gh's plain-HTTP host, reached by proxy
             "GH_HOST": "github.localhost",
             "HTTP_PROXY": self.api_url,
-            "NO_PROXY": "127.0.0.1,localhost",
+            # (not "localhost": Go's NO_PROXY would match api.github.localhost by it)
+            "NO_PROXY": "127.0.0.1",
             "GH_CONFIG_DIR": str(self.root / "gh-config"),
             "GH_NO_UPDATE_NOTIFIER": "1",
             "GH_PROMPT_DISABLED": "1",
@@ -264,7 +300,7 @@ class World:
                     "GITHUB_OUTPUT", "GITHUB_ENV", "GITHUB_PATH", "GITHUB_STEP_SUMMARY"):
             env.pop(key, None)
         self.summaries.mkdir(exist_ok=True)
-        log = logs / f"{run_id}-{workflow}.log"
+        log = logs / f"{run_id}-{Path(workflow).name}.log"
         started = time.monotonic()
         with log.open("w") as out:
             done = subprocess.run(argv, cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=timeout_s)
@@ -288,7 +324,8 @@ class World:
 
 
 def make_node_shim(directory: Path) -> None:
-    """``node`` that keeps each action step's job summary (act empties the file before every step)."""
+    """``node`` that keeps each action step's job summary (act empties the file before every step),
+    and ``sudo`` for root where there is none."""
     directory.mkdir(parents=True)
     shim = directory / "node"
     shim.write_text(
@@ -302,6 +339,11 @@ def make_node_shim(directory: Path) -> None:
         "exit $rc\n"
     )
     shim.chmod(0o755)
+    if os.geteuid() == 0 and shutil.which("sudo") is None:
+        # GitHub-hosted runners give their account passwordless sudo; here the jobs already run as root
+        sudo = directory / "sudo"
+        sudo.write_text('#!/usr/bin/env bash\n# the jobs run as root here: what sudo would do\nexec "$@"\n')
+        sudo.chmod(0o755)
 
 
 @contextmanager

@@ -85,7 +85,8 @@ def checkout() -> None:
         raise StandInError(f"repository: {repository!r} not found")
     own = repository == os.environ["GITHUB_REPOSITORY"]
     # the event's commit for the workflow's own repository, else the remote's default branch
-    ref = inp("ref") or (os.environ.get("GITHUB_SHA", "") if own else "")
+    explicit = inp("ref")
+    ref = explicit or (os.environ.get("GITHUB_SHA", "") if own else "")
     dest = workspace_path(inp("path"))
     workspace = Path(os.environ["GITHUB_WORKSPACE"]).resolve()
     if dest != workspace and workspace not in dest.parents:
@@ -102,7 +103,12 @@ def checkout() -> None:
     sparse = [line.strip() for line in inp("sparse-checkout").splitlines() if line.strip()]
     if sparse:
         git("sparse-checkout", "set", *sparse, cwd=dest)
-    git("-c", "advice.detachedHead=false", "checkout", "-q", "--detach", commit, cwd=dest)
+    # a branch is checked out as that local branch (asv, for one, reads the branches), the rest detached
+    branch = branch_of(dest, explicit or (os.environ.get("GITHUB_REF", "") if own else ""), commit)
+    if branch:
+        git("checkout", "-q", "--force", "-B", branch, commit, cwd=dest)
+    else:
+        git("-c", "advice.detachedHead=false", "checkout", "-q", "--detach", commit, cwd=dest)
     if depth != "0":
         # shallow: only the commit (fetch-depth 1); history is fetch-depth 0's
         for branch in git("for-each-ref", "--format=%(refname)", "refs/remotes", cwd=dest).splitlines():
@@ -114,6 +120,15 @@ def checkout() -> None:
     set_output("ref", ref)
     set_output("commit", commit)
     print(f"checked out {repository} at {commit} into {dest}")
+
+
+def branch_of(repo: Path, ref: str, commit: str) -> str:
+    """The branch ``ref`` names, when the remote has it at ``commit``; else empty."""
+    name = ref.removeprefix("refs/heads/")
+    if not name or name.startswith("refs/") or len(name) == 40:
+        return ""
+    done = subprocess.run(["git", "rev-parse", "-q", "--verify", f"refs/remotes/origin/{name}"], cwd=repo, capture_output=True, text=True)
+    return name if done.returncode == 0 and done.stdout.strip() == commit else ""
 
 
 def resolve(repo: Path, ref: str) -> str:
