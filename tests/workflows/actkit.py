@@ -42,7 +42,12 @@ RUNNER_LABELS = ("self-hosted", "ubuntu-latest")
 HOST_REWRITES = (
     (".github/workflows/gate-reusable.yml", "diskbench gate --accel kvm", "diskbench gate --accel tcg", 1),
     (".github/workflows/sweep.yml", "--accel kvm \\", "--accel tcg \\", 1),
-    (".github/workflows/history.yml", "diskbench accel --accel kvm --no-cache", "diskbench accel --accel tcg --no-cache", 1),
+    (
+        ".github/workflows/history.yml",
+        "diskbench accel --accel kvm --no-cache",
+        "diskbench accel --accel tcg --no-cache",
+        1,
+    ),
 )
 _USES = re.compile(r"^\s*(?:-\s+)?uses:\s*([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)@([0-9a-f]{40})\b", re.M)
 
@@ -128,7 +133,9 @@ class ActRun:
         return [
             str(line["msg"]).strip()
             for line in self.lines
-            if line.get("jobID") == job_id and line.get("stepResult") in ("success", "failure") and "msg" in line
+            if line.get("jobID") == job_id
+            and line.get("stepResult") in ("success", "failure")
+            and "msg" in line
         ]
 
     def evaluated(self, expression: str) -> list[str]:
@@ -139,7 +146,9 @@ class ActRun:
             msg = str(line.get("msg", ""))
             if msg.startswith(marker) and msg.endswith("'"):
                 value = msg[len(marker) : -1]
-                values.append(value.removeprefix("%!t(string=").removesuffix(")") if value.startswith("%!t(") else value)
+                values.append(
+                    value.removeprefix("%!t(string=").removesuffix(")") if value.startswith("%!t(") else value
+                )
         return values
 
     def tail(self, lines: int = 60) -> str:
@@ -296,14 +305,25 @@ class World:
         }
         # the jobs run the checkout's own code in its own venv, like a runner: not this test's
         # (PYTHONPATH would import this tree's harness), and not a workflow's this test runs in
-        for key in ("PYTHONPATH", "VIRTUAL_ENV", "DISKBENCH_WORK_DIR", "GITHUB_ACTIONS", "GITHUB_WORKSPACE",
-                    "GITHUB_OUTPUT", "GITHUB_ENV", "GITHUB_PATH", "GITHUB_STEP_SUMMARY"):
+        for key in (
+            "PYTHONPATH",
+            "VIRTUAL_ENV",
+            "DISKBENCH_WORK_DIR",
+            "GITHUB_ACTIONS",
+            "GITHUB_WORKSPACE",
+            "GITHUB_OUTPUT",
+            "GITHUB_ENV",
+            "GITHUB_PATH",
+            "GITHUB_STEP_SUMMARY",
+        ):
             env.pop(key, None)
         self.summaries.mkdir(exist_ok=True)
         log = logs / f"{run_id}-{Path(workflow).name}.log"
         started = time.monotonic()
         with log.open("w") as out:
-            done = subprocess.run(argv, cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=timeout_s)
+            done = subprocess.run(
+                argv, cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=timeout_s
+            )
         lines = []
         for text in log.read_text(errors="replace").splitlines():
             try:
@@ -351,11 +371,20 @@ def fake_github(root: Path, seed: Mapping[str, Any]) -> Iterator[tuple[str, Path
     """The action's FakeGitHub (``__tests__/fake-github-server.ts``) as a process: (URL, state file)."""
     esbuild = ACTION_DIR / "node_modules" / ".bin" / "esbuild"
     if not esbuild.exists():
-        subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=ACTION_DIR, check=True)
+        subprocess.run(
+            ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=ACTION_DIR, check=True
+        )
     bundle = root / "fake-github-server.cjs"
     subprocess.run(
-        [str(esbuild), "__tests__/fake-github-server.ts", "--bundle", "--platform=node", "--format=cjs",
-         f"--outfile={bundle}", "--log-level=warning"],
+        [
+            str(esbuild),
+            "__tests__/fake-github-server.ts",
+            "--bundle",
+            "--platform=node",
+            "--format=cjs",
+            f"--outfile={bundle}",
+            "--log-level=warning",
+        ],
         cwd=ACTION_DIR,
         check=True,
     )

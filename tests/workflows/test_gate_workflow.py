@@ -48,32 +48,56 @@ def gate_world(act: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     tree = root / "tree"
     world.create_repository(tree)
     base = world.commit_files(
-        tree, {"harness/data/gate.toml": (HERE / "data" / "gate-small.toml").read_text()}, "the workflow tests' gate spec"
+        tree,
+        {"harness/data/gate.toml": (HERE / "data" / "gate-small.toml").read_text()},
+        "the workflow tests' gate spec",
     )
     world.push(tree, "main")
     git(tree, "checkout", "-q", "-b", "slow-writes")
     policy = (tree / "policy.toml").read_text()
-    throttled = policy.replace("[drive.options]\n", f'[drive.options]\n"throttling.bps-write" = {THROTTLE_BPS}\n', 1)
+    throttled = policy.replace(
+        "[drive.options]\n", f'[drive.options]\n"throttling.bps-write" = {THROTTLE_BPS}\n', 1
+    )
     assert throttled != policy
     head = world.commit_files(tree, {"policy.toml": throttled}, "policy: throttle writes")
-    world.push(tree, "slow-writes", f"slow-writes:refs/pull/{SAME_REPO_PR}/head", f"slow-writes:refs/pull/{FORK_PR}/head")
+    world.push(
+        tree,
+        "slow-writes",
+        f"slow-writes:refs/pull/{SAME_REPO_PR}/head",
+        f"slow-writes:refs/pull/{FORK_PR}/head",
+    )
     world.remote(FORK).parent.mkdir(parents=True, exist_ok=True)
     git(tree, "init", "-q", "--bare", str(world.remote(FORK)))
     world.push(tree, "slow-writes", to=FORK)
     workdir = world.working_copy(root / "workdir", base)
     World.link_checkout(workdir, "diskbench")
     pulls = [
-        {"number": n, "state": "open", "head": {"sha": head, "ref": "slow-writes", "label": f"{owner}:slow-writes"}}
+        {
+            "number": n,
+            "state": "open",
+            "head": {"sha": head, "ref": "slow-writes", "label": f"{owner}:slow-writes"},
+        }
         for n, owner in ((SAME_REPO_PR, "acme"), (FORK_PR, "fork"))
     ]
-    seed = {"pulls": pulls, "labels": {str(FORK_PR): ["safe-to-bench", "storage"]}, "artifacts": str(world.artifacts)}
+    seed = {
+        "pulls": pulls,
+        "labels": {str(FORK_PR): ["safe-to-bench", "storage"]},
+        "artifacts": str(world.artifacts),
+    }
     with fake_github(root, seed) as (url, state):
         world.api_url = url
         yield GateWorld(world, workdir, base, head, state)
 
 
-def pr_event(gw: GateWorld, number: int, action: str, head_repo: str, label: str | None = None) -> dict[str, Any]:
-    repository = {"full_name": FULL_NAME, "name": "diskbench", "owner": {"login": "acme"}, "default_branch": "main"}
+def pr_event(
+    gw: GateWorld, number: int, action: str, head_repo: str, label: str | None = None
+) -> dict[str, Any]:
+    repository = {
+        "full_name": FULL_NAME,
+        "name": "diskbench",
+        "owner": {"login": "acme"},
+        "default_branch": "main",
+    }
     event: dict[str, Any] = {
         "action": action,
         "number": number,
@@ -95,11 +119,13 @@ def run_name(gw: GateWorld, event: dict[str, Any], run_id: int) -> str:
     probe = gw.world.root / f"run-name-{run_id}.yml"
     probe.write_text(
         "on: pull_request_target\njobs:\n  name:\n    runs-on: ubuntu-latest\n    steps:\n"
-        f"      - env:\n          TITLE: {json.dumps(expression)}\n        run: echo \"display_title=$TITLE\"\n"
+        f'      - env:\n          TITLE: {json.dumps(expression)}\n        run: echo "display_title=$TITLE"\n'
     )
     run = gw.world.act(gw.workdir, str(probe), "pull_request_target", event, run_id)
     assert run.rc == 0, run.tail()
-    titles = [line.split("=", 1)[1] for line in run.output().splitlines() if line.startswith("display_title=")]
+    titles = [
+        line.split("=", 1)[1] for line in run.output().splitlines() if line.startswith("display_title=")
+    ]
     assert len(titles) == 1, run.output()
     return titles[0]
 

@@ -43,15 +43,25 @@ def open_in_chromium(site: Path) -> tuple[int, list[dict[str, Any]]]:
     thread.start()
     options = Options()
     options.binary_location = str(CHROMIUM)
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+    ):
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
     try:
         driver.get(f"http://127.0.0.1:{server.server_address[1]}/index.html")
         WebDriverWait(driver, 60).until(
-            lambda d: d.execute_script("return typeof $ !== 'undefined' && $('#summarygrid-display a').length > 0")
+            lambda d: d.execute_script(
+                "return typeof $ !== 'undefined' && $('#summarygrid-display a').length > 0"
+            )
         )
         links = int(driver.execute_script("return $('#summarygrid-display a').length"))
         return links, [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
@@ -79,7 +89,9 @@ def test_a_pushed_commit_is_measured_and_its_pages_deployed_and_open(act: Path, 
     }
     spec = tree / "sweeps" / "history-small.toml"
 
-    run = world.act(workdir, "history.yml", "push", event, RUN_ID, extra_env={"DISKBENCH_HISTORY_SPEC": str(spec)})
+    run = world.act(
+        workdir, "history.yml", "push", event, RUN_ID, extra_env={"DISKBENCH_HISTORY_SPEC": str(spec)}
+    )
 
     assert run.rc == 0, run.tail()
     assert run.job_results() == {"measure": ["success"], "deploy": ["success"]}, run.tail()
@@ -93,7 +105,9 @@ def test_a_pushed_commit_is_measured_and_its_pages_deployed_and_open(act: Path, 
     assert f"deployed to {world.pages.as_uri()}/" in run.output("deploy"), run.tail()
     # the deployed site is the measure job's pages, and it opens
     index = world.pages / "index.html"
-    assert index.is_file(), sorted(p.name for p in world.pages.iterdir()) if world.pages.exists() else "no pages"
+    assert index.is_file(), (
+        sorted(p.name for p in world.pages.iterdir()) if world.pages.exists() else "no pages"
+    )
     graph = json.loads((world.pages / "index.json").read_text())
     assert sha in graph["revision_to_hash"].values()
     links, severe = open_in_chromium(world.pages)

@@ -47,8 +47,12 @@ def test_two_shards_sweep_their_halves_and_the_report_has_every_cell_once(act: P
     run = world.act(workdir, "sweep.yml", "workflow_dispatch", event, RUN_ID)
 
     assert run.rc == 0, run.tail()
-    assert run.job_results() == {"plan": ["success"], "shard": ["success", "success"], "report": ["success"]}, run.tail()
-    assert 'shards=[1, 2]' in run.output("plan")
+    assert run.job_results() == {
+        "plan": ["success"],
+        "shard": ["success", "success"],
+        "report": ["success"],
+    }, run.tail()
+    assert "shards=[1, 2]" in run.output("plan")
     shard_cells = [records(world.artifact(RUN_ID, f"sweep-shard-{k}")) for k in (1, 2)]
     assert [len(cells) for cells in shard_cells] == [1, 1], shard_cells
     assert set(shard_cells[0]).isdisjoint(shard_cells[1])

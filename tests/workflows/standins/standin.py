@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import fnmatch
 import glob
-import json
 import os
 import shutil
 import subprocess
@@ -41,7 +40,7 @@ def flag(name: str, default: bool) -> bool:
     if not value:
         return default
     if value not in ("true", "false"):
-        raise StandInError(f"Input does not meet YAML 1.2 \"Core Schema\" specification: {name}")
+        raise StandInError(f'Input does not meet YAML 1.2 "Core Schema" specification: {name}')
     return value == "true"
 
 
@@ -116,7 +115,13 @@ def checkout() -> None:
         git("tag", "-l", cwd=dest) and git("tag", "-d", *git("tag", "-l", cwd=dest).split(), cwd=dest)
     if flag("persist-credentials", True):
         token = inp("token") or os.environ.get("GITHUB_TOKEN", "")
-        git("config", "--local", "http.https://github.com/.extraheader", f"AUTHORIZATION: basic {token}", cwd=dest)
+        git(
+            "config",
+            "--local",
+            "http.https://github.com/.extraheader",
+            f"AUTHORIZATION: basic {token}",
+            cwd=dest,
+        )
     set_output("ref", ref)
     set_output("commit", commit)
     print(f"checked out {repository} at {commit} into {dest}")
@@ -127,18 +132,32 @@ def branch_of(repo: Path, ref: str, commit: str) -> str:
     name = ref.removeprefix("refs/heads/")
     if not name or name.startswith("refs/") or len(name) == 40:
         return ""
-    done = subprocess.run(["git", "rev-parse", "-q", "--verify", f"refs/remotes/origin/{name}"], cwd=repo, capture_output=True, text=True)
+    done = subprocess.run(
+        ["git", "rev-parse", "-q", "--verify", f"refs/remotes/origin/{name}"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+    )
     return name if done.returncode == 0 and done.stdout.strip() == commit else ""
 
 
 def resolve(repo: Path, ref: str) -> str:
     candidates = (
-        [ref, f"refs/remotes/origin/{ref.removeprefix('refs/heads/')}", f"refs/remotes/pull/{ref.removeprefix('refs/pull/')}"]
+        [
+            ref,
+            f"refs/remotes/origin/{ref.removeprefix('refs/heads/')}",
+            f"refs/remotes/pull/{ref.removeprefix('refs/pull/')}",
+        ]
         if ref
         else ["refs/remotes/origin/main"]
     )
     for candidate in candidates:
-        done = subprocess.run(["git", "rev-parse", "--verify", "-q", f"{candidate}^{{commit}}"], cwd=repo, capture_output=True, text=True)
+        done = subprocess.run(
+            ["git", "rev-parse", "--verify", "-q", f"{candidate}^{{commit}}"],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+        )
         if done.returncode == 0:
             return done.stdout.strip()
     raise StandInError(f"A branch or tag with the name '{ref}' could not be found")
@@ -174,7 +193,7 @@ def upload_artifact() -> None:
     dest = run_store() / name
     if dest.exists():
         raise StandInError(
-            f"Failed to CreateArtifact: Received non-retryable error: (409) Conflict: an artifact with this name already exists on the workflow run"
+            "Failed to CreateArtifact: Received non-retryable error: (409) Conflict: an artifact with this name already exists on the workflow run"
         )
     for file in files:
         target = dest / file.resolve().relative_to(root.resolve())
@@ -266,7 +285,9 @@ def setup_python() -> None:
         found = shutil.which(candidate)
         if not found:
             continue
-        version = subprocess.run([found, "-c", "import platform; print(platform.python_version())"], capture_output=True, text=True).stdout.strip()
+        version = subprocess.run(
+            [found, "-c", "import platform; print(platform.python_version())"], capture_output=True, text=True
+        ).stdout.strip()
         if not want or version == want or version.startswith(want + "."):
             bin_dir = tool_dir(f"python-{version}")
             for alias in ("python", "python3"):
@@ -284,9 +305,13 @@ def setup_python() -> None:
 def setup_node() -> None:
     want = inp("node-version")
     found = shutil.which("node")
-    version = subprocess.run([found, "--version"], capture_output=True, text=True).stdout.strip() if found else ""
+    version = (
+        subprocess.run([found, "--version"], capture_output=True, text=True).stdout.strip() if found else ""
+    )
     if not found or (want and not version.lstrip("v").startswith(want.lstrip("v") + ".")):
-        raise StandInError(f"Unable to find Node version '{want}' for platform linux and architecture x64 (this host has {version or 'none'}).")
+        raise StandInError(
+            f"Unable to find Node version '{want}' for platform linux and architecture x64 (this host has {version or 'none'})."
+        )
     set_output("node-version", version)
     print(f"Found in cache @ {found} ({version})")
 
