@@ -321,9 +321,16 @@ class World:
         log = logs / f"{run_id}-{Path(workflow).name}.log"
         started = time.monotonic()
         with log.open("w") as out:
-            done = subprocess.run(
-                argv, cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=timeout_s
+            # its own session: past the timeout, act and every job process it started (QEMU
+            # included) end together, and nothing else
+            proc = subprocess.Popen(
+                argv, cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
             )
+            try:
+                rc = proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                end_session(proc)
+                raise
         lines = []
         for text in log.read_text(errors="replace").splitlines():
             try:
@@ -332,7 +339,7 @@ class World:
                 continue
             if isinstance(parsed, dict):
                 lines.append(parsed)
-        run = ActRun(argv, done.returncode, lines, log, time.monotonic() - started)
+        run = ActRun(argv, rc, lines, log, time.monotonic() - started)
         self.runs.append(run)
         return run
 
@@ -341,6 +348,20 @@ class World:
 
     def summaries_of(self, run_id: int) -> list[str]:
         return [p.read_text() for p in sorted(self.summaries.glob(f"{run_id}-*.md"))]
+
+
+def end_session(proc: subprocess.Popen[Any]) -> None:
+    """SIGTERM to the session ``proc`` leads, SIGKILL after 10 s."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=10)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def make_node_shim(directory: Path) -> None:
