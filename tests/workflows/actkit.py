@@ -152,13 +152,15 @@ class ActRun:
         return values
 
     def tail(self, lines: int = 60) -> str:
-        """The last lines act logged above debug level, as text (for a failed assertion)."""
+        """What went wrong (failed steps and ``::error::`` lines), then the last lines act logged
+        above debug level, as text (for a failed assertion)."""
         shown = [
             f"{line.get('jobID', '')}: {str(line.get('msg', '')).rstrip()}"
             for line in self.lines
             if line.get("level") != "debug" and str(line.get("msg", "")).strip()
         ]
-        return f"act log {self.log}:\n" + "\n".join(shown[-lines:])
+        wrong = [text for text in shown if "::error::" in text or "Failure - " in text or "error:" in text]
+        return f"act log {self.log}:\n" + "\n".join([*wrong, "...", *shown[-lines:]])
 
 
 @dataclass
