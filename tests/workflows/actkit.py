@@ -246,8 +246,12 @@ class World:
         extra_env: Mapping[str, str] | None = None,
         extra_args: tuple[str, ...] = (),
         timeout_s: float = 900,
+        stop_at: str | None = None,
     ) -> ActRun:
-        """Run ``.github/workflows/WORKFLOW`` of ``workdir`` for one event; the log goes next to the world."""
+        """Run ``.github/workflows/WORKFLOW`` of ``workdir`` for one event; the log goes next to the world.
+
+        ``stop_at``: end the run (act and its jobs' processes) once a line of the steps' own
+        output starts with it; the run's rc is then -1."""
         logs = self.root / "logs"
         logs.mkdir(exist_ok=True)
         event_file = logs / f"{run_id}-event.json"
@@ -329,7 +333,11 @@ class World:
                 argv, cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
             )
             try:
-                rc = proc.wait(timeout=timeout_s)
+                rc = (
+                    proc.wait(timeout=timeout_s)
+                    if stop_at is None
+                    else wait_for(proc, log, stop_at, timeout_s)
+                )
             except subprocess.TimeoutExpired:
                 end_session(proc)
                 raise
@@ -350,6 +358,36 @@ class World:
 
     def summaries_of(self, run_id: int) -> list[str]:
         return [p.read_text() for p in sorted(self.summaries.glob(f"{run_id}-*.md"))]
+
+
+def wait_for(proc: subprocess.Popen[Any], log: Path, prefix: str, timeout_s: float) -> int:
+    """``proc``'s exit code, or -1 once a raw output line of ``log`` starts with ``prefix`` (the
+    session then ended); :class:`subprocess.TimeoutExpired` past ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    seen = 0
+    while True:
+        try:
+            return proc.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            pass
+        text = log.read_text(errors="replace")
+        for line in text[seen:].splitlines(keepends=True):
+            if not line.endswith("\n"):
+                break
+            seen += len(line)
+            try:
+                parsed = json.loads(line)
+            except ValueError:
+                continue
+            if (
+                isinstance(parsed, dict)
+                and parsed.get("raw_output")
+                and str(parsed.get("msg", "")).startswith(prefix)
+            ):
+                end_session(proc)
+                return -1
+        if time.monotonic() > deadline:
+            raise subprocess.TimeoutExpired(proc.args, timeout_s)
 
 
 def end_session(proc: subprocess.Popen[Any]) -> None:
