@@ -195,6 +195,23 @@ def binaries_environ(binaries: Binaries) -> dict[str, str]:
     return {ENV_QEMU: binaries.qemu, ENV_QEMU_IMG: binaries.qemu_img}
 
 
+RECORDS_HELP = (
+    "a record file, a run's or sweep's directory (results/records/RUN_ID, results/sweeps/NAME), "
+    "a results directory (its newest run) or latest (latest~1: the run before it)"
+)
+
+
+def named_records(name: str | Path) -> Path:
+    """The records a person named (see :func:`harness.record.name_records`); how a name was read
+    (``results``: its newest run) goes to stderr."""
+    from harness.record import name_records
+
+    named = name_records(str(name), results_dir=default_results_dir())
+    if named.note:
+        err(named.note)
+    return named.path
+
+
 def add_compare_options(parser: Any) -> None:
     """The statistical options of a comparison (``compare`` and ``gate``).
 

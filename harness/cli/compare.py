@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from harness.cli.common import (
+    RECORDS_HELP,
     add_compare_options,
     add_pages_option,
     compare_argv,
     err,
+    named_records,
     pages_url_from_args,
     settings_from_args,
 )
@@ -39,8 +41,8 @@ def add_parser(sub: Any) -> None:
             "record, else 0."
         ),
     )
-    parser.add_argument("base", type=Path, help="base records: a record file or a directory of them")
-    parser.add_argument("head", type=Path, help="head records: a record file or a directory of them")
+    parser.add_argument("base", help=f"base's records: {RECORDS_HELP}")
+    parser.add_argument("head", help="head's records, named as base's are (e.g. latest)")
     parser.add_argument(
         "--out",
         type=Path,
@@ -72,12 +74,13 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
-    reproduce = ["diskbench", "compare", str(args.base), str(args.head), *compare_argv(args)]
+    base, head = named_records(args.base), named_records(args.head)
+    reproduce = ["diskbench", "compare", str(base), str(head), *compare_argv(args)]
     if settings.seed != Settings.seed:
         reproduce += ["--seed", str(settings.seed)]
     result = compare_paths(
-        args.base,
-        args.head,
+        base,
+        head,
         settings=settings,
         out=args.out,
         warn=err,
@@ -92,7 +95,77 @@ def run(args: argparse.Namespace) -> int:
         print(
             render_text(result.document, only_changed=args.only_changed, sort=args.sort, style=style), end=""
         )
+    if args.format == "text":
+        print(decide_text(result.document, base, head, settings=settings), end="")
     if args.out is not None:
         # beside JSON on stdout, the path goes to stderr: stdout stays one document
         (err if args.format == "json" else print)(f"comparison: {args.out / COMPARISON_NAME}")
     return verdict_exit_code(result.document)
+
+
+def rounds_to_decide(document: dict[str, Any], settings: Settings) -> tuple[list[str], int | None]:
+    """The inconclusive cells' ids, and how many samples a cell each side would decide them
+    (None: more samples would not, their change sits on the minimum effect)."""
+    rows = [
+        r for r in document.get("summary", {}).get("sensitivity") or [] if r.get("verdict") == "inconclusive"
+    ]
+    needed: list[int] = []
+    for row in rows:
+        have = int(row.get("rounds") or 0)
+        if isinstance(row.get("rounds_to_decide"), int):
+            needed.append(max(int(row["rounds_to_decide"]), settings.min_samples))
+        elif have < settings.min_samples:
+            needed.append(settings.min_samples)
+    cells = list(dict.fromkeys(str(r.get("cell_id")) for r in rows))
+    return cells, max(needed) if needed else None
+
+
+def decide_text(document: dict[str, Any], base: Path, head: Path, *, settings: Settings) -> str:
+    """What to run to decide the inconclusive cells: their ``diskbench run`` with enough samples,
+    once per side, and the comparison of those two runs; empty when nothing is inconclusive."""
+    from harness.cli.run import run_argv
+    from harness.record import find_records
+    from harness.spec import Cell
+
+    cells, samples = rounds_to_decide(document, settings)
+    if not cells:
+        return ""
+    count = f"{len(cells)} inconclusive cell{'s' if len(cells) != 1 else ''}"
+    if samples is None:
+        return (
+            f"\nMore samples would not decide the {count}: the change sits on the minimum effect; "
+            "set that metric's own with --rule METRIC:PCT\n"
+        )
+    records = [r for r in find_records([base], recursive=True) if r.cell_id in cells]
+    argv = run_argv([Cell.from_dict(r.cell.data) for r in records], repeat=samples)
+    return "\n".join(
+        [
+            "",
+            f"To decide the {count}: {samples} samples a cell on each side. Run, once with each side:",
+            *wrap_command(argv),
+            "then compare the two runs:",
+            *wrap_command(["diskbench", "compare", "latest~1", "latest"]),
+            "",
+        ]
+    )
+
+
+def wrap_command(argv: list[str], *, width: int = 100, indent: str = "  ") -> list[str]:
+    """A command line as shell lines within ``width`` columns, continued with backslashes."""
+    import shlex
+
+    words: list[str] = []
+    for arg in argv:  # a flag and its value stay on one line
+        quoted = shlex.quote(arg)
+        if words and words[-1].startswith("--") and " " not in words[-1] and not arg.startswith("--"):
+            words[-1] += " " + quoted
+        else:
+            words.append(quoted)
+    lines: list[str] = []
+    line = indent
+    for word in words:
+        if line.strip() and len(line) + 1 + len(word) + 2 > width:
+            lines.append(line + " \\")
+            line = indent + "    "
+        line += ("" if not line.strip() else " ") + word
+    return [*lines, line]

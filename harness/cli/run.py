@@ -3,13 +3,26 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from typing import Any
 
 from harness.cli.common import add_machine_options, choices, err
 from harness.errors import ExitCode, SpecError
 from harness.host.workdir import hold
 from harness.report import render
-from harness.spec import Aio, Cache, Cell, Format, Interface, expand, split_list
+from harness.spec import (
+    COMPAT,
+    DEFAULT_CLUSTER_SIZE,
+    Aio,
+    Cache,
+    Cell,
+    Format,
+    ImageSpec,
+    Interface,
+    expand,
+    format_size,
+    split_list,
+)
 from harness.sweep.preflight import check_numbers, check_tools
 from harness.workloads import registry
 
@@ -104,6 +117,47 @@ def cells_from_args(args: argparse.Namespace) -> tuple[list[Cell], list[str]]:
         **{name: getattr(args, name) for name in registry.params()},
     }
     return expand(axes, skip_format_mismatch=len(axes["format"]) > 1, **fixed)
+
+
+def run_argv(cells: Sequence[Cell], *, repeat: int) -> list[str]:
+    """The ``diskbench run`` command that measures ``cells`` again (every combination of their
+    axes' values: the cells themselves, and those of the combinations a run would not skip),
+    ``repeat`` samples each: what to run to have more samples of the cells of some records."""
+    argv = ["diskbench", "run"]
+
+    def values(get: Any) -> str:
+        return ",".join(dict.fromkeys(str(get(c)) for c in cells))
+
+    axes: list[tuple[str, Any, str | None]] = [
+        ("--format", lambda c: c.image.format.value, None),
+        ("--preallocation", lambda c: c.image.preallocation, None),
+        ("--cache-state", lambda c: c.cache_state.value, "fresh"),
+        ("--measure", lambda c: c.measure.value, "guest"),
+        ("--size", lambda c: format_size(c.image.size), format_size(ImageSpec.size)),
+        ("--cache", lambda c: c.drive.cache.value, None),
+        ("--aio", lambda c: c.drive.aio.value, "threads"),
+        ("--interface", lambda c: c.drive.interface.value, None),
+        ("--workload", lambda c: c.workload.name.value, None),
+    ]
+    for flag, get, default in axes:
+        text = values(get)
+        if text != default:
+            argv += [flag, text]
+    qcow2 = [c for c in cells if c.image.format is Format.QCOW2]
+    clusters = list(dict.fromkeys(c.image.cluster_size or DEFAULT_CLUSTER_SIZE for c in qcow2))
+    if clusters and clusters != [DEFAULT_CLUSTER_SIZE]:
+        argv += ["--cluster-size", ",".join(format_size(size) for size in clusters)]
+    if any(c.image.lazy_refcounts for c in qcow2):
+        argv.append("--lazy-refcounts")
+    compat = sorted({str(c.image.compat) for c in qcow2 if c.image.compat not in (None, COMPAT[0])})
+    if compat:
+        argv += ["--compat", compat[0]]
+    for name, param in registry.params().items():
+        users = [c for c in cells if c.workload.name.value in registry.users(param)]
+        given = list(dict.fromkeys(getattr(c.workload, name) for c in users))
+        if given and given != [param.default]:
+            argv += [param.flag, str(given[0])]
+    return [*argv, "--repeat", str(repeat)]
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
+from harness.cli.common import RECORDS_HELP, named_records
 from harness.errors import ExitCode
 from harness.record import find_records
 from harness.report import show
@@ -21,13 +21,18 @@ def add_parser(sub: Any) -> None:
         help="print the figures of existing records: a table per cell",
         description=(
             "Read records (files, or directories such as results/records/RUN_ID or "
-            "results/sweeps/NAME) and print each cell's figures: per metric the median with its "
-            "spread (coefficient of variation), min, max and the number of samples, values in "
-            "their unit (KiB/MiB/GiB, ms, s); failed samples with their reason. Exit 2 when "
+            "results/sweeps/NAME) and print a line per cell with the figures that matter for its "
+            "workload (dd: MiB/s and total; fio: IOPS and latency p50/p99 per job; install: total "
+            "and unpack; bonnie++: its rates; every cell: the device's write latency p50/p99), "
+            "medians of the ok samples; failed samples with their reason. --all (or --metric) "
+            "prints every metric of every cell: the median with its spread (coefficient of "
+            "variation), min, max and the number of samples, in the metric's unit. Exit 2 when "
             "there is no record."
         ),
     )
-    parser.add_argument("records", nargs="+", type=Path, help="record files or directories of records")
+    parser.add_argument(
+        "records", nargs="+", metavar="RECORDS", help=f"what to show (repeatable): {RECORDS_HELP}"
+    )
     parser.add_argument(
         "--format",
         choices=show.FORMATS,
@@ -43,11 +48,17 @@ def add_parser(sub: Any) -> None:
         help="only metrics whose name matches this glob, e.g. 'total_s' or 'host.*' "
         "(repeatable, or comma-separated)",
     )
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        dest="every",
+        help="text and markdown: every metric of every cell, a table per cell (--metric picks some)",
+    )
     parser.add_argument("--samples", action="store_true", help="also print every sample's value")
 
 
 def run(args: argparse.Namespace) -> int:
-    records = find_records(args.records)
+    records = find_records([named_records(name) for name in args.records])
     patterns = [p for text in args.metric for p in split_list(text)]
     metrics = show.select_metrics(records, patterns)
     if args.format == "json":
@@ -56,5 +67,6 @@ def run(args: argparse.Namespace) -> int:
         print(show.render_markdown(records, metrics=metrics, samples=args.samples), end="")
     else:
         style = Style(wants_color(isatty=sys.stdout.isatty(), environ=os.environ))
-        print(show.render_text(records, metrics=metrics, samples=args.samples, style=style), end="")
+        text = show.render_text(records, metrics=metrics, samples=args.samples, style=style, every=args.every)
+        print(text, end="")
     return ExitCode.OK
