@@ -9,6 +9,7 @@ from typing import Any
 
 from harness.cli.common import (
     add_compare_options,
+    add_junit_option,
     add_machine_options,
     add_pages_option,
     compare_argv,
@@ -84,6 +85,7 @@ def add_parser(sub: Any) -> None:
     # unset means "the spec's": see settings_for
     gate.set_defaults(min_effect=None)
     add_pages_option(gate)
+    add_junit_option(gate, default="OUT/junit.xml")
     add_machine_options(gate)
 
 
@@ -134,7 +136,29 @@ def run(args: argparse.Namespace) -> int:
         result = _run(args, spec, settings, sources, out, pointers)
     print(result.markdown, end="")
     print(f"comparison: {result.out_dir / 'comparison.json'}")
+    junit = args.junit or result.out_dir / "junit.xml"
+    write_junit(junit, result.document, settings=settings, reproduce=list(pointers.reproduce))
+    print(f"junit: {junit}")
     return result.exit_code
+
+
+def write_junit(path: Path, document: dict[str, Any], *, settings: Settings, reproduce: list[str]) -> None:
+    """The gate's verdicts as JUnit XML; an inconclusive cell's message ends with the gate's own
+    command and the rounds that would decide it (``--max-rounds``)."""
+    from harness.cli.compare import rounds_to_decide
+    from harness.compare.pointers import command_line
+    from harness.files import write_text_atomic
+    from harness.report.exports import comparison_junit
+
+    cells, rounds = rounds_to_decide(document, settings)
+    decide = {}
+    if rounds is not None:
+        argv = [a for a in reproduce]
+        if "--max-rounds" in argv:
+            i = argv.index("--max-rounds")
+            del argv[i : i + 2]
+        decide = {cell: command_line([*argv, "--max-rounds", str(rounds)]) for cell in cells}
+    write_text_atomic(path, comparison_junit(document, decide=decide))
 
 
 def reproduce_argv(args: argparse.Namespace, commits: list[str], top: Path) -> list[str]:

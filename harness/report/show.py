@@ -6,6 +6,7 @@ Pure: records in, text out.  Text and Markdown scale the values for a person
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import json
 from collections.abc import Sequence
@@ -40,9 +41,11 @@ def select_metrics(records: Sequence[Record], patterns: Sequence[str]) -> list[s
     for pattern in patterns:
         hits = [n for n in names if fnmatch.fnmatchcase(n, pattern)]
         if not hits:
-            example = ", ".join(names[:4]) or "none"
+            close = difflib.get_close_matches(pattern, names, n=3, cutoff=0.5)
+            example = ", ".join(close or names[:4]) or "none"
             raise UsageError(
-                f"--metric {pattern!r} matches no metric of these records: names look like {example}"
+                f"--metric {pattern!r} matches no metric of these records: "
+                + (f"did you mean {example}?" if close else f"names look like {example}")
             )
         chosen += hits
     return list(dict.fromkeys(chosen))

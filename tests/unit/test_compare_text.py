@@ -87,7 +87,7 @@ def test_colour_only_when_the_style_asks(tmp_path: Path) -> None:
 def test_cli_formats(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     base, head = sides(tmp_path)
     out = tmp_path / "out"
-    assert main(["compare", str(base), str(head), "--format", "json", "--out", str(out)]) == 1
+    assert main(["compare", str(base), str(head), "--output-format", "json", "--out", str(out)]) == 1
     captured = capsys.readouterr()
     assert json.loads(captured.out) == load_comparison(out / "comparison.json")
     assert captured.err.strip().endswith(f"comparison: {out / 'comparison.json'}")
@@ -99,12 +99,12 @@ def test_cli_formats(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
 def test_cli_markdown_is_the_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     base = write_side(tmp_path / "a", 1.0, seed=1)
     head = write_side(tmp_path / "b", 1.3, seed=50)
-    assert main(["compare", str(base), str(head), "--format", "markdown"]) == 1
+    assert main(["compare", str(base), str(head), "--output-format", "markdown"]) == 1
     assert capsys.readouterr().out.startswith("## diskbench: REGRESSION — under KVM")
 
 
 def test_an_empty_side_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "empty").mkdir()
     head = write_side(tmp_path / "b", 1.0, seed=1)
-    assert main(["compare", str(tmp_path / "empty"), str(head), "--format", "text"]) == 2
+    assert main(["compare", str(tmp_path / "empty"), str(head), "--output-format", "text"]) == 2
     assert "no records found" in capsys.readouterr().err

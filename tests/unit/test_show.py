@@ -121,7 +121,10 @@ def test_a_glob_matching_nothing_is_bad_input(records_dir: Path, capsys: pytest.
 
 
 def test_json_keeps_the_raw_values(records_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["show", str(records_dir), "--format", "json", "--metric", "host.guest_written_bytes"]) == 0
+    assert (
+        main(["show", str(records_dir), "--output-format", "json", "--metric", "host.guest_written_bytes"])
+        == 0
+    )
     doc = json.loads(capsys.readouterr().out)
     assert [c["cell_id"].split("-")[0] for c in doc["cells"]] == ["qcow2", "raw"]
     figures = doc["cells"][0]["metrics"]["host.guest_written_bytes"]
@@ -131,7 +134,7 @@ def test_json_keeps_the_raw_values(records_dir: Path, capsys: pytest.CaptureFixt
 
 
 def test_markdown(records_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["show", str(records_dir), "--format", "markdown"]) == 0
+    assert main(["show", str(records_dir), "--output-format", "markdown"]) == 0
     out = capsys.readouterr().out
     assert "| metric | median ± spread | min | max | n |" in out
     assert "| host.guest_written_bytes | 177.2 MiB ± 0.0% |" in out
@@ -190,3 +193,12 @@ def test_all_prints_every_metric_and_the_legend(tmp_path: Path, capsys: pytest.C
     assert "0.0450 ms" in out  # dev.*_ms in ms
     legend = [line for line in out.splitlines() if line.startswith("write amplification")]
     assert len(legend) == 1 and "under 1" in legend[0] and len(legend[0]) <= 100
+
+
+def test_the_old_format_flag_still_works_and_says_so(
+    records_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["show", str(records_dir), "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["schema"] == "diskbench-show"
+    assert "--format json is now --output-format json" in captured.err
