@@ -11,6 +11,7 @@ import difflib
 import logging
 import os
 import sys
+import typing
 from collections.abc import Iterable, Mapping
 from enum import Enum
 from pathlib import Path
@@ -47,6 +48,17 @@ class HelpFormatter(argparse.HelpFormatter):
         return f"{text} (default: {_shown_default(default)})"
 
 
+def _options(parser: argparse.ArgumentParser) -> list[str]:
+    """Every flag of ``parser`` and of its sub-commands (unknown flags reach the top parser)."""
+    found: list[str] = []
+    for action in parser._actions:
+        found += action.option_strings
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found += _options(sub)
+    return list(dict.fromkeys(found))
+
+
 def _shown_default(default: object) -> str:
     if isinstance(default, Path):
         return shown_path(default).replace("%", "%%")
@@ -61,6 +73,16 @@ class Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> typing.NoReturn:
+        """argparse's error, with the nearest flags of this command for one it does not know."""
+        if message.startswith("unrecognized arguments:"):
+            options = _options(self)
+            given = [w for w in message.split(":", 1)[1].split() if w.startswith("-")]
+            hints = [f"{w}{nearest(w.split('=')[0], options, count=2)}" for w in given]
+            if any("did you mean" in h for h in hints):
+                message += " (" + "; ".join(h for h in hints if "did you mean" in h) + ")"
+        super().error(message)
 
 
 def err(msg: str) -> None:

@@ -49,7 +49,11 @@ def add_parser(sub: Any) -> None:
     gate.add_argument("--spec", type=Path, default=GATE_SPEC, help="the gate spec: cells, rounds, budget")
     gate.add_argument("--repo", type=Path, default=Path("."), help="the git repository the revisions are of")
     gate.add_argument(
-        "--out", type=Path, default=None, help="output dir (default: RESULTS/gate/BASE..HEAD-TIME)"
+        "--out",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="output dir (default: RESULTS/gate/BASE..HEAD-TIME)",
     )
     gate.add_argument(
         "--budget-min", type=float, default=None, help="time budget in minutes (default: the spec's)"

@@ -47,9 +47,9 @@ def add_parser(sub: Any) -> None:
         metavar="BASE,HEAD",
         help="with --against: the two sides' names in tables and legends",
     )
-    report.add_argument("--html", type=Path, default=None, metavar="OUT", help="write an HTML report here")
+    report.add_argument("--html", type=Path, default=None, metavar="FILE", help="write an HTML report here")
     report.add_argument(
-        "--markdown", type=Path, default=None, metavar="OUT", help="write a Markdown report here"
+        "--markdown", type=Path, default=None, metavar="FILE", help="write a Markdown report here"
     )
 
 

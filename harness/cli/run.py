@@ -81,7 +81,7 @@ def add_parser(sub: Any) -> None:
             help=f"{', '.join(registry.users(param))}: {param.help}",
         )
     rn = run.add_argument_group("how to run")
-    rn.add_argument("--repeat", type=int, default=3, help="samples per cell")
+    rn.add_argument("--repeat", type=int, default=3, metavar="N", help="samples per cell")
     add_machine_options(rn)
     rn.add_argument(
         "--mem-mib",
@@ -91,6 +91,11 @@ def add_parser(sub: Any) -> None:
     )
     rn.add_argument("--smp", type=int, default=1, help="guest vCPUs")
     rn.add_argument("--keep-images", action="store_true", help="keep each sample's image in the work dir")
+    rn.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="list the cells, the combinations left out and the estimate; run nothing",
+    )
 
 
 def cells_from_args(args: argparse.Namespace) -> tuple[list[Cell], list[str]]:
@@ -177,13 +182,47 @@ def run(args: argparse.Namespace) -> int:
     check_tools(cells)
     from harness.sweep import check_free_space
 
+    if args.dry_run:
+        print(_plan(args, cells, skipped), end="")
+        return ExitCode.OK
     check_free_space(
         args.work_dir, cells, qemu_img=args.binaries.qemu_img
     )  # too little is exit 3 before any image exists
-    for note in skipped:
-        err(f"skipped: {note}")
+    # the combinations a format cannot have (metadata on raw) are left out without a word: a
+    # list of formats asks for the combinations each can have (--dry-run lists them)
     with hold(args.results_dir, args.work_dir):
         return _run_cells(args, cells)
+
+
+def _plan(args: argparse.Namespace, cells: Sequence[Cell], skipped: Sequence[str]) -> str:
+    """What ``--dry-run`` prints: the cells, the combinations left out, the estimate, the disk."""
+    from collections import Counter
+
+    from harness.errors import HarnessError
+    from harness.sweep import check_free_space
+    from harness.sweep.planning import estimate_builds_s, estimate_sample_s, format_duration
+
+    accel = "tcg" if args.accel == "auto" else args.accel
+    lines = [f"run: {len(cells)} cell{'s' if len(cells) != 1 else ''} x {args.repeat} samples"]
+    lines += [f"  run   {cell.id}" for cell in cells]
+    for note, count in Counter(skipped).items():
+        lines.append(f"  left out ({count} combination{'s' if count != 1 else ''}): {note}")
+    seconds = sum(args.repeat * estimate_sample_s(c, accel=accel, start=args.start) for c in cells)
+    builds, build_s = estimate_builds_s(cells, accel=accel, start=args.start)
+    lines.append(
+        f"estimate: {len(cells) * args.repeat} samples, about {format_duration(seconds + build_s)} under "
+        f"{accel.upper()} with --start {args.start}"
+        + (
+            f" ({builds} snapshot build{'s' if builds != 1 else ''} included, none if cached)"
+            if builds
+            else ""
+        )
+    )
+    try:
+        lines.append(check_free_space(args.work_dir, cells, qemu_img=args.binaries.qemu_img))
+    except HarnessError as exc:
+        lines.append(f"disk: NOT ENOUGH: {exc.message}")
+    return "\n".join(lines) + "\n"
 
 
 def _run_cells(args: argparse.Namespace, cells: Any) -> int:

@@ -84,3 +84,25 @@ def test_too_few_samples_end_with_the_commands_that_decide(
     ]
     assert tail[-1].strip() == "diskbench compare 'latest~1' latest"
     assert all(len(line) <= 100 for line in out.splitlines())
+
+
+def test_run_dry_run_lists_the_cells_and_runs_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [
+        *DEFAULT_RUN,
+        "--dry-run",
+        "--work-dir",
+        str(tmp_path / "work"),
+        "--results-dir",
+        str(tmp_path / "res"),
+    ]
+    (tmp_path / "work").mkdir()
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    assert lines[0] == "run: 10 cells x 2 samples"
+    assert sum(line.startswith("  run   ") for line in lines) == 10
+    assert "  left out (2 combinations): preallocation 'metadata' is not allowed for raw" in captured.out
+    assert any(line.startswith("estimate: 20 samples, about ") for line in lines)
+    assert "skipped" not in captured.err and not (tmp_path / "res").exists()
