@@ -200,7 +200,8 @@ def _wrap(line: str) -> list[str]:
 
 
 def _notes(cells: Sequence[Mapping[str, Any]], names: Mapping[str, str]) -> list[str]:
-    """Why each decided cell did, the errors, the counters' notes: one line per cell."""
+    """Why each decided cell did, the errors, the counters' notes: a line per reason, naming the
+    cells that share it."""
     why = [
         (c, _line(c.get("reason")))
         for c in cells
@@ -214,12 +215,18 @@ def _notes(cells: Sequence[Mapping[str, Any]], names: Mapping[str, str]) -> list
     notes = [(c, _line(c.get("note"))) for c in cells if c.get("note")]
     lines: list[str] = []
     for title, entries in (("Why:", why), ("Errors:", errors), ("Counters:", notes)):
-        if entries:
-            lines += ["", title]
-            lines += [
-                f"  {_line(names.get(str(c.get('cell_id')), c.get('cell_id')))}: {text}"
-                for c, text in sorted(entries, key=lambda e: str(e[0].get("cell_id")))
-            ]
+        if not entries:
+            continue
+        lines += ["", title]
+        by_text: dict[str, list[str]] = {}
+        for c, text in sorted(entries, key=lambda e: str(e[0].get("cell_id"))):
+            by_text.setdefault(text, []).append(_line(names.get(str(c.get("cell_id")), c.get("cell_id"))))
+        for text, cells_of in by_text.items():
+            # one line for a reason several cells share (ten cells with too few samples)
+            who = ", ".join(cells_of) if len(cells_of) <= 2 else f"{len(cells_of)} cells ({cells_of[0]}...)"
+            if len(cells_of) == len(entries) and len(cells_of) > 2:
+                who = f"all {len(cells_of)} cells"
+            lines.append(f"  {who}: {text}")
     return lines
 
 

@@ -261,8 +261,8 @@ def name_records(name: str, *, results_dir: Path) -> Named:
         found = runs(path)
         if not found:
             raise UsageError(f"{path}: a results directory with no run in it: run `diskbench run` first")
-        others = f" (of {len(found)}; name another as {path}/records/RUN_ID)" if len(found) > 1 else ""
-        return Named(found[-1], f"{path}: its newest run, {found[-1]}{others}")
+        others = f" (of {len(found)} runs)" if len(found) > 1 else ""
+        return Named(found[-1], f"{path}: its newest run, {found[-1].relative_to(path)}{others}")
     return Named(path)
 
 
