@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import typing
 from collections.abc import Sequence
 from typing import Any
 
-from harness.cli.common import add_machine_options, choices, err
+from harness.cli.common import add_machine_options, choices, err, machine_from_args
 from harness.errors import ExitCode, SpecError
 from harness.host.workdir import hold
 from harness.report import render
@@ -25,6 +26,9 @@ from harness.spec import (
 )
 from harness.sweep.preflight import check_numbers, check_tools
 from harness.workloads import registry
+
+if typing.TYPE_CHECKING:
+    from harness.rounds.session import SessionOptions
 
 
 def add_parser(sub: Any) -> None:
@@ -169,15 +173,9 @@ def run(args: argparse.Namespace) -> int:
     if args.repeat < 1:
         raise SpecError(f"--repeat {args.repeat}: use 1 or more")
     cells, skipped = cells_from_args(args)
+    options = options_from_args(args)
     check_numbers(
-        cells,
-        work_dir=args.work_dir,
-        boot_timeout_s=args.boot_timeout_s,
-        workload_timeout_s=args.workload_timeout_s,
-        mem_mib=args.mem_mib,
-        smp=args.smp,
-        qemu_img=args.binaries.qemu_img,
-        max_disk_bytes=args.max_disk_size,
+        cells, options.machine, max_disk_bytes=args.max_disk_size, mem_mib=options.mem_mib, smp=options.smp
     )
     check_tools(cells)
     from harness.sweep import check_free_space
@@ -191,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
     # the combinations a format cannot have (metadata on raw) are left out without a word: a
     # list of formats asks for the combinations each can have (--dry-run lists them)
     with hold(args.results_dir, args.work_dir):
-        return _run_cells(args, cells)
+        return _run_cells(options, cells)
 
 
 def _plan(args: argparse.Namespace, cells: Sequence[Cell], skipped: Sequence[str]) -> str:
@@ -225,24 +223,23 @@ def _plan(args: argparse.Namespace, cells: Sequence[Cell], skipped: Sequence[str
     return "\n".join(lines) + "\n"
 
 
-def _run_cells(args: argparse.Namespace, cells: Any) -> int:
-    from harness.rounds.session import run_cells
+def options_from_args(args: argparse.Namespace) -> SessionOptions:
+    """What every sample of the run runs with: the machine options, ``--repeat`` and the guest's size."""
+    from harness.rounds.session import SessionOptions
 
-    result = run_cells(
-        cells,
+    return SessionOptions(
+        machine=machine_from_args(args),
         repeat=args.repeat,
-        accel=args.accel,
-        work_dir=args.work_dir,
-        results_dir=args.results_dir,
-        boot_timeout_s=args.boot_timeout_s,
-        workload_timeout_s=args.workload_timeout_s,
         mem_mib=args.mem_mib,
         smp=args.smp,
         keep_images=args.keep_images,
-        start=args.start,
-        progress=err,
-        binaries=args.binaries,
     )
+
+
+def _run_cells(options: SessionOptions, cells: Any) -> int:
+    from harness.rounds.session import run_cells
+
+    result = run_cells(cells, options, progress=err)
     print(render(result.records), end="")
     print(f"records: {result.run_dir}")
     if result.failed_samples:

@@ -28,7 +28,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from harness.compare import CellResult, Kind, Settings, Verdict, compare_family, needs_more_rounds
+from harness.compare import (
+    CellResult,
+    Kind,
+    Settings,
+    Verdict,
+    compare_family,
+    flatten_cell,
+    needs_more_rounds,
+)
 from harness.gate.options import GateOptions
 from harness.gate.spec import GateSpec
 from harness.gate.subjects import SIDES, Subject
@@ -139,11 +147,7 @@ def run_rounds(
     tally = _Tally(rounds_of=dict.fromkeys(names, 0))
     play = functools.partial(
         _play_round,
-        sides=sides,
-        rng=rng,
-        tally=tally,
-        out_dir=out_dir,
-        progress=progress,
+        table=_Table(sides=sides, rng=rng, tally=tally, out_dir=out_dir, progress=progress),
         options=options,
         started=started,
     )
@@ -215,18 +219,22 @@ class _Tally:
     timed_out: dict[str, float] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class _Table:
+    """What every turn of the rounds plays on: both sides, the run order's draw, the tally so far,
+    where records go and where progress lines go."""
+
+    sides: Mapping[str, GateSide]
+    rng: random.Random
+    tally: _Tally
+    out_dir: Path
+    progress: Callable[[str], None]
+
+
 def _play_round(
-    number: int,
-    cell_names: Sequence[str],
-    *,
-    sides: Mapping[str, GateSide],
-    rng: random.Random,
-    tally: _Tally,
-    out_dir: Path,
-    progress: Callable[[str], None],
-    options: GateOptions,
-    started: float,
+    number: int, cell_names: Sequence[str], *, table: _Table, options: GateOptions, started: float
 ) -> None:
+    sides, rng, tally, out_dir, progress = table.sides, table.rng, table.tally, table.out_dir, table.progress
     paired: set[str] = set()
     for turn in round_order(number, cell_names, [sides[label] for label in SIDES], rng):
         if tally.stop is not None:
@@ -244,15 +252,11 @@ def _play_round(
                     number,
                     turn.cell,
                     per,
-                    sides,
-                    rng,
-                    tally,
-                    out_dir,
-                    progress,
-                    workload_timeout_s=min(options.workload_timeout_s, left_s),
+                    table,
+                    workload_timeout_s=min(options.machine.workload_timeout_s, left_s),
                 )
             continue
-        deadline = min(options.workload_timeout_s, left_s)
+        deadline = min(options.machine.workload_timeout_s, left_s)
         if turn.side.subject.label == "head":
             deadline = head_deadline(_workload_times(sides["base"], turn.cell), limit_s=deadline)
         t0 = time.monotonic()
@@ -278,21 +282,11 @@ def _workload_times(side: GateSide, name: str) -> list[float]:
     ]
 
 
-def _play_pairs(
-    number: int,
-    name: str,
-    per: int,
-    sides: Mapping[str, GateSide],
-    rng: random.Random,
-    tally: _Tally,
-    out_dir: Path,
-    progress: Callable[[str], None],
-    *,
-    workload_timeout_s: float,
-) -> None:
+def _play_pairs(number: int, name: str, per: int, table: _Table, *, workload_timeout_s: float) -> None:
     """Round ``number`` of a cell taking ``per`` samples a round: ``per`` pairs of base and head,
     each pair's order drawn, so that sample i of both sides are taken next to each other; where
     the cell's pairs run together, both samples of a pair at the same moment."""
+    sides, rng, tally, out_dir, progress = table.sides, table.rng, table.tally, table.out_dir, table.progress
     spent = dict.fromkeys(SIDES, 0.0)
     pairing = sides["base"].together.get(name)
     barrier = pairing.barrier if pairing is not None else None
@@ -398,7 +392,7 @@ def _compare_all(
             )
             own[gc.name] = CellResult(
                 cell_id=cell["id"],
-                cell=cell,
+                cell=flatten_cell(cell),
                 verdict=Verdict.ERROR,
                 kind=Kind.MISSING,
                 reason=f"no sample of {missing}: the gate's budget ran out first",
@@ -422,7 +416,8 @@ def _timed_out_result(
     head_samples = list(head.samples) if head is not None else []
     return CellResult(
         cell_id=cell["id"],
-        cell=cell,
+        # flat axes, as compare_cell writes every other cell: the document's shape, the short name
+        cell=flatten_cell(cell),
         verdict=Verdict.REGRESSION,
         kind=Kind.HEAD_TIMED_OUT,
         reason=(

@@ -21,7 +21,6 @@ from harness.errors import AccelError, UsageError, VMError
 from harness.host import confine
 from harness.paths import cache_dir
 from harness.sample.vm import Machine, VMConfig
-from harness.subject.binaries import QEMU
 
 ACCELS = ("auto", "kvm", "tcg")
 KVM_PROBE_TIMEOUT_S = 30.0
@@ -46,9 +45,7 @@ def kvm_device_problem(dev: str = "/dev/kvm") -> str | None:
     return confine.device_problem(dev, confine.account())
 
 
-def probe_kvm(
-    kernel: Path, initrd: Path, *, qemu: str = QEMU, timeout_s: float = KVM_PROBE_TIMEOUT_S
-) -> str | None:
+def probe_kvm(kernel: Path, initrd: Path, *, qemu: str, timeout_s: float = KVM_PROBE_TIMEOUT_S) -> str | None:
     """Boot the guest under KVM with ``qemu``; None if it reached ready, else why not."""
     problem = kvm_device_problem()
     if problem:
@@ -207,7 +204,7 @@ def choose_accel(
     *,
     warn: Callable[[str], None],
     use_cache: bool = True,
-    qemu: str = QEMU,
+    qemu: str,
 ) -> AccelChoice:
     """Resolve ``auto|kvm|tcg`` into the accelerator that really works here for ``qemu``.
 

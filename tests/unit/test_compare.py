@@ -619,6 +619,24 @@ def sample_document(accel: str = "kvm") -> dict[str, Any]:
     )
 
 
+def test_a_gate_documents_policy_reach_is_valid_against_its_schema(schema: dict[str, Any]) -> None:
+    from harness.compare.document import with_policy_reach
+    from harness.gate.reach import policy_reach
+    from harness.gate.spec import GATE_SPEC, load_gate_spec
+    from harness.subject.policy import parse_policy
+
+    own = (Path(__file__).resolve().parents[2] / "policy.toml").read_text()
+    base = parse_policy(own)
+    head = parse_policy(own.replace('aio = "threads"', 'aio = "native"'))
+    doc = sample_document()
+    doc["summary"]["subject_diff"] = [{"what": "aio", "base": "threads", "head": "native"}]
+    reach = policy_reach(load_gate_spec(GATE_SPEC), base, head).as_dict()
+    doc = with_policy_reach(doc, [], reach)
+    assert doc["summary"]["subject_diff"][0]["reach"]["applied"]
+    assert len(doc["summary"]["policy_held"]) == 4
+    assert validate(doc, schema, schema) == []
+
+
 def test_the_document_is_valid_against_its_schema(schema: dict[str, Any]) -> None:
     doc = sample_document()
     json.dumps(doc, allow_nan=False)
@@ -675,13 +693,16 @@ def test_markdown_has_the_table_escapes_pipes_and_says_tcg_loudly() -> None:
     first = text.splitlines()[0]
     assert first.startswith("## diskbench: REGRESSION (and changed: host.flushes -50.0% in qcow2-")
     assert "**under TCG (emulation): times are about QEMU's emulation, not the disk**" in first
-    assert "| cell | metric | base | head | change | CI | p | rounds | verdict |" in text
+    assert "| cell | metric | base | head | change (95% CI) | verdict |" in text
     reg = doc["cells"][0]
-    label = f"qcow2 writeback ide · dd 64M<br><sub><code>{reg['cell_id']}</code></sub>"
-    assert f"| {label} | total_s | " in text
-    row = next(line for line in text.splitlines() if line.startswith(f"| {label} "))
-    assert row.endswith("| 8 | regression |")
+    # one row per cell, its short name; the full id only in the cell's fold under the table
+    row = next(line for line in text.splitlines() if line.startswith("| qcow2 writeback ide · dd 64M | "))
+    assert row.startswith("| qcow2 writeback ide · dd 64M | total_s | ")
+    assert row.endswith("| regression |")
     assert "+" in row and "%" in row
+    fold = text.split("<details><summary>qcow2 writeback ide · dd 64M: ")[1].split("</details>")[0]
+    assert f"\n<code>{reg['cell_id']}</code>\n" in fold
+    assert text.index(f"<code>{reg['cell_id']}</code>") > text.index(row)
     assert "dd \\| tee: No space left on device" in text
     assert "dd | tee" not in text
     assert "regression (failure)" in text
@@ -700,11 +721,13 @@ def test_a_pipe_in_a_table_cell_does_not_break_the_row() -> None:
         odd, samples(gauss(1, 8, 10.0, 0.01)), samples(gauss(2, 8, 15.0, 0.01)), settings=SETTINGS
     )
     doc = build_comparison([cell], settings=SETTINGS, base={}, head={}, machine=MACHINE, created_at="x")
-    row = next(line for line in render_markdown(doc).splitlines() if "odd" in line)
-    assert row.startswith(
-        "| qcow2 writeback virtio-blk · dd 64M<br><sub><code>odd\\|cell</code></sub> | total_s | "
-    )
-    assert row.replace("\\|", "").count("|") == 10
+    doc["cells"][0]["title"] = "odd|name"
+    text = render_markdown(doc)
+    row = next(line for line in text.splitlines() if line.startswith("| odd"))
+    assert row.startswith("| odd\\|name | total_s | ")
+    assert row.replace("\\|", "").count("|") == 7
+    # the id, in the cell's fold, is escaped too
+    assert "\n<code>odd\\|cell</code>\n" in text
 
 
 def test_validate_and_load_comparison_say_what_to_do(tmp_path: Path) -> None:

@@ -205,13 +205,16 @@ def test_a_gate_whose_head_changes_the_cache_mode_says_so_before_any_table() -> 
     text = render_markdown(doc)
     lines = text.splitlines()
     assert lines[0].startswith("## diskbench: CHANGED: host.flushes -100.0% in policy-dd")
-    table = lines.index("| cell | metric | base | head | change | CI | p | rounds | verdict |")
+    table = lines.index("| cell | metric | base | head | change (95% CI) | verdict |")
     before = lines[:table]
+    assert before[4].startswith("- **qcow2 writethrough virtio-blk · dd 64M**: `host.flushes` **-100.0%** (")
     assert "- cache: none → writethrough" in before
     assert f"- cell `policy-dd`: base `{base[0].cell.id}` → head `{head[0].cell.id}`" in before
-    row = next(line for line in lines if "| host.flushes |" in line)
-    assert row.startswith(
-        f"| qcow2 writethrough virtio-blk · dd 64M<br><sub>policy-dd: <code>{head[0].cell.id}</code> "
-        f"(base: <code>{base[0].cell.id}</code>)</sub> | host.flushes | 18 | 0 |"
+    # the cell's row shows the counter that changed; its fold gives both ids under the gate name
+    row = lines[table + 2]
+    assert row.startswith("| qcow2 writethrough virtio-blk · dd 64M | host.flushes | 18 | 0 | -100.0%")
+    assert row.endswith("| changed (counter) |")
+    assert (
+        f"policy-dd: <code>{head[0].cell.id}</code> (base: <code>{base[0].cell.id}</code>)" in lines[table:]
     )
     assert doc["summary"]["subject_diff"] == [{"what": "cache", "base": "none", "head": "writethrough"}]
