@@ -352,7 +352,8 @@ def describe_plan(
     builds_text = f"{_plural(builds, 'snapshot build')} included, none if cached; " if builds else ""
     lines.append(
         f"estimate: {_plural(todo, 'sample')}, about {format_duration(seconds)} under {accel.upper()} "
-        f"with --start {start} ({builds_text}a prior the progress line refines from measured samples)"
+        f"with --start {start} ({builds_text}from typical figures; the progress line corrects it as "
+        "samples finish)"
     )
     return "\n".join(lines) + "\n"
 

@@ -101,6 +101,14 @@ def test_throttled_head_is_a_regression_of_the_throttled_cell(
     assert "throttling" not in " ".join(base_rec["samples"][0]["argv"])
     # worktrees are gone
     assert git(repo, "worktree", "list").count("\n") == 0
+    # the JUnit XML `diskbench gate` writes beside it: a testcase per cell, the regression a failure
+    junitparser = pytest.importorskip("junitparser")
+    from harness.cli.gate import write_junit
+
+    write_junit(tmp_path / "junit.xml", doc, settings=Settings(), reproduce=["diskbench", "gate"])
+    cases = [case for suite in junitparser.JUnitXml.fromfile(str(tmp_path / "junit.xml")) for case in suite]
+    assert [case.name for case in cases] == [c["cell_id"] for c in doc["cells"]]
+    assert [type(r).__name__ for r in cases[0].result] == ["Failure"]
 
 
 def test_same_revision_on_both_sides_is_not_a_regression(
