@@ -8,7 +8,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,14 @@ def die_with_parent() -> None:
     """
     libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def _both(first: Callable[[], None], then: Callable[[], None]) -> Callable[[], None]:
+    def both() -> None:
+        first()
+        then()
+
+    return both
 
 
 @dataclass(frozen=True)
@@ -69,9 +77,12 @@ def run(
     tail of what this command wrote.  The command runs in the C locale (:data:`TOOL_LOCALE`),
     with ``env`` added to the harness's environment.  ``confined`` holds the extra
     ``subprocess`` arguments of :meth:`harness.host.confine.Handoff.popen_kwargs`
-    (the account to run as, the descriptors it inherits).
+    (the account to run as, the descriptors it inherits); a ``preexec_fn`` there runs after the
+    one that ties the child to the harness.
     """
     extra = dict(confined or {})
+    own = extra.pop("preexec_fn", None)
+    preexec = die_with_parent if own is None else _both(die_with_parent, own)
     args = [os.fspath(a) for a in argv]
     full_env = {**os.environ, **TOOL_LOCALE, **(env or {})}
     start = time.monotonic()
@@ -87,10 +98,11 @@ def run(
                 cwd=cwd,
                 input=input_text,
                 check=False,
-                preexec_fn=die_with_parent,
+                preexec_fn=preexec,
                 **extra,
             )
         else:
+            extra["preexec_fn"] = preexec
             proc = _run_logged(args, log_path, timeout_s=timeout_s, env=full_env, cwd=cwd, extra=extra)
     except FileNotFoundError as exc:
         raise error_cls(
@@ -151,8 +163,7 @@ def _run_logged(
                 env=env,
                 cwd=cwd,
                 check=False,
-                preexec_fn=die_with_parent,
-                **(extra or {}),
+                **{"preexec_fn": die_with_parent, **(extra or {})},
             )
         finally:
             fh.flush()
