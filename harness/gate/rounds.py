@@ -56,11 +56,15 @@ def head_deadline(base_workload_s: Sequence[float], *, limit_s: float) -> float:
     return min(limit_s, HEAD_DEADLINE_FACTOR * statistics.median(base_workload_s) + HEAD_DEADLINE_FLOOR_S)
 
 
+#: the errors of a sample that ran past its deadline: a guest's (its ready line, its workload's start
+#: or its report did not come in time) and a replay's (its qemu-io was still running)
+TIMEOUT_ERRORS = ("GuestTimeout", "ReplayTimeout")
+
+
 def timed_out(sample: Mapping[str, Any]) -> bool:
-    """Whether ``sample`` failed because its guest ran past a deadline: its ready line, its
-    workload's start or its report did not come in time (a head throttled to a byte a second
-    does not even boot)."""
-    return sample.get("status") != "ok" and sample.get("error_type") == "GuestTimeout"
+    """Whether ``sample`` failed because it ran past a deadline (a head throttled to a byte a second
+    does not even boot; its replay never ends)."""
+    return sample.get("status") != "ok" and sample.get("error_type") in TIMEOUT_ERRORS
 
 
 @dataclass
@@ -77,6 +81,22 @@ class GateSide:
     per_round: dict[str, int] = field(default_factory=dict)
     #: cells whose pair of samples runs at the same moment: what both sides' samples share
     together: dict[str, Pairing] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Clock:
+    """The time a sample may take: the run's workload timeout, within what is left of the budget."""
+
+    budget_s: float
+    started: float
+    workload_timeout_s: float
+
+    def left_s(self) -> float:
+        return self.budget_s - (time.monotonic() - self.started)
+
+    def limit_s(self) -> float:
+        """A base sample's deadline now (and a head's while base has no time of its own)."""
+        return min(self.workload_timeout_s, self.left_s())
 
 
 @dataclass(frozen=True)
@@ -248,7 +268,7 @@ def _play_round(
                     tally,
                     out_dir,
                     progress,
-                    workload_timeout_s=min(options.workload_timeout_s, left_s),
+                    clock=Clock(options.budget_s, started, options.workload_timeout_s),
                 )
             continue
         deadline = min(options.workload_timeout_s, left_s)
@@ -267,15 +287,25 @@ def _play_round(
             )
 
 
+#: what a sample's deadline is measured against: a guest's workload as the host clocked it, a
+#: replay's passes (their summed wall times)
+TIMED_METRICS = ("host.workload_s", "replay.wall_s")
+
+
 def _workload_times(side: GateSide, name: str) -> list[float]:
-    """The workload times of ``side``'s ok samples of cell ``name``, as the host clocked them."""
+    """The workload times of ``side``'s ok samples of cell ``name``, as the host clocked them (a
+    replay sample's: its passes' wall time)."""
     record = side.records.get(name) or {}
-    return [
-        float(s["metrics"]["host.workload_s"])
-        for s in record.get("samples", [])
-        if s.get("status") == "ok"
-        and isinstance((s.get("metrics") or {}).get("host.workload_s"), (int, float))
-    ]
+    times = []
+    for s in record.get("samples", []):
+        metrics = s.get("metrics") or {}
+        if s.get("status") != "ok":
+            continue
+        for key in TIMED_METRICS:
+            if isinstance(metrics.get(key), (int, float)):
+                times.append(float(metrics[key]))
+                break
+    return times
 
 
 def _play_pairs(
@@ -288,20 +318,25 @@ def _play_pairs(
     out_dir: Path,
     progress: Callable[[str], None],
     *,
-    workload_timeout_s: float,
+    clock: Clock,
 ) -> None:
     """Round ``number`` of a cell taking ``per`` samples a round: ``per`` pairs of base and head,
     each pair's order drawn, so that sample i of both sides are taken next to each other; where
-    the cell's pairs run together, both samples of a pair at the same moment."""
+    the cell's pairs run together, both samples of a pair at the same moment.
+
+    As for a guest cell, head's samples have the deadline :func:`head_deadline` gives from base's
+    own times of the cell; a head that runs past it ends the rounds (``head-timed-out``).  A pair
+    starts only where twice what the pairs so far took fits what is left of the budget."""
     spent = dict.fromkeys(SIDES, 0.0)
     pairing = sides["base"].together.get(name)
     barrier = pairing.barrier if pairing is not None else None
     raised: list[BaseException] = []
+    deadlines = dict.fromkeys(SIDES, 0.0)
 
     def one(label: str, index: int) -> None:
         t0 = time.monotonic()
         try:
-            _run_one(sides[label], name, index, out_dir, progress, workload_timeout_s=workload_timeout_s)
+            _run_one(sides[label], name, index, out_dir, progress, workload_timeout_s=deadlines[label])
         except BaseException as exc:  # handed to the gate's own thread below
             if barrier is None:
                 raise
@@ -312,27 +347,43 @@ def _play_pairs(
                 barrier.abort()
             spent[label] += time.monotonic() - t0
 
+    started = time.monotonic()
+    done = 0
     for k in range(1, per + 1):
         index = (number - 1) * per + k
         pair = list(SIDES)
         rng.shuffle(pair)
+        pair_s = (time.monotonic() - started) / done if done else 0.0
+        if clock.left_s() <= 2 * pair_s:
+            tally.stop = Stop(f"budget of {clock.budget_s / 60:.0f} min reached", over_budget=True)
+            break
+        deadlines["base"] = clock.limit_s()
+        deadlines["head"] = head_deadline(_workload_times(sides["base"], name), limit_s=clock.limit_s())
         if barrier is None:
             for label in pair:
                 one(label, index)
-            continue
-        barrier.reset()
-        threads = [
-            threading.Thread(target=one, args=(label, index), name=f"{name}-{label}") for label in pair
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        if raised:
-            raise raised[0]
+        else:
+            barrier.reset()
+            threads = [
+                threading.Thread(target=one, args=(label, index), name=f"{name}-{label}") for label in pair
+            ]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            if raised:
+                raise raised[0]
+        done = k
+        if timed_out(sides["head"].records[name]["samples"][-1]):
+            tally.timed_out[name] = deadlines["head"]
+            tally.stop = Stop(f"head timed out on {name} (deadline {deadlines['head']:.0f} s)")
+            progress(
+                f"gate: head's replay of {name} ran past its deadline of {deadlines['head']:.0f} s: no more rounds"
+            )
+            break
     # one entry per side and round, as a cell of one sample a round: the budget's guess stays per turn
     tally.sample_s.extend(spent.values())
-    tally.rounds_of[name] = number * per
+    tally.rounds_of[name] = (number - 1) * per + done
 
 
 def _key(sides: Mapping[str, GateSide], name: str) -> str:
@@ -428,8 +479,8 @@ def _timed_out_result(
         verdict=Verdict.REGRESSION,
         kind=Kind.HEAD_TIMED_OUT,
         reason=(
-            f"head's guest ran past its deadline of {deadline_s:.0f} s ({HEAD_DEADLINE_FACTOR:g} x base's "
-            f"median workload time + {HEAD_DEADLINE_FLOOR_S:g} s, within the budget)"
+            f"head ran past its deadline of {deadline_s:.0f} s ({HEAD_DEADLINE_FACTOR:g} x base's "
+            f"median time of the cell + {HEAD_DEADLINE_FLOOR_S:g} s, within the budget)"
         ),
         base_ok=sum(1 for s in base_samples if s.get("status") == "ok"),
         base_failed=sum(1 for s in base_samples if s.get("status") != "ok"),

@@ -120,6 +120,7 @@ def run(
             f"{args[0]} did not finish within {timeout_s} s",
             argv=args,
             stderr=str(exc.stderr or ""),
+            timed_out=True,
         ) from exc
     result = CommandResult(
         argv=tuple(args),

@@ -314,3 +314,81 @@ def test_the_gates_round_lines_say_the_time_so_far_and_what_is_left() -> None:
     assert _eta(elapsed_s=600, round_s=[70], rounds_left=6, budget_s=660).endswith(
         "about 1m00s to go, within the budget's 1m00s)"
     )
+
+
+@dataclass
+class _Timed(_Session):
+    """A side whose replay samples take ``take_s``; head's run past any deadline under ``needs_s``."""
+
+    take_s: float = 0.0
+    needs_s: float = 0.0
+    deadlines: list[float] = field(default_factory=list)
+
+    def run_cell(self, cell: Cell, **kw: Any) -> tuple[Path, dict[str, Any]]:
+        if cell.measure is not Measure.REPLAY:
+            return super().run_cell(cell, **kw)
+        self.deadlines.append(self.opts.workload_timeout_s)
+        time.sleep(self.take_s)
+        record = kw["existing"] or {"cell": cell.as_dict(), "samples": []}
+        index = len(record["samples"])
+        self.calls.append((self.label, cell.id, index + 1, True))
+        if self.opts.workload_timeout_s < self.needs_s:
+            sample = {"index": index, "status": "error", "error_type": "ReplayTimeout", "reason": "late"}
+        else:
+            sample = {"index": index, "status": "ok", "metrics": {"replay.wall_s": 2.0}}
+        record["samples"].append(sample)
+        return kw["path"], record
+
+
+def _timed_sides(spec_text: str, **head: float) -> dict[str, GateSide]:
+    sides = _sides(spec_text, [])
+    for label, side in sides.items():
+        side.session = _Timed(
+            guest=None, opts=OPTS, machine={}, calls=[], label=label, **(head if label == "head" else {})
+        )  # type: ignore[arg-type]
+        side.samplers["replayed"] = lambda *_a: {}
+        side.per_round["replayed"] = 5
+    return sides
+
+
+def test_a_head_replay_that_runs_past_base_deadline_is_head_timed_out() -> None:
+    # a replay alone; head's qemu-io needs 100 s where base's takes 2 s
+    text = SPEC.split("[[cells]]")[0] + "[[cells]]" + SPEC.split("[[cells]]")[2]
+    spec = parse_gate_spec(text, source="g.toml")
+    sides = _timed_sides(text, needs_s=100.0)
+    options = GateOptions.decide(spec, seed=3)
+    done = run_rounds(
+        spec, sides, Settings(metrics=spec.metrics), options, out_dir=Path("/nonexistent"),
+        started=time.monotonic(), progress=lambda _m: None,
+    )  # fmt: skip
+    (result,) = done.results
+    assert (result.verdict, result.kind.value) == (Verdict.REGRESSION, "head-timed-out")
+    assert done.stopped.startswith("head timed out on replayed")
+    head = sides["head"].session
+    assert isinstance(head, _Timed)
+    # the first pair's head had what is left of the budget (base had no time yet), the second
+    # 10 x base's 2 s + 60 s, which it ran past: no third pair
+    assert len(head.deadlines) == 2
+    assert 600 < head.deadlines[0] <= options.budget_s
+    assert head.deadlines[1] == pytest.approx(10 * 2.0 + 60)
+    assert "deadline of 80 s" in result.reason
+
+
+def test_a_replay_cells_pairs_stop_at_the_budget() -> None:
+    text = SPEC.split("[[cells]]")[0] + "[[cells]]" + SPEC.split("[[cells]]")[2]
+    spec = parse_gate_spec(text, source="g.toml")
+    sides = _timed_sides(text)
+    for side in sides.values():
+        assert isinstance(side.session, _Timed)
+        side.session.take_s = 0.4
+    options = GateOptions.decide(spec, seed=3, budget_min=2 / 60)
+    t0 = time.monotonic()
+    done = run_rounds(
+        spec, sides, Settings(metrics=spec.metrics), options, out_dir=Path("/nonexistent"),
+        started=t0, progress=lambda _m: None,
+    )  # fmt: skip
+    took = time.monotonic() - t0
+    # a pair takes 0.8 s: five would take 4 s of a 2 s budget; a pair starts only where two fit
+    assert took < 2.0, took
+    assert done.stopped == "budget of 0 min reached"
+    assert 1 <= len(sides["head"].records["replayed"]["samples"]) < 5

@@ -24,12 +24,13 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.errors import CommandError, ProtocolError
+from harness.errors import CommandError, ProtocolError, ReplayTimeout
 from harness.host import confine, proc
 from harness.sample import images
 from harness.sample.replay.capture import graph_of
@@ -150,7 +151,8 @@ def replay(
     of its own each time, one after the other); raises ReplayMismatch or ProtocolError on a check.
 
     The figures are of all passes together: ``replay.wall_s`` their summed wall times, the latency
-    quantiles over every request of every pass, the counts per pass.
+    quantiles over every request of every pass, the counts per pass.  ``timeout_s`` holds for all
+    passes together: a qemu-io still running at it is killed (:class:`ReplayTimeout`).
 
     ``together``: the :class:`Pairing` shared with a partner replay in another thread (the other
     side of a gate's pair): each pass starts its qemu-io only when the partner's is ready too, on
@@ -190,8 +192,14 @@ def _replay(
     done: list[Completion] = []
     walls: list[float] = []
     met = 0
-    for _ in range(passes):
-        one = _one_pass(stream, cell, script, qemu_io, qemu_img, work_dir, drive_options, timeout_s, together)
+    deadline = time.monotonic() + timeout_s
+    for number in range(1, passes + 1):
+        left_s = deadline - time.monotonic()
+        if left_s <= 0:
+            raise ReplayTimeout(
+                f"pass {number} of {passes} had no time left of the deadline of {timeout_s:.0f} s"
+            )
+        one = _one_pass(stream, cell, script, qemu_io, qemu_img, work_dir, drive_options, left_s, together)
         met += one.together
         got = {word: sum(1 for c in one.done if c.word == word) for word in ("wrote", "read", "discard")}
         if got != expected:
@@ -278,6 +286,10 @@ def _one_pass(
                     confined=handoff.popen_kwargs(),
                 )
             except CommandError as exc:
+                if exc.timed_out:
+                    raise ReplayTimeout(
+                        f"qemu-io ran past its deadline of {timeout_s:.0f} s", log_tail=exc.log_tail
+                    ) from exc
                 raise ProtocolError(f"qemu-io failed: {exc.message}", log_tail=exc.log_tail) from exc
         with trace.open(encoding="utf-8", errors="replace") as lines:
             graph = graph_of(lines, image=name)

@@ -88,6 +88,8 @@ def _replay_sample(
             qemu_img=opts.binaries.qemu_img,
             work_dir=opts.work_dir / "replay",
             drive_options=opts.drive_options,
+            # the sample's deadline (a gate's head: from base's own times, within the budget)
+            timeout_s=opts.workload_timeout_s,
             passes=passes,
             together=together,
         )
