@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -114,7 +114,7 @@ def test_base_stream_goes_to_both_sides_and_head_is_recorded_only_where_it_could
     streams = {"base": _stream(2), "head": _stream(3)}
     material = {"base": {"workload": "dd 64"}, "head": {"workload": "dd 64"}}
 
-    def fake_cached(cell: Cell, guest: Any, opts: Any, log_dir: Path) -> tuple[Path, Stream]:
+    def fake_cached(cell: Cell, guest: Any, opts: Any, log_dir: Path, *, caps: Any) -> tuple[Path, Stream]:
         side = log_dir.parent.name
         recorded.append(side)
         return tmp_path / f"{side}.json", streams[side]
@@ -136,6 +136,47 @@ def test_base_stream_goes_to_both_sides_and_head_is_recorded_only_where_it_could
         "structural change: head's guest issues another request stream (write 2 → 3, "
         "write_bytes 8192 → 12288); both sides replayed base's"
     )
+
+
+def test_a_head_recording_is_held_to_base_deadline_and_a_cap_from_base_stream(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from harness.errors import GuestTimeout, StreamOverCap
+    from harness.gate.rounds import Clock
+    from harness.sample.replay.record import LOG_FLOOR_BYTES
+
+    sides = _sides(SPEC, [])
+    base_stream = replace(_stream(2), source={"recording_host_s": 3.0})
+    seen: dict[str, tuple[float, Any]] = {}
+    fail: list[BaseException] = []
+
+    def fake_cached(cell: Cell, guest: Any, opts: Any, log_dir: Path, *, caps: Any) -> tuple[Path, Stream]:
+        side = log_dir.parent.name
+        seen[side] = (opts.workload_timeout_s, caps)
+        if side == "head" and fail:
+            raise fail[0]
+        return tmp_path / f"{side}.json", base_stream
+
+    monkeypatch.setattr(gate_streams, "cached_stream", fake_cached)
+    monkeypatch.setattr(gate_streams, "_material", lambda cell, side: {"recipe": side.subject.label})
+    clock = Clock(budget_s=600.0, started=time.monotonic(), workload_timeout_s=1800.0)
+    got = gate_streams.prepare_streams(sides, ["replayed"], passes=1, log_root=tmp_path, clock=clock)
+    # base within what is left of the budget; head within 10 x base's 3 s + 60 s
+    assert 590 < seen["base"][0] <= 600 and seen["head"][0] == pytest.approx(90.0)
+    # head's log: at most 4 x base's (two 4 KiB writes, the headers of those and a flush, the
+    # superblock) + 64 MiB
+    assert seen["head"][1].log_bytes == 4 * (4 * 512 + 8192) + LOG_FLOOR_BYTES
+    assert seen["base"][1].log_bytes == sides["base"].cells["replayed"].image.size + LOG_FLOOR_BYTES
+    assert got.over_cap == {} and got.timed_out == {}
+    fail.append(StreamOverCap("the recording's write log grew to 99 MiB, past its cap of 64 MiB"))
+    got = gate_streams.prepare_streams(sides, ["replayed"], passes=1, log_root=tmp_path, clock=clock)
+    assert got.over_cap == {
+        "replayed": "structural change: head's recording stopped: the recording's write log grew to 99 MiB, "
+        "past its cap of 64 MiB"
+    }
+    fail[0] = GuestTimeout("no workload report from the guest within 90 s")
+    got = gate_streams.prepare_streams(sides, ["replayed"], passes=1, log_root=tmp_path, clock=clock)
+    assert got.timed_out == {"replayed": pytest.approx(90.0)} and got.over_cap == {}
 
 
 def test_only_bytes_or_a_kind_count_beyond_recording_noise_is_a_structural_change() -> None:
