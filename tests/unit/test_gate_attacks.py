@@ -177,3 +177,38 @@ def test_a_head_build_cannot_rewrite_base_qemu_nor_leave_a_process_behind(tmp_pa
     finally:
         for line in leftovers(marker):
             os.kill(int(line.split(":")[0]), 9)
+
+
+def test_checking_a_head_out_runs_no_filter_nor_hook_the_runner_has_configured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a filter driver configured for the whole system (git-lfs installs one), and one in the
+    # repository's own config: a head whose .gitattributes names them must not make them run as root
+    ran = tmp_path / "ran"
+    ran.mkdir()
+    system = tmp_path / "gitconfig"
+    system.write_text(
+        f'[filter "sys"]\n\tclean = cat\n\tsmudge = "touch {ran}/sys; cat"\n\trequired = true\n'
+    )
+    monkeypatch.setenv("GIT_CONFIG_SYSTEM", str(system))
+    path = tmp_path / "repo"
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    git(path, "config", "user.email", "test@diskbench.invalid")
+    git(path, "config", "user.name", "diskbench test")
+    git(path, "config", "filter.local.smudge", f"touch {ran}/local; cat")
+    hooks = path / ".git" / "hooks"
+    (hooks / "post-checkout").write_text(f"#!/bin/sh\ntouch {ran}/hook\n")
+    (hooks / "post-checkout").chmod(0o755)
+    (path / "policy.toml").write_text(POLICY.format(preallocation="off", size="2G"))
+    (path / ".gitattributes").write_text("policy.toml filter=sys\n*.txt filter=local\n")
+    (path / "a.txt").write_text("a\n")
+    git(path, "add", ".")
+    git(path, "-c", "core.hooksPath=/dev/null", "commit", "-q", "-m", "head with filters")
+    assert not any(ran.iterdir())  # git add ran the clean side only, which none of them has
+    with prepared_subjects(
+        path, [SubjectSource("head", "main")], default_policy=REPO_ROOT / "policy.toml"
+    ) as (head,):
+        assert (head.checkout / "a.txt").read_text() == "a\n"
+        assert head.policy.image["size"] == "2G"
+    assert sorted(p.name for p in ran.iterdir()) == []

@@ -47,6 +47,7 @@ from harness.sample.replay.capture import merge, parse_log, parse_trace
 from harness.sample.replay.script import drive_option_words, guest_options
 from harness.sample.replay.stream import MAX_REQUESTS, VERSION, Stream, parse_stream
 from harness.sample.vm import Drive, Machine, VMConfig
+from harness.sample.vm.config import option_value
 from harness.spec import Cell
 
 #: events switched on at the workload's start (bdrv_open_common is on from the command line)
@@ -137,7 +138,7 @@ class RecordingConfig(VMConfig):
             "-msg",
             "timestamp=on",
             "-trace",
-            f"enable=bdrv_open_common,file={self.trace}",
+            f"enable=bdrv_open_common,file={option_value(str(self.trace))}",
         ]
 
 
@@ -167,9 +168,13 @@ class RecordingMachine(Machine):
         argv = []
         for arg in self.argv:
             if "driver=blklogwrites" in arg:
-                arg = arg.replace(f"log.filename={str(disk.log).replace(',', ',,')}", f"log.filename={log}")
+                arg = arg.replace(
+                    f"log.filename={option_value(str(disk.log))}", f"log.filename={option_value(log)}"
+                )
                 self.image_name = drive_option_words(arg)["file.file.filename"]
-            argv.append(arg.replace(f"file={self.config.trace}", f"file={trace}"))
+            argv.append(
+                arg.replace(f"file={option_value(str(self.config.trace))}", f"file={option_value(trace)}")
+            )
         self.argv = argv
         self.log_name = log
 

@@ -50,6 +50,7 @@ from harness.sample.replay.script import (
 )
 from harness.sample.replay.stream import Stream
 from harness.sample.vm import Drive
+from harness.sample.vm.config import option_value
 from harness.spec import Cell, secret_object
 from harness.subject.binaries import QEMU_IMG
 
@@ -277,7 +278,7 @@ def _one_pass(
             if why:
                 raise ReplayMismatch(why)
             pinned = together.prefix() if together is not None else []
-            argv = [*pinned, head[0], "-T", f"enable=bdrv_open_common,file={traced}", *head[1:]]
+            argv = [*pinned, head[0], "-T", f"enable=bdrv_open_common,file={option_value(traced)}", *head[1:]]
             met = _meet(together)
             try:
                 result = proc.run(
