@@ -50,7 +50,9 @@ def test_a_flood_of_the_console_after_the_report_ends_the_wait_for_power_off(tmp
     vm = Machine(config, tmp_path)
     with open(vm.console_log, "wb") as fh:
         fh.truncate(LOG_BYTES + 1)
-    with pytest.raises(ProtocolError, match=r"console\.log grew to .* past the cap .* the guest to power off"):
+    with pytest.raises(
+        ProtocolError, match=r"console\.log grew to .* past the cap .* the guest to power off"
+    ):
         vm.wait_guest_stopped(timeout_s=1.0)
 
 
