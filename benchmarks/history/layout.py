@@ -40,20 +40,6 @@ ENV_MACHINE = "DISKBENCH_ASV_MACHINE"
 ENV_RECORDS = "DISKBENCH_HISTORY_RECORDS"
 DEFAULT_SPEC = Path(__file__).resolve().parents[2] / "sweeps" / "history.toml"
 
-# make_cell keywords that say what the guest does, not how the disk is made or attached
-WORKLOAD_KEYS = (
-    "payload",
-    "dd_mib",
-    "dd_chunk_mib",
-    "fs",
-    "bonnie_size_mib",
-    "bonnie_ram_mib",
-    "bonnie_files",
-    "fio_target",
-    "fio_size_mib",
-    "fio_ios",
-    "fio_fsync_ios",
-)
 DEFAULT_WORKLOAD = "install"
 
 # The phases each guest script times (images/workloads/*.sh, ``phase NAME``).
@@ -205,6 +191,14 @@ def _known(name: str) -> Metric | None:
         return None
 
 
+def workload_keys() -> tuple[str, ...]:
+    """The make_cell keywords that say what the guest does, not how the disk is made or attached:
+    every workload's parameters, as the workload registry declares them."""
+    from harness.workloads import registry
+
+    return tuple(registry.params())
+
+
 def _module_metrics(workload: str) -> tuple[Metric, ...]:
     """The figures a workload's module declares (bonnie's rates, mkfs's sizes)."""
     from harness.workloads import registry
@@ -290,7 +284,8 @@ def matrix_groups(spec: SweepSpec) -> list[Group]:
 
 def policy_groups(spec: SweepSpec) -> list[Group]:
     """A class per workload for the policy's own cell; the workload's own axes are its params."""
-    names = tuple(k for k in spec.axes if k in WORKLOAD_KEYS)
+    keys = workload_keys()
+    names = tuple(k for k in spec.axes if k in keys)
     values = tuple(tuple(spec.axes[k]) for k in names)
     return [Group(w, names, values) for w in spec_workloads(spec)]
 
@@ -310,7 +305,8 @@ def matrix_cell(spec: SweepSpec, policy: Any, workload: str, values: Mapping[str
 
 def policy_cell(spec: SweepSpec, policy: Any, workload: str, values: Mapping[str, Any]) -> Cell:
     """The policy's own cell for a workload: the spec gives only what the guest does."""
-    chosen = {k: v for k, v in spec.params.items() if k in WORKLOAD_KEYS}
+    keys = workload_keys()
+    chosen = {k: v for k, v in spec.params.items() if k in keys}
     chosen.update(values)
     chosen["workload"] = workload
     if policy is None:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.gate import SubjectSource, prepare_subject, remove_worktree
-from harness.subject.build import BuildInfo
+from harness.gate.build import BuildInfo
 
 
 class Builds:

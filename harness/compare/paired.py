@@ -23,7 +23,7 @@ import random
 from collections.abc import Sequence
 
 from harness.compare.stats import _median, _quantile, _ratio, doubled_midranks
-from harness.compare.yuen import TRIM, TrimmedTest, _resolution, student_t_two_sided
+from harness.compare.yuen import TRIM, TrimmedTest, _resolution, student_t_two_sided, trimmed
 
 # up to this many pairs the signed-rank test is exact; beyond it the normal approximation
 EXACT_MAX_PAIRS = 60
@@ -91,15 +91,9 @@ def trimmed_paired_test(base: Sequence[float], head: Sequence[float], *, trim: f
     n = len(diffs)
     if n < 2:
         return TrimmedTest(0.0, 0.0, 1.0, logs)
-    ordered = sorted(diffs)
-    g = math.floor(trim * n)
-    h = n - 2 * g
-    kept = ordered[g : n - g]
-    mean = math.fsum(kept) / h
-    winsorized = [ordered[g]] * g + kept + [ordered[n - g - 1]] * g
-    w_mean = math.fsum(winsorized) / n
-    w_var = math.fsum((v - w_mean) ** 2 for v in winsorized) / (n - 1)
-    se2 = (n - 1) * w_var / (h * max(h - 1, 1))
+    cut = trimmed(diffs, trim)
+    mean, h = cut.mean, cut.kept
+    se2 = (n - 1) * cut.winsorized_variance / (h * max(h - 1, 1))
     values = [math.log(v) for v in (*base, *head)] if logs else [float(v) for v in (*base, *head)]
     se2 = max(se2, 2 * _resolution(values) ** 2 / 12.0 / h)
     if se2 == 0.0:

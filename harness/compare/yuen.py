@@ -74,8 +74,20 @@ class TrimmedTest:
     logs: bool
 
 
-def _trimmed(values: Sequence[float], trim: float) -> tuple[float, float, int]:
-    """(trimmed mean, squared standard error term d, values kept h) of one side."""
+@dataclass(frozen=True)
+class Trimmed:
+    """One sample trimmed by Yuen's rule: the ``mean`` of the ``kept`` middle values (``trim`` of
+    the ``n`` cut at each end) and the ``winsorized_variance`` of all ``n`` (each cut value set to
+    the nearest kept one)."""
+
+    mean: float
+    winsorized_variance: float
+    kept: int
+    n: int
+
+
+def trimmed(values: Sequence[float], trim: float) -> Trimmed:
+    """The trimmed mean and winsorized variance of ``values`` (at least 2), ``trim`` cut at each end."""
     ordered = sorted(values)
     n = len(ordered)
     g = math.floor(trim * n)
@@ -85,7 +97,13 @@ def _trimmed(values: Sequence[float], trim: float) -> tuple[float, float, int]:
     winsorized = [ordered[g]] * g + kept + [ordered[n - g - 1]] * g
     w_mean = math.fsum(winsorized) / n
     w_var = math.fsum((v - w_mean) ** 2 for v in winsorized) / (n - 1)
-    return mean, (n - 1) * w_var / (h * (h - 1)), h
+    return Trimmed(mean, w_var, h, n)
+
+
+def _trimmed(values: Sequence[float], trim: float) -> tuple[float, float, int]:
+    """(trimmed mean, squared standard error term d, values kept h) of one side."""
+    t = trimmed(values, trim)
+    return t.mean, (t.n - 1) * t.winsorized_variance / (t.kept * (t.kept - 1)), t.kept
 
 
 def _resolution(values: Sequence[float]) -> float:

@@ -22,7 +22,7 @@ from typing import Any
 from harness.compare import Settings
 from harness.compare.text import format_value
 from harness.errors import UsageError
-from harness.untrusted import clean_line
+from harness.untrusted import inert_markdown
 from harness.workloads import metric_info
 
 # namespaces of the figures the host measures itself (QEMU's accounting, /proc, its clock, and
@@ -122,7 +122,7 @@ def render_guest_word(doc: Mapping[str, Any] | None) -> str:
         "",
         "The head brings another guest than base: these figures are what each side's guest reports "
         "of itself. The verdict above rests on the host's figures alone "
-        f"({', '.join(_cell(m) for m in doc.get('gated_instead') or [])}).",
+        f"({', '.join(inert_markdown(m) for m in doc.get('gated_instead') or [])}).",
         "",
     ]
     rows = doc.get("rows") or []
@@ -135,7 +135,7 @@ def render_guest_word(doc: Mapping[str, Any] | None) -> str:
         lines.append(
             "| "
             + " | ".join(
-                _cell(x)
+                inert_markdown(x)
                 for x in (
                     row.get("cell"),
                     row.get("metric"),
@@ -154,11 +154,3 @@ def _unit(metric: str) -> str:
         return metric_info(metric).unit
     except UsageError:  # an unknown name is shown without a unit
         return ""
-
-
-def _cell(text: Any) -> str:
-    """Text for a markdown table cell: one line, no HTML, link or table break."""
-    line = clean_line(str(text), max_chars=200)
-    for old, new in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("[", "\\["), ("`", "'")):
-        line = line.replace(old, new)
-    return line.replace("://", ":&#8203;//").replace("@", "@&#8203;")

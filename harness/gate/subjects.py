@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import BuildError, CommandError, InfraError, UsageError
+from harness.gate.build import BuildInfo, build_side
 from harness.host import proc
 from harness.paths import IMAGES_DIR
 from harness.subject.binaries import Binaries
-from harness.subject.build import BuildInfo, build_side
 from harness.subject.policy import POLICY_FILE, Policy, load_policy
 
 SIDES = ("base", "head")

@@ -24,8 +24,8 @@ from typing import Any
 
 from harness.errors import ProtocolError, SpecError
 from harness.sizes import format_size
-from harness.workloads import Metric, Parsed, expect_keys, info
-from harness.workloads.params import FS, MIB, Param, Values, WorkloadKind
+from harness.workloads.metrics import Metric, info
+from harness.workloads.params import FS, MIB, Param, Parsed, Values, WorkloadKind, expect_keys
 
 OUTPUT_KEY = "bonnie_csv"
 

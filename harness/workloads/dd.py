@@ -10,10 +10,19 @@ from collections.abc import Mapping
 
 from harness.errors import SpecError
 from harness.sizes import format_size
-from harness.workloads import Metric, Parsed, expect_keys
-from harness.workloads.params import FS, MIB, Param, Values, WorkloadKind, filesystem_room
+from harness.workloads.metrics import Metric
+from harness.workloads.params import (
+    FS,
+    MIB,
+    Param,
+    Parsed,
+    Values,
+    WorkloadKind,
+    expect_keys,
+    filesystem_room,
+)
 
-# bytes and mib_per_s are common metrics (harness.workloads.COMMON_METRICS)
+# bytes and mib_per_s are common metrics (harness.workloads.metrics.COMMON_METRICS)
 METRICS: tuple[Metric, ...] = ()
 
 DD_MIB = Param("dd_mib", 256, "MiB to write", slug="{}m")

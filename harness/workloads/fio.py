@@ -32,8 +32,8 @@ from typing import Any
 from harness.errors import ProtocolError, SpecError
 from harness.sizes import format_size
 from harness.untrusted import strict_json
-from harness.workloads import Metric, Parsed
-from harness.workloads.params import MIB, Param, Values, WorkloadKind, filesystem_room
+from harness.workloads.metrics import Metric
+from harness.workloads.params import MIB, Param, Parsed, Values, WorkloadKind, filesystem_room
 
 #: the guest's outputs, per target it ran (diskbench.fio_target: raw, file or both); each
 #: target's jobs are named with its prefix (raw-..., file-...), so their figures never collide
@@ -43,7 +43,7 @@ _NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 #: the job file runs 7 jobs per target; a guest that reports many more is not running it
 MAX_JOBS = 32
 
-# the figures' names are patterns (harness.workloads.FIO_PATTERNS)
+# the figures' names are patterns (harness.workloads.metrics.FIO_PATTERNS)
 METRICS: tuple[Metric, ...] = ()
 
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from harness.workloads import Metric, Parsed, expect_keys
-from harness.workloads.params import MIB, Param, WorkloadKind
+from harness.workloads.metrics import Metric
+from harness.workloads.params import MIB, Param, Parsed, WorkloadKind, expect_keys
 
-# files, bytes and packages are common metrics (harness.workloads.COMMON_METRICS)
+# files, bytes and packages are common metrics (harness.workloads.metrics.COMMON_METRICS)
 METRICS: tuple[Metric, ...] = ()
 
 # The payload is a drive of its own (the runner attaches it), so the guest is told nothing.

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.errors import ProtocolError
-from harness.workloads import Metric, Parsed, expect_keys, info
-from harness.workloads.params import FS, WorkloadKind
+from harness.workloads.metrics import Metric, info
+from harness.workloads.params import FS, Parsed, WorkloadKind, expect_keys
 
 OUTPUT_KEY = "mke2fs"
 

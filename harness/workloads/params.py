@@ -17,12 +17,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from harness.errors import SpecError
-from harness.workloads import Metric, OutputParser, Parsed, expect_keys
+from harness.errors import ProtocolError, SpecError
+from harness.workloads.metrics import Metric
 
 MIB = 1024**2
 # a cell's values of every registered parameter, by name
 Values = Mapping[str, Any]
+# (extra figures, extra record fields) parsed from a report's outputs
+Parsed = tuple[dict[str, float], dict[str, Any]]
+OutputParser = Callable[[Mapping[str, str]], Parsed]
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,19 @@ class Param:
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
                 raise SpecError(f"{self.name} {value!r}: use a whole number from {low} to {high}")
         return value
+
+
+def expect_keys(workload: str, outputs: Mapping[str, str], required: tuple[str, ...]) -> None:
+    """Check that ``outputs`` has exactly the ``required`` keys: guest and host agree."""
+    missing = [k for k in required if k not in outputs]
+    extra = sorted(set(outputs) - set(required))
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append(f"missing {', '.join(missing)}")
+        if extra:
+            parts.append(f"unexpected {', '.join(extra)}")
+        raise ProtocolError(f"{workload} report outputs: {'; '.join(parts)}")
 
 
 def _no_outputs(workload: str) -> OutputParser:

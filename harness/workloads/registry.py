@@ -13,12 +13,14 @@ record's ``workload`` dict after ``name``.
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Mapping
 from types import ModuleType
 from typing import Any, ClassVar
 
 from harness.errors import SpecError
+from harness.workloads.metrics import COMMON_METRICS, Metric
 from harness.workloads.params import Param, Values, WorkloadKind
 
 BUILT_IN = ("install", "dd", "bonnie", "mkfs", "fio")
@@ -46,9 +48,7 @@ def _add(module: ModuleType) -> WorkloadKind:
     if not set(kind.told) <= set(kind.params):
         raise ValueError(f"workload {kind.name} tells the guest a parameter it does not list in params")
     _kinds[kind.name] = kind
-    from harness.workloads import forget_metrics
-
-    forget_metrics()
+    metric_table.cache_clear()
     return kind
 
 
@@ -63,9 +63,7 @@ def unregister(name: str) -> None:
     if name in BUILT_IN:
         raise ValueError(f"workload {name!r} is built in")
     _loaded().pop(name, None)
-    from harness.workloads import forget_metrics
-
-    forget_metrics()
+    metric_table.cache_clear()
 
 
 def kinds() -> tuple[WorkloadKind, ...]:
@@ -79,6 +77,18 @@ def names() -> tuple[str, ...]:
 def kind(name: str) -> WorkloadKind:
     """The workload called ``name``; KeyError if none is."""
     return _loaded()[name]
+
+
+@functools.cache
+def metric_table() -> dict[str, Metric]:
+    """Every metric with a fixed name: the common ones and each workload's own (its ``metrics``)."""
+    metrics = {m.name: m for m in COMMON_METRICS}
+    for k in kinds():
+        for metric in k.metrics:
+            if metric.name in metrics and metrics[metric.name] != metric:
+                raise AssertionError(f"metric {metric.name} is defined twice, differently")
+            metrics[metric.name] = metric
+    return metrics
 
 
 def params() -> dict[str, Param]:
@@ -176,6 +186,7 @@ __all__ = [
     "defaults",
     "kind",
     "kinds",
+    "metric_table",
     "names",
     "params",
     "parse_workload",

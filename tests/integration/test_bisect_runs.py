@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from gitrepo import git
 
 from harness.bisect import STATE_FILE, Outcome, run_bisect
 from harness.compare import Settings
 from harness.gate import GateOptions, parse_gate_spec, settings_for
-from harness.paths import REPO_ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
 
@@ -35,20 +35,11 @@ measure = "replay"
 """
 
 
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
-    ).stdout.strip()
-
-
 @pytest.fixture(scope="module")
-def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def repo(project_clone: Callable[[str], Path]) -> Path:
     """A clone of this repository and 4 commits on top; the third writes at 32 MiB/s at most
     (the replay of 64 MiB takes about 0.5 s unthrottled, about 4 s throttled)."""
-    path = tmp_path_factory.mktemp("bisect") / "repo"
-    subprocess.run(["git", "clone", "-q", str(REPO_ROOT), str(path)], check=True)
-    git(path, "config", "user.email", "test@diskbench.invalid")
-    git(path, "config", "user.name", "diskbench test")
+    path = project_clone("bisect")
     git(path, "tag", "good")
     for number in range(1, 5):
         (path / "NOTES.txt").write_text(f"note {number}\n")

@@ -3,7 +3,6 @@ device's latency and the flush count see it where the wall time does not."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -11,7 +10,6 @@ import pytest
 from harness.compare import Settings
 from harness.errors import ExitCode
 from harness.gate import SubjectSource, parse_gate_spec, run_gate, settings_for
-from harness.paths import REPO_ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
 
@@ -35,35 +33,12 @@ workload = "dd"
 """
 
 
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
-    ).stdout.strip()
-
-
-@pytest.fixture(scope="module")
-def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A clone of this repository with one more commit: the policy's cache mode is writethrough."""
-    path = tmp_path_factory.mktemp("gate-io") / "repo"
-    subprocess.run(["git", "clone", "-q", str(REPO_ROOT), str(path)], check=True)
-    git(path, "config", "user.email", "test@diskbench.invalid")
-    git(path, "config", "user.name", "diskbench test")
-    git(path, "tag", "base")
-    policy = path / "policy.toml"
-    text = policy.read_text()
-    assert 'cache = "none"' in text
-    policy.write_text(text.replace('cache = "none"', 'cache = "writethrough"', 1))
-    git(path, "commit", "-q", "-am", "policy: cache=writethrough")
-    git(path, "tag", "writethrough")
-    return path
-
-
 def test_a_writethrough_head_is_not_inconclusive_and_the_summary_names_the_cache(
-    repo: Path, tmp_path: Path, disk_dir: Path, guest: object
+    writethrough_repo: Path, tmp_path: Path, disk_dir: Path, guest: object
 ) -> None:
     spec = parse_gate_spec(SPEC, source="test-gate-io.toml")
     result = run_gate(
-        repo=repo,
+        repo=writethrough_repo,
         base=SubjectSource("base", "base"),
         head=SubjectSource("head", "writethrough"),
         spec=spec,

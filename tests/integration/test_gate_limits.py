@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gitrepo import clone_project, git, new_repo
 
 pytestmark = [pytest.mark.integration]
 
@@ -30,18 +31,10 @@ workload = "dd"
 """
 
 
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, timeout=120)
-
-
 def test_a_head_throttled_to_one_byte_a_second_ends_the_gate_within_its_budget_as_head_timed_out(
     guest: Any, tmp_path: Path, disk_dir: Path
 ) -> None:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "config", "user.email", "test@diskbench.invalid")
-    git(repo, "config", "user.name", "diskbench test")
+    repo = new_repo(tmp_path / "repo")
     policy = (REPO / "policy.toml").read_text()
     (repo / "policy.toml").write_text(policy)
     git(repo, "add", "policy.toml")
@@ -128,9 +121,7 @@ def test_a_head_recipe_whose_fio_rewrites_its_disk_in_a_loop_is_stopped_at_its_r
     import threading
 
     repo = tmp_path / "repo"
-    subprocess.run(["git", "clone", "-q", str(REPO), str(repo)], check=True, timeout=300)
-    git(repo, "config", "user.email", "test@diskbench.invalid")
-    git(repo, "config", "user.name", "diskbench test")
+    clone_project(repo)
     git(repo, "tag", "base")
     fio = repo / "images" / "workloads" / "fio.sh"
     fio.write_text(fio.read_text() + LOOP)

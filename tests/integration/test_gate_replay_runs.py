@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from harness.compare import Settings
 from harness.gate import SubjectSource, parse_gate_spec, run_gate, settings_for
-from harness.paths import REPO_ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
 
@@ -35,36 +33,13 @@ measure = "replay"
 """
 
 
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
-    ).stdout.strip()
-
-
-@pytest.fixture(scope="module")
-def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A clone of this repository with one more commit: the policy's cache mode is writethrough."""
-    path = tmp_path_factory.mktemp("gate-replay") / "repo"
-    subprocess.run(["git", "clone", "-q", str(REPO_ROOT), str(path)], check=True)
-    git(path, "config", "user.email", "test@diskbench.invalid")
-    git(path, "config", "user.name", "diskbench test")
-    git(path, "tag", "base")
-    policy = path / "policy.toml"
-    text = policy.read_text()
-    assert 'cache = "none"' in text
-    policy.write_text(text.replace('cache = "none"', 'cache = "writethrough"', 1))
-    git(path, "commit", "-q", "-am", "policy: cache=writethrough")
-    git(path, "tag", "writethrough")
-    return path
-
-
 def test_a_writethrough_head_is_seen_by_the_replay_of_bases_stream(
-    repo: Path, tmp_path: Path, disk_dir: Path, guest: object
+    writethrough_repo: Path, tmp_path: Path, disk_dir: Path, guest: object
 ) -> None:
     spec = parse_gate_spec(SPEC, source="test-gate-replay.toml")
     out = tmp_path / "out"
     result = run_gate(
-        repo=repo,
+        repo=writethrough_repo,
         base=SubjectSource("base", "base"),
         head=SubjectSource("head", "writethrough"),
         spec=spec,

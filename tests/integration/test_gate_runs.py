@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import json
-import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from gitrepo import git
 
 from harness.compare import Settings
 from harness.compare.comparison import load_comparison
 from harness.errors import ExitCode
 from harness.gate import SubjectSource, parse_gate_spec, run_gate, settings_for
-from harness.paths import REPO_ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
 
@@ -37,19 +37,10 @@ workload = "dd"
 THROTTLE_BPS = 24 * 1024 * 1024
 
 
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
-    ).stdout.strip()
-
-
 @pytest.fixture(scope="module")
-def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def repo(project_clone: Callable[[str], Path]) -> Path:
     """A clone of this repository with one more commit: the policy throttles writes."""
-    path = tmp_path_factory.mktemp("gate") / "repo"
-    subprocess.run(["git", "clone", "-q", str(REPO_ROOT), str(path)], check=True)
-    git(path, "config", "user.email", "test@diskbench.invalid")
-    git(path, "config", "user.name", "diskbench test")
+    path = project_clone("gate")
     git(path, "tag", "base")
     policy = path / "policy.toml"
     text = policy.read_text()

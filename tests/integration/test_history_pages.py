@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gitrepo import git, new_repo
 
 from harness.history.changes.page import publish_changes
 from harness.history.pages import localize
@@ -47,11 +48,6 @@ FIO_GRAPH = "matrix.Fio.track_fio_raw_rand_write_qd1_clat_p99_ms"
 DEV_GRAPH = "matrix.Dd.track_dev_write_p99_ms"
 
 
-def git(repo: Path, *args: str) -> str:
-    argv = ["git", "-C", str(repo), "-c", "user.name=diskbench", "-c", "user.email=diskbench@localhost"]
-    return subprocess.run([*argv, *args], check=True, capture_output=True, text=True).stdout
-
-
 def value(name: str, commit: int, combo: int) -> float:
     """A figure: steady with a small wobble; the write latencies step up 4x from commit 5."""
     base = 2.0 + combo + 0.05 * ((commit * 7 + combo * 3) % 5)
@@ -61,9 +57,7 @@ def value(name: str, commit: int, combo: int) -> float:
 
 def make_history(root: Path) -> Path:
     """A git repository of 8 commits, its asv config, results and benchmarks.json; returns the config."""
-    repo = root / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
+    repo = new_repo(root / "repo")
     hashes = []
     for i in range(8):
         (repo / "f.txt").write_text(f"{i}\n")

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gitrepo import git, new_repo
 
 from harness.history.asvrun import HistoryResult, run_history
 from harness.host.hostinfo import filesystem_type
@@ -50,11 +51,6 @@ dd_mib = 32
 AFFECTED = ("Dd.track_total_s", "Dd.track_phase_write_s", "Dd.track_s_per_gib")
 
 
-def git(repo: Path, *args: str) -> str:
-    argv = ["git", "-C", str(repo), "-c", "user.name=diskbench", "-c", "user.email=diskbench@localhost"]
-    return subprocess.run([*argv, *args], check=True, capture_output=True, text=True).stdout
-
-
 def copy_project(dest: Path) -> Path:
     """The working tree's files (tracked, and new ones git does not ignore) in a new repository."""
     listed = subprocess.run(
@@ -67,8 +63,7 @@ def copy_project(dest: Path) -> Path:
         if src.is_file():
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / name)
-    subprocess.run(["git", "init", "-q", "-b", "main", str(dest)], check=True)
-    return dest
+    return new_repo(dest)
 
 
 def commit_all(repo: Path, message: str) -> str:
@@ -298,7 +293,7 @@ def make_standin_qemu(repo: Path, calls: Path) -> str:
     (repo / "configure").write_text(STANDIN_CONFIGURE)
     (repo / "configure").chmod(0o755)
     (repo / "wrap.sh").write_text(STANDIN_WRAP.replace("@CALLS@", str(calls)))
-    subprocess.run(["git", "init", "-q", "-b", "master", str(repo)], check=True)
+    new_repo(repo, branch="master")
     return commit_all(repo, "stand-in QEMU")
 
 

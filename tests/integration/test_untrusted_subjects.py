@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from gitrepo import git
 
 pytestmark = [pytest.mark.integration]
 
@@ -62,19 +64,10 @@ def test_sweep_refuses_a_policy_that_reaches_a_host_file_before_anything_runs(
     assert not disk_dir.exists() or not any(disk_dir.iterdir())
 
 
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, timeout=120
-    ).stdout.strip()
-
-
 @pytest.fixture(scope="module")
-def hostile_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def hostile_repo(project_clone: Callable[[str], Path]) -> Path:
     """A clone of this repository with a hostile head per attack: tags ``policy`` and ``symlink``."""
-    path = tmp_path_factory.mktemp("hostile") / "repo"
-    subprocess.run(["git", "clone", "-q", str(REPO), str(path)], check=True, timeout=300)
-    git(path, "config", "user.email", "test@diskbench.invalid")
-    git(path, "config", "user.name", "diskbench test")
+    path = project_clone("hostile")
     git(path, "tag", "base")
     policy = path / "policy.toml"
     policy.write_text(

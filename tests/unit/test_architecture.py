@@ -1,8 +1,11 @@
-"""The house keeps its plan: room sizes, where argparse and the environment may be used, no import circle."""
+"""The house keeps its plan: room sizes, where argparse and the environment may be used, no import
+circle at any level, the packages under harness/ in rows, and the page that draws them."""
 
 from __future__ import annotations
 
 import ast
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
 HARNESS = Path(__file__).resolve().parents[2] / "harness"
@@ -48,45 +51,64 @@ def test_no_binary_is_read_from_the_environment_below_the_cli() -> None:
     assert readers == []
 
 
-def _imports(name: str, path: Path, known: set[str]) -> set[str]:
-    """The harness modules ``name`` imports at module level (TYPE_CHECKING blocks included)."""
-    tree = ast.parse(path.read_text())
+@dataclass(frozen=True)
+class Import:
+    """``source`` imports ``target`` (both harness modules) at ``line`` of its file ``path``."""
+
+    source: str
+    target: str
+    path: Path
+    line: int
+
+    def __str__(self) -> str:
+        where = self.path.relative_to(HARNESS.parent)
+        return f"{where}:{self.line}: {self.source} imports {self.target}"
+
+
+def _ancestors(name: str) -> set[str]:
+    """The packages ``harness.a.b.c`` sits in below ``harness``: ``harness.a``, ``harness.a.b``."""
+    parts = name.split(".")
+    return {".".join(parts[:i]) for i in range(2, len(parts))}
+
+
+def imports(name: str, path: Path, known: set[str]) -> list[Import]:
+    """The harness modules ``name`` imports, at any level (in functions and TYPE_CHECKING blocks
+    too), each once at its first line; importing ``harness.a.b`` runs ``harness.a`` first, so a
+    module outside ``harness.a`` imports that package too."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found: set[str] = set()
-    for node in tree.body:
-        stack = [node]
-        while stack:
-            item = stack.pop()
-            if isinstance(item, ast.If):
-                stack.extend(item.body)
-            elif isinstance(item, ast.Import):
-                found.update(a.name for a in item.names if a.name in known)
-            elif isinstance(item, ast.ImportFrom):
-                base = item.module or ""
-                if item.level:
-                    parts = package.split(".")
-                    base = ".".join([*parts[: len(parts) - item.level + 1], base])
-                for alias in item.names:
-                    full = f"{base}.{alias.name}"
-                    found.add(full if full in known else base)
-    return {m for m in found if m in known and m != name}
+    found: dict[str, int] = {}
+    for node in ast.walk(ast.parse(path.read_text())):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join([*parts[: len(parts) - node.level + 1], base])
+            targets = [full if (full := f"{base}.{a.name}") in known else base for a in node.names]
+        for target in targets:
+            for module in {target, *(_ancestors(target) - _ancestors(name))}:
+                if module in known and module != name:
+                    found[module] = min(found.get(module, node.lineno), node.lineno)
+    return [Import(name, target, path, line) for target, line in sorted(found.items())]
 
 
-def test_no_import_circle() -> None:
+def import_graph() -> dict[str, list[Import]]:
     mods = modules()
     known = set(mods)
-    graph = {name: _imports(name, path, known) for name, path in mods.items()}
-    # a package importing its own submodules (re-exports) is how packages are made, not a circle
-    for name in graph:
-        graph[name] = {
-            m for m in graph[name] if not m.startswith(name + ".") and not name.startswith(m + ".")
-        }
+    return {name: imports(name, path, known) for name, path in mods.items()}
+
+
+def test_no_import_circle_at_any_level() -> None:
+    """A package's ``__init__`` may import its modules, and then none of them may import it back."""
+    graph = {name: sorted({i.target for i in found}) for name, found in import_graph().items()}
     state: dict[str, int] = {}
     circles: list[list[str]] = []
 
     def visit(node: str, trail: list[str]) -> None:
         state[node] = 1
-        for nxt in sorted(graph[node]):
+        for nxt in graph[node]:
             if state.get(nxt) == 1:
                 circles.append([*trail[trail.index(nxt) :], nxt] if nxt in trail else [node, nxt])
             elif nxt not in state:
@@ -96,4 +118,87 @@ def test_no_import_circle() -> None:
     for name in sorted(graph):
         if name not in state:
             visit(name, [name])
-    assert circles == []
+    assert not circles, "\n".join(" -> ".join(circle) for circle in circles)
+
+
+# What sits directly under harness/, top to bottom: each imports only from the rows below its
+# own (docs/architecture.md draws the same rows).
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("__main__",),
+    ("cli",),
+    ("bisect",),
+    ("gate", "history"),
+    ("report",),
+    ("presets",),
+    ("sweep",),
+    ("rounds", "compare"),
+    ("sample", "record"),
+    ("guest",),
+    ("host",),
+    ("subject",),
+    ("spec",),
+    ("workloads",),
+    ("files", "paths", "progress", "sizes", "units", "untrusted", "data"),
+    ("errors",),
+)
+
+
+def _entry(module: str) -> str:
+    """The entry directly under harness/ that ``module`` is or sits in (``harness.sample.vm.config``: sample)."""
+    return module.split(".")[1]
+
+
+def test_the_packages_under_harness_import_each_other_only_downward() -> None:
+    floor = {entry: depth for depth, row in enumerate(LAYERS) for entry in row}
+    entries = {_entry(name) for name in modules() if name != "harness"}
+    assert entries == set(floor), "every entry directly under harness/ has one row in LAYERS"
+    upward = [
+        f"{found} ({_entry(found.target)} is not below {_entry(found.source)} in LAYERS)"
+        for name, imported in import_graph().items()
+        if name != "harness"
+        for found in imported
+        # harness/__init__.py holds the version alone and imports nothing: any module may read it
+        if found.target != "harness"
+        and _entry(found.target) != _entry(name)
+        and floor[_entry(found.target)] <= floor[_entry(name)]
+    ]
+    assert not upward, "imports up the rows:\n" + "\n".join(upward)
+
+
+def test_harness_itself_holds_at_most_12_modules() -> None:
+    direct = sorted(p.name for p in HARNESS.glob("*.py"))
+    assert len(direct) <= 12, direct
+
+
+PAGE = HARNESS.parent / "docs" / "architecture.md"
+
+
+def test_the_architecture_page_names_every_package_and_only_packages() -> None:
+    named = set(re.findall(r"(?<![\w/.-])(harness/(?:[a-z_]+/)+)", PAGE.read_text()))
+    packages = {f"{p.parent.relative_to(HARNESS.parent).as_posix()}/" for p in HARNESS.rglob("__init__.py")}
+    packages.discard("harness/")
+    assert sorted(packages - named) == [], "packages the page does not name"
+    assert sorted(named - packages) == [], "names on the page that are no package"
+
+
+def drawn_rows() -> dict[int, str]:
+    """The page's drawing: each row's number and what its column "under harness/" holds."""
+    lines = PAGE.read_text().split("```")[1].strip("\n").splitlines()
+    start, end = lines[0].index("under harness/"), lines[0].index("wing")
+    rows: dict[int, str] = {}
+    number = -1
+    for line in lines[1:]:
+        if line[:start].strip():  # a row's first line; a line without a number goes on with it
+            number = int(line[:start])
+        rows[number] = f"{rows.get(number, '')} {line[start:end]}"
+    return rows
+
+
+def test_the_architecture_page_draws_the_rows_of_layers() -> None:
+    rows = drawn_rows()
+    assert sorted(rows) == list(range(len(LAYERS)))
+    drawn = {
+        number: set(re.findall(r"[\w.]+", text.replace("/", " ").replace(".py", "")))
+        for number, text in rows.items()
+    }
+    assert drawn == {len(LAYERS) - 1 - depth: set(row) for depth, row in enumerate(LAYERS)}

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from gitrepo import git, new_repo
 
 from harness.bisect import (
     STATE_FILE,
@@ -177,20 +177,10 @@ def test_a_step_whose_samples_failed_is_skipped_with_the_cell_named() -> None:
 # --- the driver, its state and resumption ---------------------------------------------------
 
 
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
-    ).stdout.strip()
-
-
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A repository of 17 commits, tagged good (the first) and bad (the last); read only."""
-    path = tmp_path_factory.mktemp("bisect") / "repo"
-    path.mkdir()
-    git(path, "init", "-q")
-    git(path, "config", "user.email", "t@diskbench.invalid")
-    git(path, "config", "user.name", "t")
+    path = new_repo(tmp_path_factory.mktemp("bisect") / "repo")
     for i in range(17):
         (path / "n.txt").write_text(f"{i}\n")
         git(path, "add", "n.txt")
@@ -379,14 +369,12 @@ def test_with_a_build_command_each_commit_is_built_once_and_a_failed_build_is_a_
     shared = Path(tempfile.mkdtemp(prefix="diskbench-bisect-test-"))
     shared.chmod(0o755)
     try:
-        repo = shared / "repo"
-        repo.mkdir()
-        git(repo, "init", "-q")
+        repo = new_repo(shared / "repo")
         (repo / "policy.toml").write_text((REPO_ROOT / "policy.toml").read_text())
         for name in ("a", "broken"):
             (repo / name).write_text(name)
             git(repo, "add", "-A")
-            git(repo, "-c", "user.email=t@t.invalid", "-c", "user.name=t", "commit", "-qm", name)
+            git(repo, "commit", "-qm", name)
         good, broken = git(repo, "rev-parse", "HEAD~1"), git(repo, "rev-parse", "HEAD")
         build = (
             "sh -c 'test ! -e broken && mkdir build && cp /bin/true build/qemu-system-x86_64 "

@@ -19,7 +19,7 @@ from harness.compare import (
 )
 from harness.compare.evidence import RANK_GUARD, figures, holm_levels, t_share
 from harness.compare.stats import mann_whitney_u, rank_test
-from harness.compare.yuen import student_t_two_sided, yuen_test
+from harness.compare.yuen import Trimmed, student_t_two_sided, trimmed, yuen_test
 from harness.spec import make_cell
 
 FIO = "fio.raw-rand-write-qd1.clat_p50_ms"
@@ -180,6 +180,13 @@ def test_student_t_matches_the_tables() -> None:
     assert student_t_two_sided(12.706205, 1) == pytest.approx(0.05, abs=1e-6)
     assert student_t_two_sided(1.959964, 1e7) == pytest.approx(0.05, abs=1e-5)
     assert student_t_two_sided(0.0, 5) == 1.0
+
+
+def test_trimming_keeps_the_middle_for_the_mean_and_winsorizes_the_ends_for_the_variance() -> None:
+    # a fifth of 5 values is 1 at each end: the mean of 2, 3, 4; the variance of 2, 2, 3, 4, 4
+    assert trimmed([100.0, 3.0, 1.0, 4.0, 2.0], 0.2) == Trimmed(3.0, 1.0, kept=3, n=5)
+    # nothing trimmed: the mean and the sample variance
+    assert trimmed([1.0, 2.0, 6.0], 0.2) == Trimmed(3.0, 7.0, kept=3, n=3)
 
 
 def test_yuen_on_logs_sees_a_ratio_and_a_constant_side_keeps_its_binning() -> None:

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from gitrepo import git, new_repo
 
 from harness.cli import main
 from harness.gate.subjects import SubjectSource, prepared_subjects
@@ -30,18 +31,10 @@ interface = "virtio-blk"
 """
 
 
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, timeout=60)
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     """A repository of a policy alone: tag ``base`` (2G, no preallocation) and one head per attack."""
-    path = tmp_path / "repo"
-    path.mkdir()
-    git(path, "init", "-q", "-b", "main")
-    git(path, "config", "user.email", "test@diskbench.invalid")
-    git(path, "config", "user.name", "diskbench test")
+    path = new_repo(tmp_path / "repo")
     (path / "policy.toml").write_text(POLICY.format(preallocation="off", size="2G"))
     git(path, "add", "policy.toml")
     git(path, "commit", "-q", "-m", "base")
@@ -145,9 +138,7 @@ def test_a_head_build_cannot_rewrite_base_qemu_nor_leave_a_process_behind(tmp_pa
     marker = 30_000 + secrets.randbelow(10_000)
     path = tmp_path / "qemu"
     path.mkdir()
-    git(path, "init", "-q", "-b", "main")
-    git(path, "config", "user.email", "test@diskbench.invalid")
-    git(path, "config", "user.name", "diskbench test")
+    new_repo(path)
     (path / "build.sh").write_text(BUILD.format(side="base-qemu"))
     git(path, "add", "build.sh")
     git(path, "commit", "-q", "-m", "base")
@@ -193,9 +184,7 @@ def test_checking_a_head_out_runs_no_filter_nor_hook_the_runner_has_configured(
     monkeypatch.setenv("GIT_CONFIG_SYSTEM", str(system))
     path = tmp_path / "repo"
     path.mkdir()
-    git(path, "init", "-q", "-b", "main")
-    git(path, "config", "user.email", "test@diskbench.invalid")
-    git(path, "config", "user.name", "diskbench test")
+    new_repo(path)
     git(path, "config", "filter.local.smudge", f"touch {ran}/local; cat")
     hooks = path / ".git" / "hooks"
     (hooks / "post-checkout").write_text(f"#!/bin/sh\ntouch {ran}/hook\n")

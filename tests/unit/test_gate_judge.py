@@ -19,7 +19,7 @@ from harness.compare import Settings, render_markdown
 from harness.compare.comparison import verdict_exit_code
 from harness.errors import ProtocolError
 from harness.gate import GateOptions, GateSide, Subject, parse_gate_spec, run_rounds, settings_for
-from harness.gate.judge import decide_judge, render_guest_word
+from harness.gate.judge import decide_judge, guest_word_document, render_guest_word
 from harness.gate.rounds import head_deadline
 from harness.gate.run import comparison_document
 from harness.paths import REPO_ROOT
@@ -29,6 +29,7 @@ from harness.sample.guest_sampler import RunOptions
 from harness.sample.protocol import parse_report
 from harness.spec import Cell
 from harness.subject.policy import parse_policy
+from harness.untrusted import inert_markdown
 
 SPEC = """
 rounds = 8
@@ -201,3 +202,17 @@ def test_a_head_samples_deadline_follows_from_bases_times() -> None:
     assert head_deadline([5.0, 4.0, 6.0], limit_s=1800.0) == 110.0
     assert head_deadline([500.0], limit_s=1800.0) == 1800.0
     assert head_deadline([], limit_s=300.0) == 300.0
+
+
+def test_a_hostile_cell_name_is_inert_in_the_guests_own_word_as_in_the_comparison() -> None:
+    settings = settings_for(parse_gate_spec(SPEC, source="test.toml"), Settings())
+    judge = decide_judge(settings, base_guest="a" * 64, head_guest="b" * 64)
+    name = "*b* _u_ ~s~ # x|y <img src=a>"
+    ok = [{"status": "ok", "metrics": {"total_s": 2.0}}]
+    doc = guest_word_document(judge, [(name, ok, ok)])
+    assert doc is not None
+    (row,) = [line for line in render_guest_word(doc).splitlines() if "img" in line]
+    inert = "\\*b\\* \\_u\\_ \\~s\\~ \\# x\\|y &lt;img src=a&gt;"
+    # the one escaper of every Markdown writer: a table row of five columns, the name inert
+    assert inert_markdown(name) == inert
+    assert row == f"| {inert} | total_s | 2.00 s | 2.00 s | +0.0% |"

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import math
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from gitrepo import git, new_repo
 
 from harness.cli import main
 from harness.errors import UsageError
@@ -87,15 +87,13 @@ def test_a_range_splits_in_two() -> None:
 
 
 def make_repo(path: Path, commits: int) -> list[str]:
-    subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True)
+    new_repo(path)
     hashes = []
     for n in range(commits):
         (path / "f").write_text(str(n))
-        git = ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@localhost"]
-        subprocess.run([*git, "add", "f"], check=True)
-        subprocess.run([*git, "commit", "-q", "-m", f"c{n}"], check=True)
-        out = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True)
-        hashes.append(out.stdout.strip())
+        git(path, "add", "f")
+        git(path, "commit", "-q", "-m", f"c{n}")
+        hashes.append(git(path, "rev-parse", "HEAD"))
     return hashes
 
 
@@ -302,6 +300,18 @@ def test_the_default_matrix_is_format_cache_interface_per_workload() -> None:
     ((key, values),) = policy_group.combinations()
     assert key == ()
     assert layout.policy_cell(spec, policy, "dd", values) == qcow2, "the policy's cell is a matrix cell"
+
+
+def test_the_policys_classes_take_the_workloads_own_axes_as_the_registry_declares_them() -> None:
+    spec = parse_spec(
+        '[axes]\nfio_ios = [500, 2000]\ncache = ["none", "writeback"]\ndd_mib = [64]\n'
+        '[params]\nworkload = "fio"\nfs = "ext2"\nformat = "raw"\n'
+    )
+    (group,) = layout.policy_groups(spec)
+    # the disk's axes belong to the matrix; the workload's (any workload's) to the policy's cell
+    assert group.param_names == ("fio_ios", "dd_mib")
+    cell = layout.policy_cell(spec, None, "fio", {"fio_ios": 500, "dd_mib": 64})
+    assert (cell.workload.fs, cell.workload.fio_ios, cell.image.format) == ("ext2", 500, "qcow2")
 
 
 def test_an_excluded_combination_is_a_gap() -> None:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from gitrepo import git, new_repo
 
 from harness.gate.subjects import SubjectSource, prepare_subject, remove_worktree
 from harness.host import confine
@@ -51,14 +51,10 @@ def test_qemu_img_measure_runs_as_the_account(shared: Path) -> None:
 
 
 def test_the_build_command_runs_as_an_account_of_its_own_in_a_checkout_it_owns(shared: Path) -> None:
-    repo = shared / "repo"
-    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True, timeout=60)
+    repo = new_repo(shared / "repo")
     (repo / "policy.toml").write_text((REPO_ROOT / "policy.toml").read_text())
-    for args in (
-        ["add", "policy.toml"],
-        ["-c", "user.email=t@t.invalid", "-c", "user.name=t", "commit", "-qm", "x"],
-    ):
-        subprocess.run(["git", "-C", str(repo), *args], check=True, timeout=60)
+    git(repo, "add", "policy.toml")
+    git(repo, "commit", "-qm", "x")
     build = (
         "sh -c 'id -u > built-by && stat -c %u . > owner && mkdir build && "
         "cp /bin/true build/qemu-system-x86_64 && cp /bin/true build/qemu-img'"
