@@ -177,3 +177,40 @@ def test_a_head_recipe_whose_fio_rewrites_its_disk_in_a_loop_is_stopped_at_its_r
     # the work dir: the recording's image (the 256 MiB disk, qcow2), its log and trace
     assert most["work"] <= 256 * 2**20 + cap_bytes + 160 * 2**20, (most, cap_bytes)
     assert took < 4 * 60 + 60, took
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_default_gate_of_a_head_throttled_to_one_byte_a_second_ends_as_head_timed_out(
+    guest: Any, tmp_path: Path, disk_dir: Path, seed: int
+) -> None:
+    # the default gate: guest cells and replay cells; whichever the seed draws first, head's stalls
+    repo = clone_project(tmp_path / "repo")
+    git(repo, "tag", "base")
+    policy = repo / "policy.toml"
+    policy.write_text(
+        policy.read_text().replace("[drive.options]\n", '[drive.options]\n"throttling.bps-total" = 1\n', 1)
+    )
+    git(repo, "commit", "-q", "-am", "policy: one byte a second")
+    out = tmp_path / "out"
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "harness", "gate", "--repo", str(repo), "--base", "base", "--head", "HEAD",
+            "--budget-min", "4", "--out", str(out), "--accel", "tcg", "--seed", str(seed),
+            "--work-dir", str(disk_dir), "--results-dir", str(tmp_path / "results"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=8 * 60,
+        cwd=REPO,
+    )  # fmt: skip
+    took = time.monotonic() - t0
+    first = (proc.stdout.splitlines() or [""])[0]
+    print(f"default gate, head throttled, seed {seed}: exit {proc.returncode} in {took:.0f} s: {first}")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    assert first.startswith("## diskbench: REGRESSION (head timed out: "), proc.stdout[:2000]
+    document = json.loads((out / "comparison.json").read_text())
+    assert any(c["kind"] == "head-timed-out" for c in document["cells"])
+    assert document["budget"]["stopped"].startswith("head timed out on ")
+    assert took < 6 * 60, took
