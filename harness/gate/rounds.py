@@ -105,6 +105,8 @@ class Stop:
 
     reason: str
     over_budget: bool = False
+    #: cells whose head ran past its deadline before the rounds (its recording), with that deadline
+    head_timed_out: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -148,14 +150,20 @@ def run_rounds(
     out_dir: Path,
     started: float,
     progress: Callable[[str], None],
+    before: Stop | None = None,
 ) -> Rounds:
     """Run the first rounds of every cell, then more of the unclear ones; compare after each.
 
     Every round, the first ones included, starts only within the budget; a head that
-    times out ends the rounds."""
+    times out ends the rounds.  ``before``: why none is to run at all (the recordings of the
+    replay cells' streams ended the gate)."""
     rng = random.Random(options.seed)
     names = [gc.name for gc in spec.cells]
     tally = _Tally(rounds_of=dict.fromkeys(names, 0))
+    if before is not None:
+        # the streams' recordings already ended the gate: the budget, or a head past its deadline
+        tally.stop = before
+        tally.timed_out.update(dict(before.head_timed_out))
     play = functools.partial(
         _play_round,
         sides=sides,

@@ -166,7 +166,14 @@ def gate_revisions(
         if canary_before:
             progress(f"gate: host canary before: {statistics.median(canary_before):.0f} MiB/s")
         played = run_rounds(
-            spec, sides, settings, options, out_dir=out_dir, started=started, progress=progress
+            spec,
+            sides,
+            settings,
+            options,
+            out_dir=out_dir,
+            started=started,
+            progress=progress,
+            before=streams.stop,
         )
         results, canary_doc = with_stream_notes(played.results, streams, sides), None
         if canary_before:

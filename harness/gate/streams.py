@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import GuestTimeout, StreamOverCap
-from harness.gate.rounds import Clock, head_deadline
+from harness.gate.rounds import Clock, Stop, head_deadline
 from harness.sample.guest_sampler import RunOptions, Sampler, vm_config
 from harness.sample.replay.record import cached_stream, recording_caps, stream_key
 from harness.sample.replay.replay import Pairing
@@ -71,6 +71,8 @@ class GateStreams:
     over_cap: dict[str, str] = field(default_factory=dict)
     #: cells whose head recording ran past its deadline: that deadline
     timed_out: dict[str, float] = field(default_factory=dict)
+    #: why the recordings ended the gate before any round (a head past its deadline, the budget)
+    stop: Stop | None = None
 
 
 def summary_difference(base: Mapping[str, Any], head: Mapping[str, Any]) -> list[str]:
@@ -142,13 +144,24 @@ def prepare_streams(
             continue
         progress(f"gate: the request stream of {name} (base's guest)")
         limit_s = clock.limit_s() if clock is not None else base.session.opts.workload_timeout_s
-        _, stream = cached_stream(
-            cell,
-            base.session.guest,
-            within(base.session.opts, limit_s),
-            log_root / "base" / name,
-            caps=recording_caps(cell.image.size),
-        )
+        budget = Stop(f"budget of {clock.budget_s / 60:.0f} min reached", over_budget=True) if clock else None
+        if limit_s <= 0 and budget is not None:
+            out.stop = budget
+            return out
+        try:
+            _, stream = cached_stream(
+                cell,
+                base.session.guest,
+                within(base.session.opts, limit_s),
+                log_root / "base" / name,
+                caps=recording_caps(cell.image.size),
+            )
+        except GuestTimeout:
+            # base's own recording cut by what was left of the budget: the budget ran out
+            if budget is None or limit_s >= base.session.opts.workload_timeout_s:
+                raise
+            out.stop = budget
+            return out
         out.streams[name] = stream
         if together:
             out.together[name] = Pairing()
@@ -177,11 +190,17 @@ def prepare_streams(
                 progress(f"gate: head's recording of {name} stopped: {exc.message}")
                 continue
             except GuestTimeout as exc:
+                # as a head sample past its deadline: no more recordings, no rounds
                 out.timed_out[name] = deadline_s
-                progress(
-                    f"gate: head's recording of {name} ran past its deadline of {deadline_s:.0f} s: {exc.message}"
+                out.stop = Stop(
+                    f"head timed out on {name} (its recording, deadline {deadline_s:.0f} s)",
+                    head_timed_out=((name, deadline_s),),
                 )
-                continue
+                progress(
+                    f"gate: head's recording of {name} ran past its deadline of {deadline_s:.0f} s: "
+                    f"{exc.message}; no more rounds"
+                )
+                return out
             note = stream_note(stream, theirs)
             if note:
                 out.notes[name] = note

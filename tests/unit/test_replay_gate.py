@@ -177,6 +177,8 @@ def test_a_head_recording_is_held_to_base_deadline_and_a_cap_from_base_stream(
     fail[0] = GuestTimeout("no workload report from the guest within 90 s")
     got = gate_streams.prepare_streams(sides, ["replayed"], passes=1, log_root=tmp_path, clock=clock)
     assert got.timed_out == {"replayed": pytest.approx(90.0)} and got.over_cap == {}
+    # no more recordings and no rounds: the gate ends with the cell head-timed-out
+    assert got.stop is not None and got.stop.head_timed_out == (("replayed", pytest.approx(90.0)),)
 
 
 def test_only_bytes_or_a_kind_count_beyond_recording_noise_is_a_structural_change() -> None:
