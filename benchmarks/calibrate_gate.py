@@ -46,6 +46,7 @@ from harness.compare.comparison import load_comparison  # noqa: E402
 from harness.files import write_json_atomic  # noqa: E402
 from harness.gate import SubjectSource, load_gate_spec, run_gate, settings_for  # noqa: E402
 from harness.paths import default_results_dir, default_work_dir  # noqa: E402
+from harness.record import gate_records, scan_records  # noqa: E402
 from harness.subject.policy import load_policy  # noqa: E402
 
 MIB = 1024 * 1024
@@ -124,14 +125,12 @@ def cell_figures(run_dirs: list[Path]) -> dict[str, dict[str, float]]:
     writes: dict[str, list[float]] = {}
     sizes: dict[str, int] = {}
     for run in run_dirs:
-        for path in (run / "records" / "base").glob("*.json"):
-            record = json.loads(path.read_text())
-            cid = record["cell"]["id"]
-            sizes[cid] = int(record["cell"]["workload"]["dd_mib"]) * MIB
-            for sample in record["samples"]:
-                if sample["status"] == "ok":
-                    totals.setdefault(cid, []).append(sample["metrics"]["total_s"])
-                    writes.setdefault(cid, []).append(sample["metrics"]["phase.write_s"])
+        for record in scan_records(gate_records(run, "base").directory).values():
+            cid = record.cell_id
+            sizes[cid] = int(record.cell.workload["dd_mib"]) * MIB
+            for sample in record.ok:
+                totals.setdefault(cid, []).append(sample.metrics["total_s"])
+                writes.setdefault(cid, []).append(sample.metrics["phase.write_s"])
     return {
         cid: {
             "total_s": statistics.median(totals[cid]),
@@ -164,9 +163,7 @@ def measure_ladder(cell: Any, rate_mib_s: float, args: argparse.Namespace, out: 
             results_dir=out / f"ladder-{bps}",
             policy=policy,
         )
-        totals = [
-            s["metrics"]["total_s"] for r in result.records for s in r["samples"] if s["status"] == "ok"
-        ]
+        totals = [s.metrics["total_s"] for r in result.records for s in r.ok]
         if not totals:
             raise SystemExit(f"calibration: the run at {bps} B/s failed: see {result.run_dir}")
         points[bps] = statistics.median(totals)

@@ -132,9 +132,9 @@ def run(args: argparse.Namespace) -> None:
                 entry = {
                     "round": number,
                     "arm": name,
-                    "status": sample["status"],
-                    "reason": sample.get("reason"),
-                    "metrics": sample.get("metrics", {}),
+                    "status": sample.status,
+                    "reason": sample.reason,
+                    "metrics": dict(sample.metrics),
                 }
                 with log.open("a") as fh:
                     fh.write(json.dumps(entry) + "\n")

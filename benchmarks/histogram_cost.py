@@ -46,10 +46,10 @@ def main() -> None:
                 )
                 opts.work_dir.mkdir(parents=True, exist_ok=True)
                 sample = run_sample(cell, guest, opts, index, Path(tmp) / "logs" / f"{index}-{on}")
-                if sample["status"] != "ok":
-                    raise SystemExit(f"sample failed: {sample.get('reason')}")
-                wall[on].append(float(sample["host"]["wall_s"]))
-                total[on].append(float(sample["metrics"]["total_s"]))
+                if not sample.ok:
+                    raise SystemExit(f"sample failed: {sample.reason}")
+                wall[on].append(float(sample.host["wall_s"]))
+                total[on].append(float(sample.metrics["total_s"]))
                 print(
                     f"run {index + 1}/{args.runs} histograms {'on ' if on else 'off'}: "
                     f"wall {wall[on][-1]:.2f} s, total {total[on][-1]:.2f} s",

@@ -166,10 +166,8 @@ def setup_cache() -> dict[str, Any]:
         print(render(result.records), file=sys.stderr, end="", flush=True)
     figures: dict[str, dict[str, float]] = {}
     for record in result.records:
-        workload = str(record["cell"]["workload"]["name"])
-        figures[str(record["cell"]["id"])] = layout.cell_figures(
-            record, layout.workload_figures(workload, spec.params)
-        )
+        workload = record.cell.workload_name
+        figures[record.cell_id] = layout.cell_figures(record, layout.workload_figures(workload, spec.params))
     if result.failed_cells:
         log(
             f"failed cells (gaps in the graphs): {', '.join(result.failed_cells)}; records in {result.directory}"

@@ -28,10 +28,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from harness.compare import CellResult, Kind, Settings, Verdict, compare_family, needs_more_rounds
+from harness.compare import (
+    CellResult,
+    Kind,
+    Settings,
+    Verdict,
+    compare_family,
+    flatten_cell,
+    needs_more_rounds,
+)
 from harness.gate.options import GateOptions
 from harness.gate.spec import GateSpec
 from harness.gate.subjects import SIDES, Subject
+from harness.record import Record, Sample, gate_records
 from harness.sample.guest_sampler import Sampler
 from harness.sample.replay.replay import Pairing
 from harness.spec import Cell
@@ -61,10 +70,10 @@ def head_deadline(base_workload_s: Sequence[float], *, limit_s: float) -> float:
 TIMEOUT_ERRORS = ("GuestTimeout", "ReplayTimeout")
 
 
-def timed_out(sample: Mapping[str, Any]) -> bool:
+def timed_out(sample: Sample) -> bool:
     """Whether ``sample`` failed because it ran past a deadline (a head throttled to a byte a second
     does not even boot; its replay never ends)."""
-    return sample.get("status") != "ok" and sample.get("error_type") in TIMEOUT_ERRORS
+    return not sample.ok and sample.error_type in TIMEOUT_ERRORS
 
 
 @dataclass
@@ -74,7 +83,7 @@ class GateSide:
     subject: Subject
     session: Session
     cells: dict[str, Cell]
-    records: dict[str, dict[str, Any]] = field(default_factory=dict)
+    records: dict[str, Record] = field(default_factory=dict)
     #: how a cell's samples are taken where not as its measure says (a replay cell: base's stream)
     samplers: dict[str, Sampler] = field(default_factory=dict)
     #: samples per round of a cell where not one (cheap replay cells take several, see _play_pairs)
@@ -286,7 +295,7 @@ def _play_round(
         _run_one(turn.side, turn.cell, number, out_dir, progress, workload_timeout_s=deadline)
         tally.sample_s.append(time.monotonic() - t0)
         tally.rounds_of[turn.cell] = number
-        last = turn.side.records[turn.cell]["samples"][-1]
+        last = turn.side.records[turn.cell].samples[-1]
         if turn.side.subject.label == "head" and timed_out(last):
             tally.timed_out[turn.cell] = deadline
             tally.stop = Stop(f"head timed out on {turn.cell} (deadline {deadline:.0f} s)")
@@ -303,15 +312,14 @@ TIMED_METRICS = ("host.workload_s", "replay.wall_s")
 def _workload_times(side: GateSide, name: str) -> list[float]:
     """The workload times of ``side``'s ok samples of cell ``name``, as the host clocked them (a
     replay sample's: its passes' wall time)."""
-    record = side.records.get(name) or {}
+    record = side.records.get(name)
     times = []
-    for s in record.get("samples", []):
-        metrics = s.get("metrics") or {}
-        if s.get("status") != "ok":
+    for s in record.samples if record is not None else ():
+        if not s.ok:
             continue
         for key in TIMED_METRICS:
-            if isinstance(metrics.get(key), (int, float)):
-                times.append(float(metrics[key]))
+            if isinstance(s.metrics.get(key), (int, float)):
+                times.append(float(s.metrics[key]))
                 break
     return times
 
@@ -382,7 +390,7 @@ def _play_pairs(
             if raised:
                 raise raised[0]
         done = k
-        if timed_out(sides["head"].records[name]["samples"][-1]):
+        if timed_out(sides["head"].records[name].samples[-1]):
             tally.timed_out[name] = deadlines["head"]
             tally.stop = Stop(f"head timed out on {name} (deadline {deadlines['head']:.0f} s)")
             progress(
@@ -411,7 +419,6 @@ def _run_one(
     """Bring ``side``'s record of cell ``name`` to ``number`` samples, the workload within
     ``workload_timeout_s``."""
     cell = side.cells[name]
-    path = out_dir / "records" / side.subject.label / f"{cell.id}.json"
     # the side's binaries travel in its session's options, and so do this sample's deadlines: its
     # boot within the workload's deadline too, which is within the budget
     opts = side.session.opts
@@ -425,9 +432,8 @@ def _run_one(
     )
     _, record = session.run_cell(
         cell,
-        path=path,
+        where=gate_records(out_dir, side.subject.label),
         existing=side.records.get(name),
-        log_root=out_dir / "logs" / side.subject.label / cell.id,
         progress=progress,
         label=f"[{side.subject.label}] ",
         of=number,
@@ -449,8 +455,8 @@ def _compare_all(
         base_rec = sides["base"].records.get(gc.name)
         head_rec = sides["head"].records.get(gc.name)
         cell = {**sides["head"].cells[gc.name].as_dict(), "gate_name": gc.name}
-        if base_rec is not None and base_rec["cell"]["id"] != cell["id"]:
-            cell["base_id"] = base_rec["cell"]["id"]
+        if base_rec is not None and base_rec.cell.id != cell["id"]:
+            cell["base_id"] = base_rec.cell.id
         if gc.name in tally.timed_out:
             own[gc.name] = _timed_out_result(cell, base_rec, head_rec, tally.timed_out[gc.name])
         elif base_rec is None or head_rec is None:
@@ -459,13 +465,13 @@ def _compare_all(
             )
             own[gc.name] = CellResult(
                 cell_id=cell["id"],
-                cell=cell,
+                cell=flatten_cell(cell),
                 verdict=Verdict.ERROR,
                 kind=Kind.MISSING,
                 reason=f"no sample of {missing}: the gate's budget ran out first",
             )
         else:
-            groups.append((cell, base_rec["samples"], head_rec["samples"]))
+            groups.append((cell, base_rec.samples, head_rec.samples))
             names.append(gc.name)
     # every cell x gated metric (and counter, when changed fails) is one test of the family
     compared = dict(zip(names, compare_family(groups, settings=settings), strict=True)) if groups else {}
@@ -477,21 +483,23 @@ def _compare_all(
 
 
 def _timed_out_result(
-    cell: dict[str, Any], base: Mapping[str, Any] | None, head: Mapping[str, Any] | None, deadline_s: float
+    cell: dict[str, Any], base: Record | None, head: Record | None, deadline_s: float
 ) -> CellResult:
-    base_samples = list((base or {}).get("samples", []))
-    head_samples = list((head or {}).get("samples", []))
+    base_samples = list(base.samples) if base is not None else []
+    head_samples = list(head.samples) if head is not None else []
     return CellResult(
         cell_id=cell["id"],
-        cell=cell,
+        # flat axes, as compare_cell writes every other cell: the document's shape, the short name
+        cell=flatten_cell(cell),
         verdict=Verdict.REGRESSION,
         kind=Kind.HEAD_TIMED_OUT,
         reason=(
-            f"head ran past its deadline of {deadline_s:.0f} s ({HEAD_DEADLINE_FACTOR:g} x base's "
-            f"median time of the cell + {HEAD_DEADLINE_FLOOR_S:g} s, within the budget)"
+            f"head's {'replay' if cell.get('measure') == 'replay' else 'guest'} ran past its deadline of "
+            f"{deadline_s:.0f} s ({HEAD_DEADLINE_FACTOR:g} x base's median workload time + "
+            f"{HEAD_DEADLINE_FLOOR_S:g} s, within the budget)"
         ),
-        base_ok=sum(1 for s in base_samples if s.get("status") == "ok"),
-        base_failed=sum(1 for s in base_samples if s.get("status") != "ok"),
-        head_ok=sum(1 for s in head_samples if s.get("status") == "ok"),
-        head_failed=sum(1 for s in head_samples if s.get("status") != "ok"),
+        base_ok=sum(1 for s in base_samples if s.ok),
+        base_failed=sum(1 for s in base_samples if not s.ok),
+        head_ok=sum(1 for s in head_samples if s.ok),
+        head_failed=sum(1 for s in head_samples if not s.ok),
     )

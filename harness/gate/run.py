@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.compare import CellResult, Kind, Settings, Verdict, build_comparison, render_markdown
+from harness.compare.document import with_policy_reach
 from harness.compare.pointers import Pointers
 from harness.errors import InfraError
 from harness.files import write_json_atomic, write_text_atomic
@@ -18,6 +19,7 @@ from harness.gate.canary import host_canary, judge_canary
 from harness.gate.checks import check_side, side_cells
 from harness.gate.judge import Judge, decide_judge, guest_word_document, render_guest_word
 from harness.gate.options import GateOptions
+from harness.gate.reach import policy_reach
 from harness.gate.rounds import (
     HEAD_DEADLINE_FACTOR,
     HEAD_DEADLINE_FLOOR_S,
@@ -29,6 +31,7 @@ from harness.gate.rounds import (
 from harness.gate.spec import GateSpec
 from harness.gate.streams import GateStreams, prepare_streams
 from harness.gate.subjects import Subject, SubjectSource, prepared_subjects, repo_toplevel
+from harness.record import Sample
 from harness.subject.binaries import ON_PATH, Binaries
 from harness.subject.policy import Policy
 from harness.sweep.limits import MAX_DISK_BYTES
@@ -233,8 +236,7 @@ def open_sides(
             run_id=subject.label,
             binaries=subject.binaries(binaries),
         )
-        session.subject["rev"] = subject.rev
-        session.subject["commit"] = subject.commit
+        session.subject = session.subject.with_values(rev=subject.rev, commit=subject.commit)
         sides[subject.label] = GateSide(subject=subject, session=session, cells=cells)
     if sides["base"].session.opts.accel != sides["head"].session.opts.accel:
         raise InfraError("base and head got different accelerators: run the gate with --accel kvm or tcg")
@@ -321,7 +323,7 @@ def comparison_document(
         settings=settings,
         base=_describe(sides["base"]),
         head=_describe(sides["head"]),
-        machine=sides["head"].session.machine,
+        machine=sides["head"].session.machine.to_json(),
         canary=canary,
         budget={
             "budget_min": options.budget_s / 60,
@@ -340,15 +342,16 @@ def comparison_document(
     pairs = [
         (
             gc.name,
-            sides["base"].records.get(gc.name, {}).get("samples", []),
-            sides["head"].records.get(gc.name, {}).get("samples", []),
+            _samples(sides["base"], gc.name),
+            _samples(sides["head"], gc.name),
         )
         for gc in spec.cells
     ]
     word = guest_word_document(judge, pairs)
     if word is not None:
         document["guest_word"] = word
-    return document
+    reach = policy_reach(spec, sides["base"].subject.policy, sides["head"].subject.policy)
+    return with_policy_reach(document, results, reach.as_dict())
 
 
 def _with_seed(pointers: Pointers | None, seed: int) -> Pointers | None:
@@ -359,5 +362,14 @@ def _with_seed(pointers: Pointers | None, seed: int) -> Pointers | None:
     return replace(pointers, reproduce=(*pointers.reproduce, "--seed", str(seed)))
 
 
+def _samples(side: GateSide, name: str) -> tuple[Sample, ...]:
+    record = side.records.get(name)
+    return record.samples if record is not None else ()
+
+
 def _describe(side: GateSide) -> dict[str, Any]:
-    return {**side.subject.describe(), "subject": side.session.subject, "machine": side.session.machine}
+    return {
+        **side.subject.describe(),
+        "subject": side.session.subject.to_json(),
+        "machine": side.session.machine.to_json(),
+    }

@@ -420,11 +420,7 @@ def failed_cells(records_root: Path, machine: str, commits: Sequence[str]) -> di
     out: dict[str, tuple[str, ...]] = {}
     for commit in commits:
         found = scan_records(sweep_dir(records_root / machine / commit, "history"))
-        bad = tuple(
-            cell_id
-            for cell_id, (_path, record) in sorted(found.items())
-            if any(s.get("status") != "ok" for s in record["samples"])
-        )
+        bad = tuple(cell_id for cell_id, record in sorted(found.items()) if record.failed)
         if bad:
             out[commit] = bad
     return out

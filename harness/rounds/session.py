@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.host.hostinfo import machine_info
+from harness.record import MachineInfo, Record, RecordDir, SubjectInfo, VMInfo, run_records
 from harness.record.identity import fingerprint
 from harness.rounds.cell import new_run_id, run_cell
 from harness.sample import images
@@ -26,40 +27,43 @@ from harness.subject.policy import Policy
 BOOT_TIMEOUT_S = {"kvm": 30.0, "tcg": 120.0}
 
 
-def guest_subject(guest: Any) -> dict[str, Any]:
-    return {
-        "guest": {
-            "recipe_hash": guest.recipe_hash,
-            "kernel_version": guest.kernel_version,
-            "packages": dict(sorted(guest.packages.items())),
+def guest_subject(guest: Any) -> SubjectInfo:
+    return SubjectInfo(
+        {
+            "guest": {
+                "recipe_hash": guest.recipe_hash,
+                "kernel_version": guest.kernel_version,
+                "packages": dict(sorted(guest.packages.items())),
+            }
         }
-    }
+    )
 
 
 @dataclass
 class Session:
     guest: Guest
     opts: RunOptions
-    machine: dict[str, Any]
-    subject: dict[str, Any] = field(default_factory=dict)
+    machine: MachineInfo
+    subject: SubjectInfo = field(default_factory=SubjectInfo)
 
     @property
     def fingerprint(self) -> str:
-        return fingerprint(self.machine, self.subject, {"mem_mib": self.opts.mem_mib, "smp": self.opts.smp})
+        return fingerprint(
+            self.machine, self.subject, VMInfo({"mem_mib": self.opts.mem_mib, "smp": self.opts.smp})
+        )
 
     def run_cell(
         self,
         cell: Cell,
         *,
-        path: Path | None = None,
-        existing: dict[str, Any] | None = None,
-        log_root: Path | None = None,
+        where: RecordDir | None = None,
+        existing: Record | None = None,
         progress: Callable[[str], None] = lambda _msg: None,
         label: str = "",
         of: int | None = None,
         upto: int | None = None,
         sampler: Sampler | None = None,
-    ) -> tuple[Path, dict[str, Any]]:
+    ) -> tuple[Path, Record]:
         """``cell``'s samples up to ``upto``, taken by ``sampler`` (else :func:`sampler_for`'s)."""
         return run_cell(
             cell,
@@ -69,9 +73,8 @@ class Session:
             subject=self.subject,
             progress=progress,
             label=label,
-            path=path,
+            where=where,
             existing=existing,
-            log_root=log_root,
             of=of,
             upto=upto,
             sampler=sampler or sampler_for(cell),
@@ -132,25 +135,27 @@ def open_session(
         drive_options=policy.drive_options if policy else (),
         binaries=binaries,
     )
-    machine = machine_info(work_dir, accel=choice.accel, accel_reason=choice.reason, binaries=binaries)
+    machine = MachineInfo(
+        machine_info(work_dir, accel=choice.accel, accel_reason=choice.reason, binaries=binaries)
+    )
     subject = guest_subject(guest)
     if policy is not None:
-        subject["policy"] = policy.as_dict()
+        subject = subject.with_values(policy=policy.as_dict())
     return Session(guest=guest, opts=opts, machine=machine, subject=subject)
 
 
 @dataclass(frozen=True)
 class RunResult:
     run_dir: Path
-    records: list[dict[str, Any]]
+    records: list[Record]
 
     @property
     def total_samples(self) -> int:
-        return sum(len(r["samples"]) for r in self.records)
+        return sum(len(r.samples) for r in self.records)
 
     @property
     def failed_samples(self) -> int:
-        return sum(1 for r in self.records for s in r["samples"] if s["status"] != "ok")
+        return sum(len(r.failed) for r in self.records)
 
 
 def sampler_for(cell: Cell) -> Sampler | None:
@@ -185,6 +190,6 @@ def run_cells(
         _, record = session.run_cell(cell, progress=progress, label=f"[{number}/{len(cells)}] ")
         records.append(record)
     return RunResult(
-        run_dir=session.opts.results_dir / "records" / session.opts.run_id,
+        run_dir=run_records(session.opts.results_dir, session.opts.run_id).directory,
         records=records,
     )

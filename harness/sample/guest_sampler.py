@@ -19,12 +19,14 @@ from typing import Any, Protocol
 
 from harness.errors import GuestBuildError, HarnessError, ProtocolError
 from harness.host.workdir import image_path as sample_image_path
+from harness.record.model import Sample
 from harness.sample import images, snapshot
 from harness.sample.protocol import GuestReport, parse_ready, parse_report
 from harness.sample.vm import PAYLOAD_SERIAL, TOOLS_SERIAL, Drive, Machine, VMConfig
 from harness.spec import Aio, CacheState, Cell, Interface, Workload
 from harness.subject.binaries import ON_PATH, Binaries
-from harness.untrusted import STRING_CHARS, clean_sample
+from harness.subject.policy import options_for
+from harness.untrusted import LOG_TAIL_CHARS, STRING_CHARS, clean_json, clean_line, clean_text
 from harness.workloads import parse_outputs
 from harness.workloads.latency import BOUNDARIES_NS, histograms_from_blockstats, latency_metrics
 
@@ -103,7 +105,8 @@ def vm_config(cell: Cell, guest: Guest, opts: RunOptions, image: Path) -> VMConf
             interface=cell.drive.interface,
             cache=cell.drive.cache,
             aio=cell.drive.aio,
-            options=opts.drive_options,
+            # the policy's options this cell takes (qcow2's cache options not on a raw image)
+            options=options_for(cell, opts.drive_options),
             key_secret=cell.image.encrypted,
         )
     )
@@ -313,27 +316,63 @@ def touch_guest(guest: Guest) -> None:
         ) from exc
 
 
-# one sample of a cell: (cell, guest, options, sample index, log dir) -> the sample's dict
-Sampler = Callable[[Cell, "Guest", "RunOptions", int, Path], dict[str, Any]]
+def clean_sample(sample: Sample) -> Sample:
+    """A sample as a record stores it: every string cleaned (:mod:`harness.untrusted`), reason one
+    line, log tail capped."""
+
+    def text(value: str | None) -> str | None:
+        return clean_text(value) if isinstance(value, str) else value
+
+    def part(value: Any) -> Any:
+        # the sample's own fields are one level down its JSON object
+        return clean_json(value, depth=1) if value is not None else None
+
+    return replace(
+        sample,
+        status=clean_text(sample.status),
+        metrics=part(sample.metrics),
+        host=part(sample.host),
+        logs=part(sample.logs),
+        reason=clean_line(sample.reason) if isinstance(sample.reason, str) else None,
+        error_type=text(sample.error_type),
+        log_tail=(
+            clean_text(sample.log_tail, max_chars=LOG_TAIL_CHARS, keep="tail")
+            if isinstance(sample.log_tail, str)
+            else None
+        ),
+        warning=text(sample.warning),
+        started_at=text(sample.started_at),
+        measure=text(sample.measure),
+        argv=part(sample.argv),
+        guest_ready=part(sample.guest_ready),
+        report=part(sample.report),
+        replay=part(sample.replay),
+        details=clean_json(dict(sample.details)),
+    )
 
 
-def run_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: Path) -> dict[str, Any]:
+# one sample of a cell: (cell, guest, options, sample index, log dir) -> the sample
+Sampler = Callable[[Cell, "Guest", "RunOptions", int, Path], Sample]
+
+
+def run_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: Path) -> Sample:
     """One measured run of ``cell``; never raises for a failure of the sample itself."""
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
     image_path = sample_image_path(opts.work_dir, cell.id, cell.image.format.value)
+    # the host's own figures: free-form, as QEMU and qemu-img give them
     host: dict[str, Any] = {"cache_state": cell.cache_state.value}
-    sample: dict[str, Any] = {
-        "index": index,
-        "status": "error",
-        "started_at": started,
-        "host": host,
-        "logs": {
+    sample = Sample(
+        index=index,
+        status="error",
+        started_at=started,
+        host=host,
+        logs={
             "console": str(log_dir / "console.log"),
             "qemu_stderr": str(log_dir / "qemu.stderr"),
             "report": str(log_dir / "report.jsonl"),
         },
-    }
+    )
     try:
         touch_guest(guest)
         created = images.create(image_path, cell.image, qemu_img=opts.binaries.qemu_img)
@@ -345,9 +384,7 @@ def run_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: 
             prime(cell, guest, opts, image_path, log_dir, host)
         host["resident_before"] = images.resident_bytes(image_path)
         run = boot_and_run(cell, guest, opts, image_path, log_dir)
-        sample["argv"] = run.argv
-        sample["guest_ready"] = run.ready
-        sample["report"] = run.event
+        sample = replace(sample, argv=run.argv, guest_ready=run.ready, report=run.event)
         host.update(
             boot_s=run.boot_s,
             workload_s=run.workload_s,
@@ -374,16 +411,17 @@ def run_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: 
             # the guest failed and says why below; what it sent of its outputs adds to that
             report = replace(report, error=f"{report.error or 'no reason given'} ({exc.message})")
             extra_metrics, extra_fields = {}, {}
-        sample.update(extra_fields)
-        outputs = sample["report"].get("outputs") if isinstance(sample["report"], dict) else None
+        sample = replace(sample, details=extra_fields)
+        outputs = run.event.get("outputs")
         if extra_fields and isinstance(outputs, dict):
             # an output the record could keep only cut (fio's JSON) is kept parsed, not as a stub
-            sample["report"]["outputs"] = {
+            outputs = {
                 k: f"[{len(v)} chars, parsed into the sample's fields]"
                 if isinstance(v, str) and len(v) > STRING_CHARS
                 else v
                 for k, v in outputs.items()
             }
+            sample = replace(sample, report={**run.event, "outputs": outputs})
         check = images.check(
             image_path, cell.image.format, qemu_img=opts.binaries.qemu_img, encrypted=cell.image.encrypted
         )
@@ -395,31 +433,36 @@ def run_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: 
         host["wall_s"] = time.monotonic() - t0
         host["overhead_s"] = host["wall_s"] - run.boot_s - report.total_s
         host["written_bytes_source"] = "wchar" if cell.drive.aio is Aio.THREADS else "write_bytes"
-        sample["metrics"] = sample_metrics(report, host, cell.drive.aio) | extra_metrics
+        sample = replace(sample, metrics=sample_metrics(report, host, cell.drive.aio) | extra_metrics)
         if report.status != "ok":
-            sample["reason"] = f"guest workload failed: {report.error or 'no reason given'}"
-            sample["log_tail"] = run.console_tail
+            reason = f"guest workload failed: {report.error or 'no reason given'}"
+            sample = replace(sample, reason=reason, log_tail=run.console_tail)
         elif report.fsck_rc not in (None, 0):
-            sample["reason"] = f"e2fsck -fn in the guest found errors (exit {report.fsck_rc})"
-            sample["log_tail"] = run.console_tail
+            reason = f"e2fsck -fn in the guest found errors (exit {report.fsck_rc})"
+            sample = replace(sample, reason=reason, log_tail=run.console_tail)
         elif check.fails_sample:
-            sample["reason"] = f"qemu-img check says {check.verdict} (exit {check.returncode})"
+            sample = replace(sample, reason=f"qemu-img check says {check.verdict} (exit {check.returncode})")
         else:
-            sample["status"] = "ok"
-            if check.verdict == "leaks":
-                sample["warning"] = "qemu-img check found leaked clusters (exit 3)"
+            warning = "qemu-img check found leaked clusters (exit 3)" if check.verdict == "leaks" else None
+            sample = replace(sample, status="ok", warning=warning)
     except HarnessError as exc:
-        sample["reason"] = exc.message
-        sample["error_type"] = type(exc).__name__
-        sample["log_tail"] = exc.log_tail or _tail_of(log_dir / "console.log")
+        sample = replace(
+            sample,
+            reason=exc.message,
+            error_type=type(exc).__name__,
+            log_tail=exc.log_tail or _tail_of(log_dir / "console.log"),
+        )
         host["wall_s"] = time.monotonic() - t0
     except OSError as exc:
         # a file of the sample itself (its image vanished, its log dir is gone):
         # the sample's failure with its cause, not the sweep's
         where = f" ({exc.filename})" if exc.filename else ""
-        sample["reason"] = f"file error in the sample{where}: {exc.strerror or exc}"
-        sample["error_type"] = "WorkDirFull" if exc.errno == errno.ENOSPC else type(exc).__name__
-        sample["log_tail"] = _tail_of(log_dir / "console.log")
+        sample = replace(
+            sample,
+            reason=f"file error in the sample{where}: {exc.strerror or exc}",
+            error_type="WorkDirFull" if exc.errno == errno.ENOSPC else type(exc).__name__,
+            log_tail=_tail_of(log_dir / "console.log"),
+        )
         host["wall_s"] = time.monotonic() - t0
     finally:
         if not opts.keep_images:

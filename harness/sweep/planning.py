@@ -353,6 +353,12 @@ def describe_plan(
         by_reason.setdefault(ex.reason, []).append(ex)
     for reason, items in by_reason.items():
         lines.append(f"  excluded {_common_label(items)}: {reason}")
+    held: dict[tuple[str, str, str, str], int] = {}
+    for _, h in plan.held:
+        key = (h.setting, h.keeps, h.axis, h.why)
+        held[key] = held.get(key, 0) + 1
+    for (setting, keeps, axis, why), count in held.items():
+        lines.append(f"  keeps {keeps}, not the policy's {setting}, in the {axis} cells ({count}): {why}")
     todo_cells = [c for c in cells if min(recorded.get(c.id, 0), repeat) < repeat]
     builds, build_s = estimate_builds_s(todo_cells, accel=accel, start=start)
     seconds += build_s

@@ -108,8 +108,8 @@ def test_the_record_says_who_ran_qemu_and_with_which_sandbox(
         [cell], repeat=1, work_dir=disk_dir, results_dir=tmp_path / "results", guest=guest, accel="tcg"
     )
     record = load_record(next(result.run_dir.glob("*.json")))
-    assert record["samples"][0]["status"] == "ok", record["samples"][0].get("reason")
-    assert record["vm"]["confinement"] == {
+    assert record.samples[0].status == "ok", record.samples[0].reason
+    assert record.vm.get("confinement") == {
         "user": confine.ACCOUNT,
         "uid": confine.account().uid,
         "runs": ["qemu-system", "qemu-img"],

@@ -57,9 +57,15 @@ def test_a_writethrough_head_is_seen_by_the_replay_of_bases_stream(
     assert cell["rounds"] == 8
     metrics = {m["metric"]: m for m in cell["metrics"]}
     assert metrics["replay.write_mean_ms"]["n_base"] == metrics["replay.write_mean_ms"]["n_head"] == 8
-    # every gated metric says what it could see, and the summary's first lines say it
+    # every gated metric says what it could see, and the summary says it after the table; its
+    # first lines name the regressed cell, its deciding metric and change
     assert all(m["could_see_pct"] is not None for m in cell["metrics"])
-    assert any(line.startswith("Could see ") for line in result.markdown.splitlines()[:6])
+    lines = result.markdown.splitlines()
+    assert lines[4].startswith(f"- **{cell['title']}**: `replay.") and lines[4].endswith(", regression")
+    assert any(
+        line.startswith("Could see ")
+        for line in lines[lines.index("| cell | metric | base | head | change (95% CI) | verdict |") :]
+    )
     # base's stream replayed by both sides; head's recorded too (writethrough is guest-visible: the
     # device says it has no volatile write cache) and compared with base's
     assert len(list((out / "streams").glob("*.key.json"))) == 2

@@ -35,7 +35,7 @@ def run_one(cell: Any, guest: Any, tmp_path: Path, disk_dir: Path, **kw: Any) ->
     assert len(records) == 1
     record = load_record(records[0])
     assert record == result.records[0]
-    return record
+    return record.to_json()
 
 
 def test_install_small_payload_on_qcow2_virtio_blk(guest: Any, tmp_path: Path, disk_dir: Path) -> None:
@@ -121,7 +121,7 @@ def test_a_guest_that_never_reports_fails_after_its_deadline(
         keep_images=True,
         extra_append=("diskbench.workload=sleep",),
     )
-    sample = run_sample(cell, guest, opts, 0, tmp_path / "logs")
+    sample = run_sample(cell, guest, opts, 0, tmp_path / "logs").to_json()
     assert sample["status"] == "error"
     assert sample["error_type"] == "GuestTimeout"
     assert sample["reason"] == "no workload report from the guest within 5 s"
@@ -145,7 +145,7 @@ def test_a_kernel_panic_ends_the_wait_at_once(guest: Any, tmp_path: Path, disk_d
         boot_timeout_s=300,
         extra_append=("rdinit=/nonexistent",),
     )
-    sample = run_sample(cell, guest, opts, 0, tmp_path / "logs")
+    sample = run_sample(cell, guest, opts, 0, tmp_path / "logs").to_json()
     assert sample["status"] == "error"
     assert sample["error_type"] in ("GuestPanic", "VMBootError")
     assert "Kernel panic" in sample["log_tail"]

@@ -176,7 +176,7 @@ def test_the_suite_measured_each_commits_own_policy(
     options = {}
     for commit in commits:
         (path,) = (records / commit / "sweeps" / "history").glob("*.json")
-        record = load_record(path)
+        record = load_record(path).to_json()
         assert record["machine"]["accel"] == "tcg"
         options[commit] = record["subject"]["policy"]["drive_options"]
     assert options[commits[0]] == options[commits[1]] == {}
@@ -326,7 +326,7 @@ def test_qemu_config_builds_each_commit_and_the_suite_runs_its_binaries(
     (path,) = (project / "results" / "history" / str(result.machine) / commit / "sweeps" / "history").glob(
         "*.json"
     )
-    record = load_record(path)
+    record = load_record(path).to_json()
     assert record["machine"]["qemu"] == subject["qemu"]
     assert record["machine"]["qemu_img"] == subject["qemu_img"]
     assert record["samples"][0]["status"] == "ok"

@@ -25,7 +25,7 @@ def test_histograms_of_a_dd_run_are_parsed_and_match_qemus_counts(
         [cell], repeat=1, accel="tcg", work_dir=disk_dir, results_dir=tmp_path / "results", guest=guest
     )
     (path,) = sorted(result.run_dir.glob("*.json"))
-    sample = load_record(path)["samples"][0]
+    sample = load_record(path).to_json()["samples"][0]
     assert sample["status"] == "ok", sample.get("reason")
     kept = sample["host"]["latency_histograms"]
     assert sorted(kept) == ["flush", "read", "write"]

@@ -35,7 +35,7 @@ def test_snapshot_start_runs_dd_on_each_bus(
         guest=guest,
         start="snapshot",
     )
-    record = load_record(sorted(result.run_dir.glob("*.json"))[0])
+    record = load_record(sorted(result.run_dir.glob("*.json"))[0]).to_json()
     assert record["vm"]["start"] == "snapshot"
     snapshots = list(snapshot.snapshot_root().iterdir())
     assert len(snapshots) == 1, "one snapshot, built once for both samples"

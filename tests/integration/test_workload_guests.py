@@ -21,7 +21,7 @@ def run_one(cell: Any, guest: Any, tmp_path: Path, disk_dir: Path) -> dict[str, 
         [cell], repeat=1, accel="tcg", work_dir=disk_dir, results_dir=tmp_path / "results", guest=guest
     )
     (path,) = sorted(result.run_dir.glob("*.json"))
-    record = load_record(path)
+    record = load_record(path).to_json()
     sample: dict[str, Any] = record["samples"][0]
     assert sample["status"] == "ok", sample.get("reason")
     return sample
@@ -162,7 +162,7 @@ def test_fio_with_a_tools_drive_that_does_not_mount(guest: Any, tmp_path: Path, 
         guest=dataclasses.replace(guest, tools=bogus),
     )
     (path,) = sorted(result.run_dir.glob("*.json"))
-    sample = load_record(path)["samples"][0]
+    sample = load_record(path).to_json()["samples"][0]
     assert sample["status"] == "error"
     report = parse_report(sample["report"], workload="fio")
     assert report.status == "error"

@@ -132,7 +132,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("presets",),
     ("sweep",),
     ("rounds", "compare"),
-    ("sample", "record"),
+    ("sample",),
+    ("record",),
     ("guest",),
     ("host",),
     ("subject",),
@@ -202,3 +203,15 @@ def test_the_architecture_page_draws_the_rows_of_layers() -> None:
         for number, text in rows.items()
     }
     assert drawn == {len(LAYERS) - 1 - depth: set(row) for depth, row in enumerate(LAYERS)}
+
+
+def test_records_are_written_by_the_store_alone() -> None:
+    """Modules that hold records write files with ``write_json_atomic`` only where the file is not
+    a record: the store writes every record (``write_record``)."""
+    writers = {
+        name
+        for name, path in modules().items()
+        if "write_json_atomic" in path.read_text() and "from harness.record" in path.read_text()
+    }
+    # the store; comparison.json is written beside the records of a compare and of a gate
+    assert writers == {"harness.record.store", "harness.compare.comparison", "harness.gate.run"}

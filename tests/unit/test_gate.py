@@ -28,6 +28,7 @@ from harness.gate import (
     stop_before,
 )
 from harness.paths import REPO_ROOT
+from harness.record import CellInfo, MachineInfo, Record, Sample
 from harness.rounds.session import Session
 from harness.sample.guest_sampler import RunOptions
 from harness.spec import Cell, Format, Measure
@@ -272,13 +273,13 @@ class _FakeSession(Session):
     calls: list[tuple[str, str, int]] = field(default_factory=list)
     label: str = ""
 
-    def run_cell(self, cell: Cell, **kw: Any) -> tuple[Path, dict[str, Any]]:
-        record = kw["existing"] or {"cell": cell.as_dict(), "samples": []}
-        for index in range(len(record["samples"]), kw["upto"]):
+    def run_cell(self, cell: Cell, **kw: Any) -> tuple[Path, Record]:
+        record = kw["existing"] or Record(cell=CellInfo(cell.as_dict()), machine=MachineInfo())
+        for index in range(len(record.samples), kw["upto"]):
             self.calls.append((self.label, cell.id, index + 1))
             noise = random.Random(f"{self.label}{cell.id}{index}").uniform(0.5, 1.5)
-            record["samples"].append({"index": index, "status": "ok", "metrics": {"total_s": noise}})
-        return kw["path"], record
+            record = record.with_sample(Sample(index=index, status="ok", metrics={"total_s": noise}))
+        return kw["where"].path(cell.id), record
 
 
 def _sides(spec: GateSpec, calls: list[tuple[str, str, int]]) -> dict[str, GateSide]:
@@ -289,7 +290,7 @@ def _sides(spec: GateSpec, calls: list[tuple[str, str, int]]) -> dict[str, GateS
     sides = {}
     for label in SIDES:
         subject = Subject(label, label, "0" * 40, Path("/c"), policy, Path("/i"), None, None)
-        session = _FakeSession(guest=None, opts=opts, machine={}, calls=calls, label=label)  # type: ignore[arg-type]
+        session = _FakeSession(guest=None, opts=opts, machine=MachineInfo(), calls=calls, label=label)  # type: ignore[arg-type]
         cells = {gc.name: gc.resolve(policy) for gc in spec.cells}
         sides[label] = GateSide(subject=subject, session=session, cells=cells)
     return sides
@@ -351,3 +352,5 @@ def test_the_budget_holds_from_the_first_round(tmp_path: Path) -> None:
     assert notes[-1] == "gate: budget of 1 min reached; 2 cell(s) stay as they are"
     assert [(r.verdict.value, r.kind.value) for r in done.results] == [("error", "missing")] * 2
     assert done.results[0].reason == "no sample of base and head: the gate's budget ran out first"
+    # with its axes flat, as every compared cell has them (the document's shape, the short name)
+    assert done.results[0].cell["format"] in ("raw", "qcow2") and "image" not in done.results[0].cell

@@ -14,8 +14,7 @@ import pytest
 from harness.cli import build_parser, main
 from harness.cli.common import resolve_binaries
 from harness.errors import SpecError
-from harness.files import write_json_atomic
-from harness.record import new_record
+from harness.record import Sample, new_record, write_record
 from harness.sample.guest_sampler import RunOptions, vm_config
 from harness.sample.vm import Drive
 from harness.spec import Aio, Cache, Format, Interface, make_cell
@@ -383,8 +382,8 @@ def test_binary_flags_point_the_harness_at_an_executable(
     # one record to show: an empty directory is bad input (exit 2), which would hide the flag's effect
     cell = make_cell(format="raw", workload="dd")
     record = new_record(cell=cell.as_dict(), machine={}, subject={}, vm={}, run_id="r")
-    record["samples"] = [{"index": 0, "status": "ok", "metrics": {"total_s": 1.0}}]
-    write_json_atomic(tmp_path / "records" / "cell.json", record)
+    record = record.with_sample(Sample(index=0, status="ok", metrics={"total_s": 1.0}))
+    write_record(tmp_path / "records" / "cell.json", record)
     argv = [flag, str(exe), "show", str(tmp_path / "records")]
     args = build_parser().parse_args(argv)
     binaries = resolve_binaries(qemu=args.qemu, qemu_img=args.qemu_img, environ=os.environ)

@@ -18,6 +18,7 @@ from harness.gate import SIDES, GateOptions, GateSide, Subject, load_gate_spec, 
 from harness.gate import streams as gate_streams
 from harness.gate.spec import GATE_SPEC
 from harness.paths import REPO_ROOT
+from harness.record import CellInfo, MachineInfo, Record, Sample
 from harness.rounds.session import Session
 from harness.sample.guest_sampler import RunOptions
 from harness.sample.replay import sample as replay_sample_module
@@ -52,11 +53,11 @@ def test_a_given_stream_is_replayed_as_it_is_and_never_recorded(
     cell = make_cell(workload="dd", dd_mib=64, measure="replay")
     sampler = replay_sample_module.replay_sampler(stream, passes=3, label="base abc")
     sample = sampler(cell, None, OPTS, 0, tmp_path)  # type: ignore[arg-type]
-    assert sample["status"] == "ok", sample
+    assert sample.status == "ok", sample
     assert seen == [(stream, 3)]
-    assert sample["host"]["stream"]["given"] == "base abc"
-    assert sample["host"]["stream"]["digest"] == stream.digest
-    assert sample["replay"]["pass_wall_s"] == [0.1, 0.1, 0.1]
+    assert sample.host["stream"]["given"] == "base abc"
+    assert sample.host["stream"]["digest"] == stream.digest
+    assert sample.replay is not None and sample.replay["pass_wall_s"] == [0.1, 0.1, 0.1]
 
 
 SPEC = """
@@ -82,14 +83,14 @@ class _Session(Session):
     calls: list[tuple[str, str, int, bool]] = field(default_factory=list)
     label: str = ""
 
-    def run_cell(self, cell: Cell, **kw: Any) -> tuple[Path, dict[str, Any]]:
-        record = kw["existing"] or {"cell": cell.as_dict(), "samples": []}
-        for index in range(len(record["samples"]), kw["upto"]):
+    def run_cell(self, cell: Cell, **kw: Any) -> tuple[Path, Record]:
+        record = kw["existing"] or Record(cell=CellInfo(cell.as_dict()), machine=MachineInfo())
+        for index in range(len(record.samples), kw["upto"]):
             self.calls.append((self.label, cell.id, index + 1, kw.get("sampler") is not None))
             value = random.Random(f"{self.label}{cell.id}{index}").uniform(0.5, 1.5)
             metric = "replay.wall_s" if cell.measure is Measure.REPLAY else "total_s"
-            record["samples"].append({"index": index, "status": "ok", "metrics": {metric: value}})
-        return kw["path"], record
+            record = record.with_sample(Sample(index=index, status="ok", metrics={metric: value}))
+        return kw["where"].path(cell.id), record
 
 
 def _sides(spec_text: str, calls: list[tuple[str, str, int, bool]]) -> dict[str, GateSide]:
@@ -98,7 +99,7 @@ def _sides(spec_text: str, calls: list[tuple[str, str, int, bool]]) -> dict[str,
     sides = {}
     for label in SIDES:
         subject = Subject(label, label, "0" * 40, Path("/c"), policy, Path("/i"), None, None)
-        session = _Session(guest=None, opts=OPTS, machine={}, calls=calls, label=label)  # type: ignore[arg-type]
+        session = _Session(guest=None, opts=OPTS, machine=MachineInfo(), calls=calls, label=label)  # type: ignore[arg-type]
         sides[label] = GateSide(
             subject=subject, session=session, cells={gc.name: gc.resolve(policy) for gc in spec.cells}
         )
@@ -290,12 +291,12 @@ def test_a_together_replay_cell_runs_each_pair_at_the_same_moment(tmp_path: Path
     lock = threading.Lock()
     most = [0]
 
-    def sampler(*_a: Any) -> dict[str, Any]:
-        return {}
+    def sampler(*_a: Any) -> Sample:
+        return Sample()
 
     @dataclass
     class _Overlapping(_Session):
-        def run_cell(self, cell: Cell, **kw: Any) -> tuple[Path, dict[str, Any]]:
+        def run_cell(self, cell: Cell, **kw: Any) -> tuple[Path, Record]:
             if cell.measure is Measure.REPLAY:
                 with lock:
                     inside.append(1)
@@ -307,7 +308,7 @@ def test_a_together_replay_cell_runs_each_pair_at_the_same_moment(tmp_path: Path
             return super().run_cell(cell, **kw)
 
     for label, side in sides.items():
-        side.session = _Overlapping(guest=None, opts=OPTS, machine={}, calls=calls, label=label)  # type: ignore[arg-type]
+        side.session = _Overlapping(guest=None, opts=OPTS, machine=MachineInfo(), calls=calls, label=label)  # type: ignore[arg-type]
         side.samplers["replayed"] = sampler
         side.per_round["replayed"] = spec.replay_samples
         side.together["replayed"] = Pairing()
@@ -372,15 +373,14 @@ class _Timed(_Session):
             return super().run_cell(cell, **kw)
         self.deadlines.append(self.opts.workload_timeout_s)
         time.sleep(self.take_s)
-        record = kw["existing"] or {"cell": cell.as_dict(), "samples": []}
-        index = len(record["samples"])
+        record = kw["existing"] or Record(cell=CellInfo(cell.as_dict()), machine=MachineInfo())
+        index = len(record.samples)
         self.calls.append((self.label, cell.id, index + 1, True))
         if self.opts.workload_timeout_s < self.needs_s:
-            sample = {"index": index, "status": "error", "error_type": "ReplayTimeout", "reason": "late"}
+            sample = Sample(index=index, status="error", error_type="ReplayTimeout", reason="late")
         else:
-            sample = {"index": index, "status": "ok", "metrics": {"replay.wall_s": 2.0}}
-        record["samples"].append(sample)
-        return kw["path"], record
+            sample = Sample(index=index, status="ok", metrics={"replay.wall_s": 2.0})
+        return kw["where"].path(cell.id), record.with_sample(sample)
 
 
 def _timed_sides(spec_text: str, **head: float) -> dict[str, GateSide]:
@@ -434,4 +434,4 @@ def test_a_replay_cells_pairs_stop_at_the_budget() -> None:
     # a pair takes 0.8 s: five would take 4 s of a 2 s budget; a pair starts only where two fit
     assert took < 2.0, took
     assert done.stopped == "budget of 0 min reached"
-    assert 1 <= len(sides["head"].records["replayed"]["samples"]) < 5
+    assert 1 <= len(sides["head"].records["replayed"].samples) < 5

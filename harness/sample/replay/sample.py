@@ -12,16 +12,18 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.sample.guest_sampler import Guest, RunOptions, Sampler
+from harness.record.model import Sample
+from harness.sample.guest_sampler import Guest, RunOptions, Sampler, clean_sample
 from harness.sample.replay.record import cached_stream
 from harness.sample.replay.replay import Pairing, replay
 from harness.sample.replay.stream import Stream
 from harness.spec import Cell
-from harness.untrusted import clean_sample
+from harness.subject.policy import options_for
 
 
 def replay_sampler(
@@ -40,7 +42,7 @@ def replay_sampler(
     moment on one CPU (:class:`harness.sample.replay.replay.Pairing`).
     """
 
-    def sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: Path) -> dict[str, Any]:
+    def sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: Path) -> Sample:
         return _replay_sample(
             cell, guest, opts, index, log_dir, stream=stream, passes=passes, label=label, together=together
         )
@@ -48,7 +50,7 @@ def replay_sampler(
     return sample
 
 
-def replay_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: Path) -> dict[str, Any]:
+def replay_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: Path) -> Sample:
     """One replay of ``cell``'s own stream; never raises for a failure of the sample itself."""
     return _replay_sample(cell, guest, opts, index, log_dir, stream=None, passes=1, label="", together=None)
 
@@ -64,17 +66,17 @@ def _replay_sample(
     passes: int,
     label: str,
     together: Pairing | None,
-) -> dict[str, Any]:
+) -> Sample:
     t0 = time.monotonic()
     host: dict[str, Any] = {"cache_state": cell.cache_state.value}
-    sample: dict[str, Any] = {
-        "index": index,
-        "status": "error",
-        "measure": "replay",
-        "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "host": host,
-        "logs": {"recording": str(log_dir / "recording")},
-    }
+    sample = Sample(
+        index=index,
+        status="error",
+        measure="replay",
+        started_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        host=host,
+        logs={"recording": str(log_dir / "recording")},
+    )
     try:
         if stream is None:
             path, stream = cached_stream(cell, guest, opts, log_dir / "recording")
@@ -87,23 +89,28 @@ def _replay_sample(
             qemu_io=opts.binaries.qemu_io,
             qemu_img=opts.binaries.qemu_img,
             work_dir=opts.work_dir / "replay",
-            drive_options=opts.drive_options,
+            drive_options=options_for(cell, opts.drive_options),
             # the sample's deadline (a gate's head: from base's own times, within the budget)
             timeout_s=opts.workload_timeout_s,
             passes=passes,
             together=together,
         )
-        sample["metrics"] = dict(done.figures)
-        sample["replay"] = {k: v for k, v in done.as_dict().items() if k != "metrics"}
-        sample["status"] = "ok"
+        sample = replace(
+            sample,
+            status="ok",
+            metrics=dict(done.figures),
+            replay={k: v for k, v in done.as_dict().items() if k != "metrics"},
+        )
     except HarnessError as exc:
-        sample["reason"] = exc.message
-        sample["error_type"] = type(exc).__name__
-        if exc.log_tail:
-            sample["log_tail"] = exc.log_tail
+        sample = replace(
+            sample, reason=exc.message, error_type=type(exc).__name__, log_tail=exc.log_tail or None
+        )
     except OSError as exc:
         where = f" ({exc.filename})" if exc.filename else ""
-        sample["reason"] = f"file error in the replay sample{where}: {exc.strerror or exc}"
-        sample["error_type"] = type(exc).__name__
+        sample = replace(
+            sample,
+            reason=f"file error in the replay sample{where}: {exc.strerror or exc}",
+            error_type=type(exc).__name__,
+        )
     host["wall_s"] = time.monotonic() - t0
     return clean_sample(sample)
