@@ -45,7 +45,7 @@ def build_side(
     kwargs = account.popen_kwargs()
     killed = 0
     try:
-        proc.run(
+        proc.run_logged(
             shlex.split(command),
             cwd=checkout,
             timeout_s=timeout_s,

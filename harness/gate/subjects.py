@@ -103,6 +103,11 @@ def resolve_rev(repo: Path, rev: str, what: str) -> str:
     return result.stdout.strip()
 
 
+#: where a build command leaves a side's binaries, in its checkout (a QEMU tree's ``build/``)
+BUILT_QEMU = "build/qemu-system-x86_64"
+BUILT_QEMU_IMG = "build/qemu-img"
+
+
 def prepare_subject(
     repo: Path,
     source: SubjectSource,
@@ -110,8 +115,6 @@ def prepare_subject(
     *,
     default_policy: Path,
     build_command: str | None = None,
-    built_qemu: str = "build/qemu-system-x86_64",
-    built_qemu_img: str = "build/qemu-img",
     log: Callable[[str], None] = lambda _m: None,
     vet: Callable[[str, Policy], None] | None = None,
 ) -> Subject:
@@ -141,8 +144,8 @@ def prepare_subject(
             log_path=into.parent / f"{into.name}.build.log",
         )
         log(f"gate: {source.label} built as {build.account.name}; its tree is read-only now")
-        qemu = str(into / built_qemu)
-        qemu_img = qemu_img or str(into / built_qemu_img)
+        qemu = str(into / BUILT_QEMU)
+        qemu_img = qemu_img or str(into / BUILT_QEMU_IMG)
         for path in (qemu, qemu_img):
             if not os.access(path, os.X_OK):
                 raise BuildError(f"the build command of {source.label} made no executable {path}: check it")

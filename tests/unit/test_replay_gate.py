@@ -14,20 +14,39 @@ import pytest
 from harness.compare import MetricResult, Settings, Verdict
 from harness.compare.markdown import sensitivity_lines
 from harness.compare.power import could_see, could_see_text, rounds_to_decide
-from harness.gate import SIDES, GateOptions, GateSide, Subject, load_gate_spec, parse_gate_spec, run_rounds
+from harness.gate import (
+    SIDES,
+    GateAsked,
+    GateOptions,
+    GateSide,
+    Subject,
+    load_gate_spec,
+    parse_gate_spec,
+    run_rounds,
+)
 from harness.gate import streams as gate_streams
 from harness.gate.spec import GATE_SPEC
 from harness.paths import REPO_ROOT
 from harness.record import CellInfo, MachineInfo, Record, Sample
-from harness.rounds.session import Session
+from harness.rounds.session import MachineOptions, Session
 from harness.sample.guest_sampler import RunOptions
 from harness.sample.replay import sample as replay_sample_module
 from harness.sample.replay.replay import Pairing, ReplaySample
 from harness.sample.replay.stream import Kind, Request, Stream
 from harness.spec import Cell, Measure, make_cell
+from harness.subject.binaries import Binaries
 from harness.subject.policy import parse_policy
 
-OPTS = RunOptions(accel="tcg", accel_reason="test", work_dir=Path("/w"), results_dir=Path("/r"), run_id="x")
+MACHINE = MachineOptions(binaries=Binaries.on_path(), work_dir=Path("/w"), results_dir=Path("/r"))
+
+OPTS = RunOptions(
+    binaries=Binaries.on_path(),
+    accel="tcg",
+    accel_reason="test",
+    work_dir=Path("/w"),
+    results_dir=Path("/r"),
+    run_id="x",
+)
 
 
 def _stream(writes: int) -> Stream:
@@ -202,7 +221,7 @@ def test_a_replay_cell_takes_its_samples_in_pairs_several_a_round(tmp_path: Path
     for side in sides.values():
         side.samplers["replayed"] = lambda *_a: {}
         side.per_round["replayed"] = spec.replay_samples
-    options = GateOptions.decide(spec, seed=3)
+    options = GateOptions.decide(spec, MACHINE, GateAsked(seed=3))
     done = run_rounds(
         spec, sides, Settings(metrics=spec.metrics), options, out_dir=tmp_path, started=time.monotonic(),
         progress=lambda _m: None,
@@ -312,7 +331,7 @@ def test_a_together_replay_cell_runs_each_pair_at_the_same_moment(tmp_path: Path
         side.samplers["replayed"] = sampler
         side.per_round["replayed"] = spec.replay_samples
         side.together["replayed"] = Pairing()
-    options = GateOptions.decide(spec, seed=3)
+    options = GateOptions.decide(spec, MACHINE, GateAsked(seed=3))
     done = run_rounds(
         spec, sides, Settings(metrics=spec.metrics), options, out_dir=tmp_path, started=time.monotonic(),
         progress=lambda _m: None,
@@ -399,7 +418,7 @@ def test_a_head_replay_that_runs_past_base_deadline_is_head_timed_out() -> None:
     text = SPEC.split("[[cells]]")[0] + "[[cells]]" + SPEC.split("[[cells]]")[2]
     spec = parse_gate_spec(text, source="g.toml")
     sides = _timed_sides(text, needs_s=100.0)
-    options = GateOptions.decide(spec, seed=3)
+    options = GateOptions.decide(spec, MACHINE, GateAsked(seed=3))
     done = run_rounds(
         spec, sides, Settings(metrics=spec.metrics), options, out_dir=Path("/nonexistent"),
         started=time.monotonic(), progress=lambda _m: None,
@@ -424,7 +443,7 @@ def test_a_replay_cells_pairs_stop_at_the_budget() -> None:
     for side in sides.values():
         assert isinstance(side.session, _Timed)
         side.session.take_s = 0.4
-    options = GateOptions.decide(spec, seed=3, budget_min=2 / 60)
+    options = GateOptions.decide(spec, MACHINE, GateAsked(seed=3, budget_min=2 / 60))
     t0 = time.monotonic()
     done = run_rounds(
         spec, sides, Settings(metrics=spec.metrics), options, out_dir=Path("/nonexistent"),

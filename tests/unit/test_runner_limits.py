@@ -74,7 +74,9 @@ def test_the_compressed_writes_probe_runs_qemu_img_and_qemu_io_as_the_account(
     for name in ("qemu-img", "qemu-io"):
         (shared / name).write_text(body.format(uid=confine.account().uid))
         (shared / name).chmod(0o755)
-    result = probe_compressed_writes(tmp_path / "work", Binaries(qemu_img=str(shared / "qemu-img")))
+    result = probe_compressed_writes(
+        tmp_path / "work", Binaries(qemu="qemu-system-x86_64", qemu_img=str(shared / "qemu-img"))
+    )
     assert result["supported"], result
 
 
