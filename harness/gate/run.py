@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from harness.compare import CellResult, Settings, build_comparison, render_markdown
+from harness.compare import CellResult, Kind, Settings, Verdict, build_comparison, render_markdown
 from harness.compare.document import with_policy_reach
 from harness.compare.pointers import Pointers
 from harness.errors import InfraError
@@ -20,7 +20,14 @@ from harness.gate.checks import check_side, side_cells
 from harness.gate.judge import Judge, decide_judge, guest_word_document, render_guest_word
 from harness.gate.options import GateOptions
 from harness.gate.reach import policy_reach
-from harness.gate.rounds import GateSide, Rounds, run_rounds
+from harness.gate.rounds import (
+    HEAD_DEADLINE_FACTOR,
+    HEAD_DEADLINE_FLOOR_S,
+    Clock,
+    GateSide,
+    Rounds,
+    run_rounds,
+)
 from harness.gate.spec import GateSpec
 from harness.gate.streams import GateStreams, prepare_streams
 from harness.gate.subjects import Subject, SubjectSource, prepared_subjects, repo_toplevel, side_binaries
@@ -90,7 +97,8 @@ def run_gate(
     ) as subjects:
         out_dir.mkdir(parents=True, exist_ok=True)
         sides = open_sides(subjects, spec, options, out_dir=out_dir, progress=progress)
-        streams = replay_streams(spec, sides, out_dir=out_dir, progress=progress)
+        clock = Clock(options.budget_s, started, options.machine.workload_timeout_s)
+        streams = replay_streams(spec, sides, out_dir=out_dir, progress=progress, clock=clock)
         judge = decide_judge(
             settings,
             base_guest=sides["base"].session.guest.recipe_hash,
@@ -106,9 +114,16 @@ def run_gate(
         if canary_before:
             progress(f"gate: host canary before: {statistics.median(canary_before):.0f} MiB/s")
         played = run_rounds(
-            spec, sides, settings, options, out_dir=out_dir, started=started, progress=progress
+            spec,
+            sides,
+            settings,
+            options,
+            out_dir=out_dir,
+            started=started,
+            progress=progress,
+            before=streams.stop,
         )
-        results, canary_doc = with_stream_notes(played.results, streams.notes, sides), None
+        results, canary_doc = with_stream_notes(played.results, streams, sides), None
         if canary_before:
             canary_after = host_canary(machine.work_dir)
             progress(f"gate: host canary after: {statistics.median(canary_after):.0f} MiB/s")
@@ -168,9 +183,15 @@ def open_sides(
 
 
 def replay_streams(
-    spec: GateSpec, sides: Mapping[str, GateSide], *, out_dir: Path, progress: Callable[[str], None]
+    spec: GateSpec,
+    sides: Mapping[str, GateSide],
+    *,
+    out_dir: Path,
+    progress: Callable[[str], None],
+    clock: Clock | None = None,
 ) -> GateStreams:
-    """Base's stream of every replay cell, handed to both sides' samples, ``replay_samples`` a round."""
+    """Base's stream of every replay cell, handed to both sides' samples, ``replay_samples`` a round;
+    the recordings within ``clock``'s budget."""
     names = spec.replay_cells
     streams = prepare_streams(
         sides,
@@ -179,6 +200,7 @@ def replay_streams(
         log_root=out_dir / "logs" / "streams",
         progress=progress,
         together=spec.replay_together,
+        clock=clock,
     )
     for side in sides.values():
         side.samplers.update(streams.samplers)
@@ -188,14 +210,35 @@ def replay_streams(
 
 
 def with_stream_notes(
-    results: Sequence[CellResult], notes: Mapping[str, str], sides: Mapping[str, GateSide]
+    results: Sequence[CellResult], streams: GateStreams, sides: Mapping[str, GateSide]
 ) -> list[CellResult]:
-    """``results`` with the structural change of each replay cell whose head records another stream."""
-    by_id = {sides["head"].cells[name].id: note for name, note in notes.items()}
-    return [
-        replace(r, note="; ".join(n for n in (r.note, by_id[r.cell_id]) if n)) if r.cell_id in by_id else r
-        for r in results
-    ]
+    """``results`` with the structural change of each replay cell whose head records another stream;
+    a cell whose head recording ran past its cap is ``changed`` with that reason (a regression stays
+    one), one whose head recording ran past its deadline ``head-timed-out``."""
+    head = sides["head"].cells
+    by_id = {head[name].id: note for name, note in streams.notes.items()}
+    over = {head[name].id: why for name, why in streams.over_cap.items()}
+    late = {head[name].id: deadline for name, deadline in streams.timed_out.items()}
+    out = []
+    for r in results:
+        if r.cell_id in by_id:
+            r = replace(r, note="; ".join(n for n in (r.note, by_id[r.cell_id]) if n))
+        if r.cell_id in late:
+            r = replace(
+                r,
+                verdict=Verdict.REGRESSION,
+                kind=Kind.HEAD_TIMED_OUT,
+                reason=(
+                    f"head's recording of its stream ran past its deadline of {late[r.cell_id]:.0f} s "
+                    f"({HEAD_DEADLINE_FACTOR:g} x base's + {HEAD_DEADLINE_FLOOR_S:g} s, within the budget)"
+                ),
+            )
+        elif r.cell_id in over:
+            if r.verdict is not Verdict.REGRESSION:
+                r = replace(r, verdict=Verdict.CHANGED, kind=Kind.COUNTER, reason=over[r.cell_id])
+            r = replace(r, note="; ".join(n for n in (r.note, over[r.cell_id]) if n))
+        out.append(r)
+    return out
 
 
 def comparison_document(

@@ -29,6 +29,12 @@ TOOLS_SERIAL = "diskbench-tools"
 LEAN_BOOT = ("cryptomgr.notests", "no_timer_check")
 
 
+def option_value(text: str) -> str:
+    """``text`` as a value of a QEMU option list (``-drive``, ``-blockdev``, ``-trace``): a comma
+    doubled, or a path with one would end the value there and start an option of its own."""
+    return text.replace(",", ",,")
+
+
 @dataclass(frozen=True)
 class Drive:
     """A drive as QEMU attaches it."""
@@ -52,7 +58,7 @@ class Drive:
         opts = [
             "if=none",
             f"id={self.node}",
-            f"file={self.path}",
+            f"file={option_value(str(self.path))}",
             f"format={self.format}",
             f"cache={self.cache.value}",
             f"aio={self.aio.value}",
