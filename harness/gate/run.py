@@ -31,6 +31,7 @@ from harness.gate.rounds import (
 from harness.gate.spec import GateSpec
 from harness.gate.streams import GateStreams, prepare_streams
 from harness.gate.subjects import Subject, SubjectSource, prepared_subjects, repo_toplevel, side_binaries
+from harness.host import accounts
 from harness.paths import qemu_cache_dir
 from harness.record import Sample
 from harness.subject.policy import Policy
@@ -87,16 +88,20 @@ def run_gate(
             )
         )
 
-    with prepared_subjects(
-        repo,
-        sources,
-        default_policy=options.default_policy,
-        build_command=options.build_command,
-        log=progress,
-        vet=vet,
-    ) as subjects:
+    with (
+        prepared_subjects(
+            repo,
+            sources,
+            default_policy=options.default_policy,
+            build_command=options.build_command,
+            log=progress,
+            vet=vet,
+        ) as subjects,
+        # head's QEMU runs as a uid of its own: it cannot signal, trace or write base's while both run
+        accounts.side_account() as head_uid,
+    ):
         out_dir.mkdir(parents=True, exist_ok=True)
-        sides = open_sides(subjects, spec, options, out_dir=out_dir, progress=progress)
+        sides = open_sides(subjects, spec, options, out_dir=out_dir, progress=progress, head_uid=head_uid)
         clock = Clock(options.budget_s, started, options.machine.workload_timeout_s)
         streams = replay_streams(spec, sides, out_dir=out_dir, progress=progress, clock=clock)
         judge = decide_judge(
@@ -151,9 +156,12 @@ def open_sides(
     *,
     out_dir: Path,
     progress: Callable[[str], None],
+    head_uid: int | None = None,
 ) -> dict[str, GateSide]:
     """Each side's cells under its own policy, and a session on its guest and QEMU
-    (its own binaries, else ``options.machine``'s), its records under ``out_dir``.
+    (its own binaries, else ``options.machine``'s), its records under ``out_dir``; head's
+    binaries run as ``head_uid`` (:func:`harness.host.accounts.side_account`), base's as the
+    QEMU account.
 
     Both sides must get the same accelerator: a gate never compares kvm with tcg.
     """
@@ -163,6 +171,8 @@ def open_sides(
     qemu_cache = options.qemu_cache or qemu_cache_dir()
     runner = options.machine.binaries
     side_qemu = {s.label: side_binaries(s, runner, qemu_cache, progress) for s in subjects}
+    if "head" in side_qemu:
+        side_qemu["head"] = replace(side_qemu["head"], runs_as=head_uid)
     sides: dict[str, GateSide] = {}
     for subject in subjects:
         cells = side_cells(spec, subject.label, subject.policy)

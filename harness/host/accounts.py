@@ -29,7 +29,8 @@ import resource
 import secrets
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -123,6 +124,19 @@ def fresh_account() -> BuildAccount:
         if not uid_processes(uid):
             return BuildAccount(uid, uid, fresh=True)
     raise InfraError("no free uid for a build account: every one drawn is in use")
+
+
+@contextmanager
+def side_account() -> Iterator[int | None]:
+    """A fresh uid for one side of a gate (head's QEMU, qemu-img and qemu-io), for as long as the
+    block lasts, ended as a build's is (:func:`end_account`) when it ends: the value of
+    :attr:`harness.subject.binaries.Binaries.runs_as`.  None when we are not root (nothing can
+    switch: the side runs as this user)."""
+    account = fresh_account()
+    try:
+        yield account.uid if account.fresh else None
+    finally:
+        end_account(account)
 
 
 def end_account(account: BuildAccount, *, wait_s: float = END_WAIT_S) -> int:

@@ -33,7 +33,7 @@ class AccelChoice:
     problem: str | None = None  # why KVM does not work, where ``auto`` fell back to TCG
 
 
-def kvm_device_problem(dev: str = "/dev/kvm") -> str | None:
+def kvm_device_problem(dev: str = "/dev/kvm", runs_as: int | None = None) -> str | None:
     """Why /dev/kvm cannot be used, or None if it opens read-write."""
     if not os.path.exists(dev):
         return f"{dev} does not exist (no KVM in this kernel or no nested virtualization)"
@@ -42,12 +42,20 @@ def kvm_device_problem(dev: str = "/dev/kvm") -> str | None:
     except OSError as exc:
         return f"{dev} cannot be opened: {exc.strerror} (add this user to the kvm group)"
     os.close(fd)
-    return confine.device_problem(dev, confine.account())
+    return confine.device_problem(dev, confine.account(runs_as))
 
 
-def probe_kvm(kernel: Path, initrd: Path, *, qemu: str, timeout_s: float = KVM_PROBE_TIMEOUT_S) -> str | None:
-    """Boot the guest under KVM with ``qemu``; None if it reached ready, else why not."""
-    problem = kvm_device_problem()
+def probe_kvm(
+    kernel: Path,
+    initrd: Path,
+    *,
+    qemu: str,
+    runs_as: int | None = None,
+    timeout_s: float = KVM_PROBE_TIMEOUT_S,
+) -> str | None:
+    """Boot the guest under KVM with ``qemu`` (as ``runs_as``, its side's account); None if it
+    reached ready, else why not."""
+    problem = kvm_device_problem(runs_as=runs_as)
     if problem:
         return problem
     config = VMConfig(
@@ -57,6 +65,7 @@ def probe_kvm(kernel: Path, initrd: Path, *, qemu: str, timeout_s: float = KVM_P
         drives=[],
         accel="kvm",
         qemu=qemu,
+        runs_as=runs_as,
     )
     with tempfile.TemporaryDirectory(prefix="diskbench-probe-") as tmp:
         try:
@@ -171,6 +180,7 @@ def cached_probe(
     initrd: Path,
     *,
     qemu: str,
+    runs_as: int | None = None,
     use_cache: bool = True,
     probe: Callable[..., str | None] | None = None,
     device: Callable[[], str | None] = kvm_device_problem,
@@ -184,13 +194,13 @@ def cached_probe(
         return problem
     boot = probe or probe_kvm
     if not use_cache:
-        return boot(kernel, initrd, qemu=qemu)
+        return boot(kernel, initrd, qemu=qemu, runs_as=runs_as)
     cache_file = cache_dir() / "accel-verdicts.json"
     key = probe_key(kernel, qemu).text()
     verdicts = _read_cache(cache_file)
     if key in verdicts:
         return verdicts[key]
-    problem = boot(kernel, initrd, qemu=qemu)
+    problem = boot(kernel, initrd, qemu=qemu, runs_as=runs_as)
     verdicts.pop(key, None)
     verdicts[key] = problem
     _write_cache(cache_file, verdicts)
@@ -205,6 +215,7 @@ def choose_accel(
     warn: Callable[[str], None],
     use_cache: bool = True,
     qemu: str,
+    runs_as: int | None = None,
 ) -> AccelChoice:
     """Resolve ``auto|kvm|tcg`` into the accelerator that really works here for ``qemu``.
 
@@ -215,7 +226,7 @@ def choose_accel(
         raise UsageError(f"unknown accel {requested!r}: use one of {', '.join(ACCELS)}")
     if requested == "tcg":
         return AccelChoice("tcg", "requested with --accel tcg")
-    problem = cached_probe(kernel, initrd, qemu=qemu, use_cache=use_cache)
+    problem = cached_probe(kernel, initrd, qemu=qemu, runs_as=runs_as, use_cache=use_cache)
     if problem is None:
         return AccelChoice("kvm", "a guest reached its ready line under KVM")
     if requested == "kvm":

@@ -21,7 +21,7 @@ _QMP_QUIT = '{"execute":"qmp_capabilities"}\n{"execute":"quit"}\n'
 
 
 @lru_cache(maxsize=16)
-def aio_problem(qemu: str, aio: Aio, cache: Cache, work_dir: Path) -> str | None:
+def aio_problem(qemu: str, aio: Aio, cache: Cache, work_dir: Path, runs_as: int | None = None) -> str | None:
     """Why QEMU cannot open an image in ``work_dir`` with ``aio``/``cache``, or None.
 
     Opens a 1 MiB raw image with ``-machine none`` and quits over QMP on
@@ -30,7 +30,7 @@ def aio_problem(qemu: str, aio: Aio, cache: Cache, work_dir: Path) -> str | None
     """
     with (
         tempfile.TemporaryDirectory(prefix=".diskbench-aio-", dir=work_dir) as tmp,
-        confine.Handoff(confine.account()) as handoff,  # as the samples' QEMU runs
+        confine.Handoff(confine.account(runs_as)) as handoff,  # as the samples' QEMU runs
     ):
         image = Path(tmp) / "probe.raw"
         name = handoff.write(image, create=True)
@@ -51,7 +51,7 @@ def aio_problem(qemu: str, aio: Aio, cache: Cache, work_dir: Path) -> str | None
 
 
 @lru_cache(maxsize=4)
-def encryption_problem(qemu_img: str, encrypt: str, work_dir: Path) -> str | None:
+def encryption_problem(qemu_img: str, encrypt: str, work_dir: Path, runs_as: int | None = None) -> str | None:
     """Why this qemu-img cannot create a qcow2 with ``encrypt``, or None (probed on a 16 MiB image)."""
     from harness.sample.images import create
     from harness.spec import make_cell
@@ -59,7 +59,7 @@ def encryption_problem(qemu_img: str, encrypt: str, work_dir: Path) -> str | Non
     with tempfile.TemporaryDirectory(prefix=".diskbench-encrypt-", dir=work_dir) as tmp:
         spec = make_cell(format="qcow2", encrypt=encrypt, size="64M").image
         try:
-            create(Path(tmp) / "probe.qcow2", spec, qemu_img=qemu_img)
+            create(Path(tmp) / "probe.qcow2", spec, qemu_img=qemu_img, runs_as=runs_as)
         except CommandError as exc:
             return exc.message
     return None
@@ -68,12 +68,16 @@ def encryption_problem(qemu_img: str, encrypt: str, work_dir: Path) -> str | Non
 def unsupported_reason(cell: Cell, work_dir: Path, binaries: Binaries) -> str | None:
     """Why ``binaries`` cannot run ``cell`` here: aio modes other than threads and encryption are probed."""
     if cell.image.encrypted:
-        problem = encryption_problem(binaries.qemu_img, cell.image.encrypt, work_dir.resolve())
+        problem = encryption_problem(
+            binaries.qemu_img, cell.image.encrypt, work_dir.resolve(), binaries.runs_as
+        )
         if problem is not None:
             return f"encrypt={cell.image.encrypt} does not work with this qemu-img: {problem}"
     if cell.drive.aio is Aio.THREADS:
         return None
-    problem = aio_problem(binaries.qemu, cell.drive.aio, cell.drive.cache, work_dir.resolve())
+    problem = aio_problem(
+        binaries.qemu, cell.drive.aio, cell.drive.cache, work_dir.resolve(), binaries.runs_as
+    )
     if problem is None:
         return None
     return f"aio={cell.drive.aio.value} with cache={cell.drive.cache.value} does not work here: {problem}"
@@ -94,8 +98,8 @@ def probe_compressed_writes(work_dir: Path, binaries: Binaries) -> dict[str, Any
     work_dir.mkdir(parents=True, exist_ok=True)
     with (
         tempfile.TemporaryDirectory(prefix=".diskbench-compress-", dir=work_dir) as tmp,
-        # as the samples' qemu-img and qemu-io run: the unprivileged account, the image handed over
-        confine.Handoff(confine.account()) as handoff,
+        # as the samples' qemu-img and qemu-io run: the side's unprivileged account, the image handed over
+        confine.Handoff(confine.account(binaries.runs_as)) as handoff,
     ):
         image = handoff.write(Path(tmp) / "probe.qcow2", create=True)
         node = {

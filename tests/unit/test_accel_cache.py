@@ -19,7 +19,7 @@ class Probes:
         self.answer = answer
         self.boots: list[str] = []
 
-    def __call__(self, kernel: Path, initrd: Path, *, qemu: str) -> str | None:
+    def __call__(self, kernel: Path, initrd: Path, *, qemu: str, runs_as: int | None = None) -> str | None:
         self.boots.append(qemu)
         return self.answer
 

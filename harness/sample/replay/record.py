@@ -206,7 +206,7 @@ def stream_key(cell: Cell, guest: Guest, opts: RunOptions, config: VMConfig) -> 
         "snapshot": snapshot.key_material(
             config,
             recipe_hash=guest.recipe_hash,
-            qemu_version=tool_version(config.qemu),
+            qemu_version=tool_version(config.qemu, runs_as=config.runs_as),
             disk_bytes=cell.image.size,
         ),
         "workload": workload_line(cell, opts),
@@ -244,7 +244,7 @@ def record(
     trace = log_dir / "record.trace"
     for path in (write_log, trace):
         path.unlink(missing_ok=True)
-    images.create(image, cell.image, qemu_img=opts.binaries.qemu_img)
+    images.create(image, cell.image, qemu_img=opts.binaries.qemu_img, runs_as=opts.binaries.runs_as)
     try:
         base = vm_config(cell, guest, opts, image)
         disk = guest_drive(base)

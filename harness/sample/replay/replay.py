@@ -148,6 +148,8 @@ class Replayer:
     work_dir: Path
     drive_options: tuple[tuple[str, str], ...] = ()
     timeout_s: float = REPLAY_TIMEOUT_S
+    #: the uid qemu-img and qemu-io run as (the side's :attr:`Binaries.runs_as`)
+    runs_as: int | None = None
 
     @classmethod
     def of(
@@ -159,6 +161,7 @@ class Replayer:
             qemu_img=binaries.qemu_img,
             work_dir=work_dir,
             drive_options=drive_options,
+            runs_as=binaries.runs_as,
         )
 
 
@@ -272,9 +275,9 @@ def _one_pass(
     image = replayer.work_dir / f"{cell.id}.{token}.replay.{cell.image.format.value}"
     trace = replayer.work_dir / f"{cell.id}.{token}.replay.trace"
     trace.unlink(missing_ok=True)
-    images.create(image, cell.image, qemu_img=replayer.qemu_img)
+    images.create(image, cell.image, qemu_img=replayer.qemu_img, runs_as=replayer.runs_as)
     try:
-        with confine.Handoff(confine.account()) as handoff:
+        with confine.Handoff(confine.account(replayer.runs_as)) as handoff:
             name = handoff.write(image)
             traced = handoff.write(trace, create=True)
             wanted = guest_drive_options(cell, replayer.drive_options, Path(name))

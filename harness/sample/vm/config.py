@@ -106,6 +106,8 @@ class VMConfig:
     drives: Sequence[Drive]
     # the binary given (a path, or a name on PATH)
     qemu: str
+    # the uid QEMU runs as when the harness is root (the side's Binaries.runs_as); None: the QEMU account
+    runs_as: int | None = None
     accel: str = "tcg"
     mem_mib: int = 256
     smp: int = 1

@@ -113,7 +113,7 @@ class Machine:
             path.write_bytes(b"")
         self._qmp_path = qmp_path
         # QEMU runs unprivileged (harness.host.confine): it gets its files as descriptors
-        self._handoff = confine.Handoff(confine.account())
+        self._handoff = confine.Handoff(confine.account(self.config.runs_as))
         self._handoff.directory(self._tmp)
         control = None
         if self.config.control:
