@@ -84,15 +84,16 @@ def run(args: argparse.Namespace) -> int:
         pointers=Pointers(pages_url=pages_url_from_args(args), reproduce=tuple(reproduce)),
     )
     if args.format == "json":
-        print(json.dumps(result.document, indent=2, allow_nan=False))
+        print(json.dumps(result.comparison.to_json(), indent=2, allow_nan=False))
     elif args.format == "markdown":
         print(result.markdown, end="")
     else:
         style = Style(wants_color(isatty=sys.stdout.isatty(), environ=os.environ))
         print(
-            render_text(result.document, only_changed=args.only_changed, sort=args.sort, style=style), end=""
+            render_text(result.comparison, only_changed=args.only_changed, sort=args.sort, style=style),
+            end="",
         )
     if args.out is not None:
         # beside JSON on stdout, the path goes to stderr: stdout stays one document
         (err if args.format == "json" else print)(f"comparison: {args.out / COMPARISON_NAME}")
-    return verdict_exit_code(result.document)
+    return verdict_exit_code(result.comparison)

@@ -14,8 +14,8 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from harness.compare.model import Side
 from harness.errors import BuildError, CommandError, InfraError, UsageError
 from harness.host import confine, proc
 from harness.paths import IMAGES_DIR
@@ -48,15 +48,18 @@ class Subject:
     qemu: str | None
     qemu_img: str | None
 
-    def describe(self) -> dict[str, Any]:
-        return {
-            "label": self.label,
-            "rev": self.rev,
-            "commit": self.commit,
-            "policy": self.policy.as_dict(),
-            "qemu": self.qemu,
-            "qemu_img": self.qemu_img,
-        }
+    def describe(self) -> Side:
+        """This side as the comparison names it: label, rev, commit, policy and the binaries it
+        brought (the session adds its subject and machine)."""
+        return Side(
+            label=self.label,
+            rev=self.rev,
+            commit=self.commit,
+            policy=self.policy.as_dict(),
+            qemu=self.qemu,
+            qemu_img=self.qemu_img,
+            keys=Side.GATE,
+        )
 
     def binaries(self, default: Binaries) -> Binaries:
         """This side's QEMU and qemu-img: its own where it brings them, else ``default`` (the run's)."""

@@ -68,8 +68,8 @@ def gate(
         seed=7,
         canary=False,
     )
-    doc = load_comparison(tmp_path / "out" / "comparison.json")
-    assert doc == json.loads(json.dumps(result.document))
+    doc = load_comparison(tmp_path / "out" / "comparison.json").to_json()
+    assert doc == json.loads(json.dumps(result.comparison.to_json()))
     assert (tmp_path / "out" / "summary.md").read_text() == result.markdown
     return result.exit_code, doc
 

@@ -213,5 +213,5 @@ def test_records_are_written_by_the_store_alone() -> None:
         for name, path in modules().items()
         if "write_json_atomic" in path.read_text() and "from harness.record" in path.read_text()
     }
-    # the store; comparison.json is written beside the records of a compare and of a gate
-    assert writers == {"harness.record.store", "harness.compare.comparison", "harness.gate.run"}
+    # the store; comparison.json, written beside the records of a compare and of a gate, by its one writer
+    assert writers == {"harness.record.store", "harness.compare.comparison"}
