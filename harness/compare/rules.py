@@ -14,7 +14,7 @@ from harness.compare.model import FlatCell
 from harness.compare.settings import Settings
 from harness.compare.stats import holm_adjust
 from harness.compare.verdict import Kind, Verdict, worst
-from harness.record.model import Record, Sample
+from harness.record.model import CellInfo, Record, Sample
 
 __all__ = [
     "CellResult",
@@ -75,8 +75,8 @@ def _workload_slug(workload: Mapping[str, Any]) -> str:
         return str(workload.get("name", "?"))
 
 
-def flatten_cell(cell: Mapping[str, Any]) -> FlatCell:
-    """The axes of a record's cell (its JSON object), flat: format, ..., workload (slug), cache_state.
+def flatten_cell(cell: CellInfo) -> FlatCell:
+    """The axes of a record's cell, flat: format, ..., workload (slug), cache_state.
 
     Other plain values at the top of the cell (a replay's ``measure``, a gate's ``gate_name``...)
     follow the axes as they are.
@@ -86,7 +86,7 @@ def flatten_cell(cell: Mapping[str, Any]) -> FlatCell:
     workload = cell.get("workload") or {}
     plain: dict[str, Any] = {
         k: v
-        for k, v in cell.items()
+        for k, v in cell.data.items()
         if k not in ("id", "image", "drive", "workload", "cache_state")
         and (v is None or isinstance(v, str | int | float | bool))
     }
@@ -173,7 +173,7 @@ def _present(metric: str, samples: Iterable[Sample]) -> bool:
 
 
 def compare_cell(
-    cell: Mapping[str, Any],
+    cell: CellInfo,
     base_samples: Sequence[Sample],
     head_samples: Sequence[Sample],
     *,
@@ -359,11 +359,11 @@ def overall_verdict(cells: Sequence[CellResult]) -> Verdict:
     return Verdict.UNCHANGED
 
 
-def _group(records: Sequence[Record]) -> dict[str, tuple[Mapping[str, Any], list[Sample]]]:
+def _group(records: Sequence[Record]) -> dict[str, tuple[CellInfo, list[Sample]]]:
     """Cell id -> (the record's cell, samples of every record of that cell, in order)."""
-    groups: dict[str, tuple[Mapping[str, Any], list[Sample]]] = {}
+    groups: dict[str, tuple[CellInfo, list[Sample]]] = {}
     for record in records:
-        cell = record.cell.data
+        cell = record.cell
         cell_id = str(cell.get("id", "?"))
         if cell_id not in groups:
             groups[cell_id] = (cell, [])
@@ -415,7 +415,7 @@ def compare_records(
 
 
 def compare_family(
-    groups: Sequence[tuple[Mapping[str, Any], Sequence[Sample], Sequence[Sample]]],
+    groups: Sequence[tuple[CellInfo, Sequence[Sample], Sequence[Sample]]],
     *,
     settings: Settings,
 ) -> list[CellResult]:

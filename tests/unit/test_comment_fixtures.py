@@ -86,7 +86,7 @@ def derived_timed_out(real: Comparison) -> Comparison:
     late_one = Sample.from_json({"status": "error", "error_type": "GuestTimeout"})
     base = Record(cell=CellInfo(nested), machine=MachineInfo(), samples=(ok,) * late.base_ok)
     head = Record(cell=CellInfo(nested), machine=MachineInfo(), samples=(ok,) * (rounds - 1) + (late_one,))
-    result = _timed_out_result(nested, base, head, deadline)
+    result = _timed_out_result(CellInfo(nested), base, head, deadline)
     cells = list(real.cells)
     cells[1] = compared_cell(replace(result, rounds=rounds))
     summary = replace(

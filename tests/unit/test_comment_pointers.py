@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_compare import MACHINE, SETTINGS, cell_dict, gauss, samples, write_side
+from test_compare import MACHINE, SETTINGS, cell_dict, cell_info, gauss, samples, write_side
 
 from harness.cli import main
 from harness.cli.gate import reproduce_argv
@@ -31,7 +31,7 @@ from harness.compare.pointers import (
 from harness.compare.verdict import Verdict
 from harness.errors import UsageError
 from harness.gate import GATE_SPEC
-from harness.record import MachineInfo
+from harness.record import CellInfo, MachineInfo
 from harness.spec import make_cell
 from harness.workloads import registry
 
@@ -44,7 +44,7 @@ PAGES = "https://acme.github.io/diskbench/"
 
 def flat(**axes: Any) -> tuple[FlatCell, str]:
     cell = make_cell(**axes).as_dict()
-    return flatten_cell(cell), str(cell["id"])
+    return flatten_cell(CellInfo(cell)), str(cell["id"])
 
 
 @pytest.mark.parametrize(
@@ -124,13 +124,13 @@ def layout_spec() -> Any:
 def steady_and_regressed() -> list[Any]:
     return [
         compare_cell(
-            cell_dict(interface="ide"),
+            cell_info(interface="ide"),
             samples(gauss(20, 8, 100.0, 0.01)),
             samples(gauss(21, 8, 120.0, 0.01)),
             settings=SETTINGS,
         ),
         compare_cell(
-            cell_dict(cache="none"),
+            cell_info(cache="none"),
             samples(gauss(30, 8, 100.0, 0.005)),
             samples(gauss(31, 8, 100.0, 0.005)),
             settings=SETTINGS,
@@ -286,7 +286,7 @@ def test_the_gates_command_names_the_commits_and_only_the_flags_given(tmp_path: 
 
 def noisy_cell() -> Any:
     return compare_cell(
-        cell_dict(format="raw"),
+        cell_info(format="raw"),
         samples([100.0, 60.0, 140.0, 90.0, 120.0, 70.0]),
         samples([110.0, 75.0, 150.0, 95.0, 130.0, 80.0]),
         settings=SETTINGS,
@@ -337,7 +337,7 @@ def test_inconclusive_on_the_edge_says_more_rounds_would_not_decide() -> None:
 def test_names_and_links_are_inert() -> None:
     odd = cell_dict() | {"id": "x"}
     odd["workload"] = {"name": "dd", "dd_mib": 64}
-    cell = compare_cell(odd, samples([1.0] * 4), samples([1.0] * 4), settings=SETTINGS)
+    cell = compare_cell(CellInfo(odd), samples([1.0] * 4), samples([1.0] * 4), settings=SETTINGS)
     doc = document(cells=[cell])
     doc = replace(doc, cells=(replace(doc.cells[0], title="[click](https://evil.test) @octocat"),))
     # outside code spans (where nothing is a link or a mention) it is escaped

@@ -35,7 +35,7 @@ from harness.compare import (
 from harness.compare.comparison import load_comparison, write_comparison
 from harness.compare.model import Budget, Comparison, DiffEntry, Side
 from harness.errors import UsageError
-from harness.record import Record, Sample, new_record, write_record
+from harness.record import CellInfo, Record, Sample, new_record, write_record
 from harness.record.model import MachineInfo
 from harness.spec import make_cell
 
@@ -75,6 +75,10 @@ def failed(n: int, reason: str = "guest workload failed: dd: write error") -> li
 
 def cell_dict(**axes: Any) -> dict[str, Any]:
     return make_cell(**({"workload": "dd", "dd_mib": 64} | axes)).as_dict()
+
+
+def cell_info(**axes: Any) -> CellInfo:
+    return CellInfo(cell_dict(**axes))
 
 
 # --- Mann-Whitney ---------------------------------------------------------------------------------
@@ -291,7 +295,7 @@ def test_bad_settings_are_usage_errors() -> None:
 def test_counters_explain_a_time_regression() -> None:
     base = samples(gauss(10, 8, 100.0, 0.02), host__write_amplification=gauss(11, 8, 1.001, 0.0003))
     head = samples(gauss(12, 8, 125.0, 0.02), host__write_amplification=gauss(13, 8, 1.027, 0.0003))
-    result = compare_cell(cell_dict(), base, head, settings=SETTINGS)
+    result = compare_cell(cell_info(), base, head, settings=SETTINGS)
     assert result.verdict is Verdict.REGRESSION
     assert result.kind is Kind.METRIC
     # the counter moved beyond its threshold (changed), but a time regression outranks it
@@ -306,7 +310,7 @@ def test_counters_explain_a_time_regression() -> None:
 def test_a_counter_change_under_steady_time_is_a_structural_change() -> None:
     base = samples(gauss(14, 8, 100.0, 0.005), host__flushes=[200.0] * 8)
     head = samples(gauss(15, 8, 100.0, 0.005), host__flushes=[100.0] * 8)
-    result = compare_cell(cell_dict(), base, head, settings=SETTINGS)
+    result = compare_cell(cell_info(), base, head, settings=SETTINGS)
     # never folded into unchanged or inconclusive: the IO changed
     assert result.verdict is Verdict.CHANGED
     assert result.kind is Kind.COUNTER
@@ -320,7 +324,7 @@ def test_a_counter_change_under_steady_time_is_a_structural_change() -> None:
 
 
 def test_both_sides_failed_is_an_error_never_unchanged() -> None:
-    result = compare_cell(cell_dict(), failed(4), failed(4), settings=SETTINGS)
+    result = compare_cell(cell_info(), failed(4), failed(4), settings=SETTINGS)
     assert result.verdict is Verdict.ERROR
     assert result.kind is Kind.BOTH_FAILED
     assert result.reason.startswith("both sides failed: base failed 4 of 4 samples")
@@ -330,7 +334,7 @@ def test_both_sides_failed_is_an_error_never_unchanged() -> None:
 def test_head_failing_where_base_works_is_a_regression_of_its_own_kind() -> None:
     base = samples([10.0] * 4)
     head = samples([10.0]) + failed(3, reason="qemu-img check says corrupt (exit 2)")
-    result = compare_cell(cell_dict(), base, head, settings=SETTINGS)
+    result = compare_cell(cell_info(), base, head, settings=SETTINGS)
     assert result.verdict is Verdict.REGRESSION
     assert result.kind is Kind.FAILURE
     assert "head failed 3 of 4 samples (first: qemu-img check says corrupt (exit 2))" in result.reason
@@ -339,7 +343,7 @@ def test_head_failing_where_base_works_is_a_regression_of_its_own_kind() -> None
 
 
 def test_base_failing_is_an_error() -> None:
-    result = compare_cell(cell_dict(), failed(4), samples([10.0] * 4), settings=SETTINGS)
+    result = compare_cell(cell_info(), failed(4), samples([10.0] * 4), settings=SETTINGS)
     assert (result.verdict, result.kind) == (Verdict.ERROR, Kind.BASE_FAILED)
 
 
@@ -347,7 +351,7 @@ def test_a_minority_of_failed_samples_is_compared_and_mentioned() -> None:
     base = samples(gauss(16, 8, 100.0, 0.02))
     head = samples(gauss(17, 7, 130.0, 0.02)) + failed(1)
     head[-1] = replace(head[-1], index=7)
-    result = compare_cell(cell_dict(), base, head, settings=SETTINGS)
+    result = compare_cell(cell_info(), base, head, settings=SETTINGS)
     assert result.verdict is Verdict.REGRESSION
     assert result.kind is Kind.METRIC
     assert "head failed 1 of 8 samples" in result.reason
@@ -357,14 +361,14 @@ def test_a_minority_of_failed_samples_is_compared_and_mentioned() -> None:
 def test_inconclusive_for_noise_asks_for_more_rounds() -> None:
     base = samples([100.0, 60.0, 140.0, 90.0, 120.0, 70.0])
     head = samples([110.0, 75.0, 150.0, 95.0, 130.0, 80.0])
-    result = compare_cell(cell_dict(), base, head, settings=SETTINGS)
+    result = compare_cell(cell_info(), base, head, settings=SETTINGS)
     assert result.verdict is Verdict.INCONCLUSIVE
     assert needs_more_rounds(result)
 
 
 def test_cell_axes_are_flattened() -> None:
     cell = cell_dict(interface="ide", cache="none") | {"gate_name": "ide-dd"}
-    result = compare_cell(cell, samples([1.0] * 4), samples([1.0] * 4), settings=SETTINGS)
+    result = compare_cell(CellInfo(cell), samples([1.0] * 4), samples([1.0] * 4), settings=SETTINGS)
     assert result.cell.to_json() == {
         "format": "qcow2",
         "preallocation": "off",
@@ -383,7 +387,7 @@ def test_cell_axes_are_flattened() -> None:
 
 def regressed_cell(seed: int = 20, **axes: Any) -> CellResult:
     return compare_cell(
-        cell_dict(**axes),
+        cell_info(**axes),
         samples(gauss(seed, 8, 100.0, 0.02)),
         samples(gauss(seed + 1, 8, 120.0, 0.02)),
         settings=SETTINGS,
@@ -392,7 +396,7 @@ def regressed_cell(seed: int = 20, **axes: Any) -> CellResult:
 
 def steady_cell(seed: int = 30, **axes: Any) -> CellResult:
     return compare_cell(
-        cell_dict(**axes),
+        cell_info(**axes),
         samples(gauss(seed, 8, 100.0, 0.005)),
         samples(gauss(seed + 1, 8, 100.0, 0.005)),
         settings=SETTINGS,
@@ -434,7 +438,7 @@ def test_a_canary_move_smaller_than_the_change_voids_nothing() -> None:
 
 def test_a_moving_canary_never_voids_a_changed_counter() -> None:
     changed = compare_cell(
-        cell_dict(),
+        cell_info(),
         samples(gauss(14, 8, 100.0, 0.005), host__flushes=[200.0] * 8),
         samples(gauss(15, 8, 100.0, 0.005), host__flushes=[0.0] * 8),
         settings=SETTINGS,
@@ -446,7 +450,7 @@ def test_a_moving_canary_never_voids_a_changed_counter() -> None:
 
 
 def test_a_moving_canary_leaves_failures_alone() -> None:
-    failure = compare_cell(cell_dict(), samples([1.0] * 4), failed(4), settings=SETTINGS)
+    failure = compare_cell(cell_info(), samples([1.0] * 4), failed(4), settings=SETTINGS)
     out, _ = apply_canary([failure], before_mib_s=1500.0, after_mib_s=1000.0, settings=SETTINGS)
     assert out[0] is failure
 
@@ -469,7 +473,7 @@ def test_axis_sentence_names_the_shared_interface() -> None:
 
 def test_overall_verdict_order() -> None:
     reg, steady = regressed_cell(), steady_cell()
-    err = compare_cell(cell_dict(), failed(4), failed(4), settings=SETTINGS)
+    err = compare_cell(cell_info(), failed(4), failed(4), settings=SETTINGS)
     assert overall_verdict([steady, err, reg]) is Verdict.REGRESSION
     assert overall_verdict([steady, err]) is Verdict.ERROR
     assert overall_verdict([steady]) is Verdict.UNCHANGED
@@ -594,14 +598,14 @@ def sample_document(accel: str = "kvm") -> Comparison:
         regressed_cell(22, interface="ide", cache="none"),
         steady_cell(30),
         compare_cell(
-            cell_dict(format="raw"),
+            cell_info(format="raw"),
             samples([1.0] * 4),
             failed(4, reason="guest workload failed: dd | tee: No space left on device"),
             settings=SETTINGS,
         ),
-        compare_cell(cell_dict(cache="none"), failed(4), failed(4), settings=SETTINGS),
+        compare_cell(cell_info(cache="none"), failed(4), failed(4), settings=SETTINGS),
         compare_cell(
-            cell_dict(interface="nvme"),
+            cell_info(interface="nvme"),
             samples(gauss(40, 8, 100.0, 0.005), host__flushes=[200.0] * 8),
             samples(gauss(41, 8, 100.0, 0.005), host__flushes=[100.0] * 8),
             settings=SETTINGS,
@@ -727,7 +731,7 @@ def test_markdown_has_the_table_escapes_pipes_and_says_tcg_loudly() -> None:
 def test_a_pipe_in_a_table_cell_does_not_break_the_row() -> None:
     odd = cell_dict() | {"id": "odd|cell"}
     cell = compare_cell(
-        odd, samples(gauss(1, 8, 10.0, 0.01)), samples(gauss(2, 8, 15.0, 0.01)), settings=SETTINGS
+        CellInfo(odd), samples(gauss(1, 8, 10.0, 0.01)), samples(gauss(2, 8, 15.0, 0.01)), settings=SETTINGS
     )
     doc = build_comparison(
         [cell], settings=SETTINGS, base=Side(), head=Side(), machine=MachineInfo(MACHINE), created_at="x"

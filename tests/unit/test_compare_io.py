@@ -78,9 +78,13 @@ def test_holm_rejects_what_bonferroni_rejects_and_more() -> None:
     weak_h = [rng.gauss(110, 3) for _ in range(8)]
     assert mann_whitney_u(weak_h, weak_b)[1] == pytest.approx(0.006993, abs=1e-5)
     groups = [
-        (make_cell(workload="dd", dd_mib=64).as_dict(), samples(total_s=strong_b), samples(total_s=strong_h)),
         (
-            make_cell(workload="dd", dd_mib=64, cache="none").as_dict(),
+            CellInfo(make_cell(workload="dd", dd_mib=64).as_dict()),
+            samples(total_s=strong_b),
+            samples(total_s=strong_h),
+        ),
+        (
+            CellInfo(make_cell(workload="dd", dd_mib=64, cache="none").as_dict()),
             samples(total_s=weak_b),
             samples(total_s=weak_h),
         ),
@@ -157,7 +161,7 @@ def test_a_counter_within_its_noise_is_not_a_change() -> None:
 
 
 def test_a_counter_that_moved_but_is_not_yet_significant_asks_for_more_rounds() -> None:
-    cell = make_cell(workload="dd", dd_mib=64).as_dict()
+    cell = CellInfo(make_cell(workload="dd", dd_mib=64).as_dict())
     base = samples(total_s=[1.0, 1.01, 0.99, 1.0], host__flushes=[18.0, 30, 10, 18])
     head = samples(total_s=[1.0, 1.01, 0.99, 1.0], host__flushes=[30.0, 20, 40, 25])
     (result,) = compare_family([(cell, base, head)], settings=Settings())
@@ -204,7 +208,7 @@ def test_a_gate_whose_head_changes_the_cache_mode_says_so_before_any_table() -> 
     base, head = flush_records(0.0, head_cache="writethrough")
     # the gate compares by gate name; the ids differ between the sides
     settings = Settings(metrics=("total_s", "dev.write_p90_ms"))
-    cell = head[0].cell.to_json() | {"gate_name": "policy-dd", "base_id": base[0].cell.id}
+    cell = CellInfo(head[0].cell.to_json() | {"gate_name": "policy-dd", "base_id": base[0].cell.id})
     (result,) = compare_family([(cell, base[0].samples, head[0].samples)], settings=settings)
     machine = MachineInfo(MACHINE)
     sides = {

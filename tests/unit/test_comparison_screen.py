@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from test_compare import SETTINGS, cell_dict, failed, gauss, sample_document, samples
+from test_compare import SETTINGS, cell_info, failed, gauss, sample_document, samples
 
 from harness.compare import Settings, build_comparison, compare_cell, compare_family, render_markdown
 from harness.compare.document import compared_cell
@@ -25,7 +25,7 @@ def document(cells: list[Any], **more: Any) -> Comparison:
 
 def regressed(seed: int, slower: float, **axes: Any) -> Any:
     return compare_cell(
-        cell_dict(**axes),
+        cell_info(**axes),
         samples(gauss(seed, 8, 100.0, 0.01)),
         samples(gauss(seed + 1, 8, 100.0 * slower, 0.01)),
         settings=SETTINGS,
@@ -96,12 +96,12 @@ def test_the_lead_is_the_deciding_metric_else_the_worst() -> None:
     settings = Settings(metrics=("total_s", "dev.write_p90_ms"))
     base = samples(gauss(1, 8, 10.0, 0.01), dev__write_p90_ms=gauss(2, 8, 3.0, 0.01))
     worse = samples(gauss(3, 8, 10.0, 0.01), dev__write_p90_ms=gauss(4, 8, 9.0, 0.01))
-    (cell,) = compare_family([(cell_dict(), base, worse)], settings=settings)
+    (cell,) = compare_family([(cell_info(), base, worse)], settings=settings)
     assert cell.verdict is Verdict.REGRESSION
     assert lead_metric(compared_cell(cell)) == "dev.write_p90_ms"
     # an unchanged cell shows its worst metric: the one that moved most toward worse
     same = samples(gauss(5, 8, 10.0, 0.005), dev__write_p90_ms=gauss(6, 8, 3.06, 0.005))
-    (steady,) = compare_family([(cell_dict(), base, same)], settings=settings)
+    (steady,) = compare_family([(cell_info(), base, same)], settings=settings)
     assert steady.verdict is Verdict.UNCHANGED
     figures = {m.metric: m.ratio for m in steady.metrics}
     worst = max(figures, key=lambda k: figures[k] or 0)
@@ -112,14 +112,14 @@ def test_the_lead_is_the_deciding_metric_else_the_worst() -> None:
     both = ComparedCell(cell_id="c", verdict=Verdict.UNCHANGED, kind=Kind.METRIC, metrics=(time, rate))
     assert lead_metric(both) == "mib_per_s"
     # no figures at all: no lead
-    failure = compare_cell(cell_dict(), samples([1.0] * 4), failed(4), settings=SETTINGS)
+    failure = compare_cell(cell_info(), samples([1.0] * 4), failed(4), settings=SETTINGS)
     assert lead_metric(compared_cell(failure)) is None
 
 
 def test_an_unchanged_comparison_says_what_it_could_have_seen() -> None:
     cells = [
         compare_cell(
-            cell_dict(dd_mib=64 * (k + 1)),
+            cell_info(dd_mib=64 * (k + 1)),
             samples(gauss(10 + k, 8, 100.0, cv)),
             samples(gauss(20 + k, 8, 100.0, cv)),
             settings=SETTINGS,
@@ -142,7 +142,7 @@ def test_an_unchanged_comparison_says_what_it_could_have_seen() -> None:
 
 def noisy(seed: int) -> Any:
     return compare_cell(
-        cell_dict(format="raw", dd_mib=64 + 2 * seed),
+        cell_info(format="raw", dd_mib=64 + 2 * seed),
         samples([100.0, 60.0, 140.0, 90.0, 120.0, 70.0]),
         samples([v * (1.1 + seed / 100) for v in (100.0, 68.0, 136.0, 86.0, 118.0, 73.0)]),
         settings=SETTINGS,

@@ -9,7 +9,7 @@ import pytest
 
 from harness.compare import Settings, Verdict, compare_metric
 from harness.compare.paired import log_ratios, signed_rank_test, trimmed_paired_test
-from harness.record import Sample
+from harness.record import CellInfo, Sample
 
 
 def test_the_signed_rank_test_is_exact() -> None:
@@ -79,7 +79,7 @@ def test_a_family_uses_the_pairs_test_only_where_every_sample_ran_together() -> 
     base = [rng.uniform(0.08, 0.3) for _ in range(12)]
     head = [b * 1.12 * math.exp(rng.gauss(0, 0.01)) for b in base]
     settings = Settings(metrics=("replay.write_p50_ms",), counters=())
-    cell = {"id": "c.replay"}
+    cell = CellInfo({"id": "c.replay"})
     (together,) = compare_family(
         [(cell, _samples(base, together=True), _samples(head, together=True))], settings=settings
     )

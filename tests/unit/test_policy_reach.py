@@ -23,7 +23,7 @@ from harness.errors import SpecError, UsageError
 from harness.gate.checks import side_cells
 from harness.gate.reach import policy_reach
 from harness.gate.spec import GATE_SPEC, load_gate_spec, parse_gate_spec
-from harness.record import MachineInfo, Sample
+from harness.record import CellInfo, MachineInfo, Sample
 from harness.sample.guest_sampler import RunOptions, vm_config
 from harness.spec import Aio, make_cell
 from harness.subject.policy import Held, Policy, check_reach, held_options, options_for, parse_policy
@@ -194,7 +194,7 @@ def _results(spec_cells: dict[str, Any], base_cells: dict[str, Any], slower: set
         doc = {**cell.as_dict(), "gate_name": name}
         if base_cells[name].id != cell.id:
             doc["base_id"] = base_cells[name].id
-        results.append(compare_cell(doc, base, head, settings=Settings()))
+        results.append(compare_cell(CellInfo(doc), base, head, settings=Settings()))
     return results
 
 
