@@ -3,8 +3,8 @@
 A side of a comparison document (``base``, ``head``) carries the subject of
 its records (the storage policy, the guest recipe and its packages), the
 machine its records name (QEMU binary and version) and, from a gate, the
-QEMU binaries it was given.  :func:`subject_diff` lists every difference as
-``{"what", "base", "head"}``: policy keys (``cache: none → writethrough``),
+QEMU binaries it was given.  :func:`subject_diff` lists every difference as a
+:class:`~harness.compare.model.DiffEntry` (what, base, head): policy keys (``cache: none → writethrough``),
 drive options, the guest recipe's hash and kernel, package versions, QEMU
 binaries and versions.  :func:`cell_id_changes` lists the cells whose id
 differs between the sides (a policy change renames the cells it reaches).
