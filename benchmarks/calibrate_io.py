@@ -47,6 +47,7 @@ from harness.record import CellInfo, Sample
 from harness.rounds.cell import new_run_id
 from harness.sample.guest_sampler import RunOptions, run_sample
 from harness.spec import make_cell
+from harness.subject.binaries import Binaries
 
 # the default gate spec's policy cell (qcow2, virtio-blk, cache=none), fio on the raw disk
 CELL: dict[str, Any] = {
@@ -120,6 +121,7 @@ def run(args: argparse.Namespace) -> None:
             for name, cache, options in order:
                 cell = make_cell(**{**base_cell, "cache": cache})
                 opts = RunOptions(
+                    binaries=Binaries.on_path(),
                     accel="tcg",
                     accel_reason="calibration",
                     work_dir=Path(tmp) / "work",

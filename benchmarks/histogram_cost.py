@@ -20,6 +20,7 @@ from harness.guest import build_guest
 from harness.rounds.cell import new_run_id
 from harness.sample.guest_sampler import RunOptions, run_sample
 from harness.spec import make_cell
+from harness.subject.binaries import Binaries
 
 
 def main() -> None:
@@ -37,6 +38,7 @@ def main() -> None:
         for index in range(args.runs):
             for on in (True, False) if index % 2 == 0 else (False, True):
                 opts = RunOptions(
+                    binaries=Binaries.on_path(),
                     accel=args.accel,
                     accel_reason="benchmark",
                     work_dir=Path(tmp) / "work",

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.compare.model import ComparedCell, DiffEntry, Renamed, Side, Summary
+from harness.record.model import MachineInfo
 from harness.subject.policy import QEMU_DEFAULT
 
 # at most this many package lines; the rest is counted
@@ -57,6 +58,8 @@ def subject_diff(base: Side, head: Side) -> list[DiffEntry]:
     diff += _keys("", _dict(bp.get("drive")), _dict(hp.get("drive")))
     diff += _keys("image ", _dict(bp.get("image")), _dict(hp.get("image")))
     diff += _keys("drive option ", _dict(bp.get("drive_options")), _dict(hp.get("drive_options")))
+    # the QEMU a side's policy pins ([qemu]; absent: the runner's)
+    diff += _keys("", {"QEMU pin": bp.get("qemu", "runner")}, {"QEMU pin": hp.get("qemu", "runner")})
     bg, hg = base.subject.guest, head.subject.guest
     for key, label in (("recipe_hash", "guest recipe"), ("kernel_version", "guest kernel")):
         if bg.get(key) != hg.get(key):
@@ -76,6 +79,12 @@ def subject_diff(base: Side, head: Side) -> list[DiffEntry]:
         b, h = _binary(base, key), _binary(head, key)
         if b != h:
             diff.append(DiffEntry(what=label, base=_text(b), head=_text(h)))
+    bm, hm = base.machine, head.machine
+    if (bm.get("qemu_debian_version"), bm.get("qemu_sha256")) != (
+        hm.get("qemu_debian_version"),
+        hm.get("qemu_sha256"),
+    ):
+        diff.append(DiffEntry(what="QEMU build", base=_build(bm), head=_build(hm)))
     return diff
 
 
@@ -83,6 +92,15 @@ def _binary(side: Side, key: str) -> Any:
     """A side's QEMU or qemu-img (a gate's own binary, else its machine's) or their versions."""
     own = side.qemu if key == "qemu" else side.qemu_img if key == "qemu_img" else None
     return own or side.machine.get(key)
+
+
+def _build(machine: MachineInfo) -> str:
+    """``Debian 1:10.0.2+ds-2+deb13u1~bpo12+1, sha256 e8f995668153``: the build exactly."""
+    debian, sha = machine.get("qemu_debian_version"), machine.get("qemu_sha256")
+    if not debian and not sha:
+        return UNSET
+    parts = [f"Debian {debian}" if debian else "no Debian version", f"sha256 {str(sha)[:12]}" if sha else ""]
+    return ", ".join(p for p in parts if p)
 
 
 def cell_id_changes(cells: Sequence[ComparedCell]) -> list[Renamed]:

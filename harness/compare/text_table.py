@@ -9,16 +9,17 @@ reads; this is what ``diskbench compare`` prints in a terminal.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import textwrap
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.compare.markdown import _cell_name, _change_text, _ci_text
+from harness.compare.markdown import _cell_name, _change_text
 from harness.compare.model import ComparedCell, Comparison, Figures, Side
 from harness.compare.screen import DECIDED, beyond
 from harness.compare.subject import diff_line, held_lines
 from harness.compare.text import format_p, pct
 from harness.compare.verdict import Kind, Verdict
-from harness.units import PLAIN, Style, human, table
+from harness.units import PLAIN, Style, human, short_names, table, visible_width
 from harness.untrusted import clean_line
 
 SORTS = ("cell", "effect")
@@ -32,7 +33,7 @@ _COLOURS: dict[str, tuple[str, ...]] = {
     Verdict.UNCHANGED.value: ("dim",),
 }
 
-HEADER = ["cell", "metric", "base", "head", "change", "interval", "p", "rounds", "verdict"]
+HEADER = ["cell", "metric", "base", "head", "change", "interval", "p", "n", "verdict"]
 
 
 def _line(text: Any) -> str:
@@ -87,11 +88,11 @@ def _verdict_label(cell: ComparedCell) -> str:
     return f"{label} ({cell.kind.value})" if cell.kind is not Kind.METRIC else label
 
 
-def _table(cells: Sequence[ComparedCell], style: Style) -> list[str]:
+def _table(cells: Sequence[ComparedCell], style: Style, names: Mapping[str, str]) -> list[str]:
     rows: list[list[str]] = []
     for cell in cells:
         label = _verdict_label(cell)
-        name = _line(_cell_name(cell))
+        name = _line(names.get(cell.cell_id, _cell_name(cell)))
         rounds = str(cell.rounds)
         colours = _COLOURS.get(cell.verdict.value, ())
         metrics = _rows_of(cell)
@@ -107,13 +108,21 @@ def _table(cells: Sequence[ComparedCell], style: Style) -> list[str]:
                     human(m.median_base, m.unit),
                     human(m.median_head, m.unit),
                     _change_text(m),
-                    _ci_text(m),
+                    _interval(m),
                     format_p(m.p_value),
                     rounds,
                     style(row_label, *colour),
                 ]
             )
     return table([style(h, "bold") for h in HEADER], rows, numeric={2, 3, 4, 6, 7})
+
+
+def _interval(m: Figures) -> str:
+    """``-3.1…+4.2%``: the interval of the change, compact (the markdown spaces it out)."""
+    lo, hi = m.ci_low_pct, m.ci_high_pct
+    if lo is None or hi is None:
+        return "-"
+    return f"{lo:+.1f}…{hi:+.1f}%"
 
 
 def _side(info: Side) -> str:
@@ -160,21 +169,48 @@ def render_text(
             lines.append("  policy values some cells cannot take (they keep the fallback, both sides alike):")
             lines += [f"  - {_line(line)}" for line in held]
     shown = ordered(cells, sort=sort, only_changed=only_changed)
+    common, names = _short(cells)
     lines.append("")
     if shown:
-        lines += _table(shown, style)
+        if common:
+            lines.append(f"Every cell is {_line(common)}; the table names what sets each apart:")
+        lines += _table(shown, style, names)
     hidden = len(cells) - len(shown)
     if hidden:
         lines.append(f"({hidden} unchanged cell{'s' if hidden != 1 else ''} not shown: --only-changed)")
     if summary.axis_sentence:
         lines += ["", _line(summary.axis_sentence)]
-    lines += _notes(cells)
+    lines += _notes(cells, names)
     lines += _footer(doc)
-    return "\n".join(lines) + "\n"
+    return "\n".join(wrapped for line in lines for wrapped in _wrap(line)) + "\n"
 
 
-def _notes(cells: Sequence[ComparedCell]) -> list[str]:
-    """Why each decided cell did, the errors, the counters' notes: one line per cell."""
+WIDTH = 100
+
+
+def _short(cells: Sequence[ComparedCell]) -> tuple[str, dict[str, str]]:
+    """The parts of the cell ids every cell shares, and each cell's id without them (a cell whose
+    base had another id keeps both)."""
+    ids = [c.cell_id for c in cells]
+    common, shorts = short_names(ids)
+    names = {}
+    for cell, short in zip(cells, shorts, strict=True):
+        full = _cell_name(cell)
+        names[cell.cell_id] = short if full == cell.cell_id else full
+    return common, names
+
+
+def _wrap(line: str) -> list[str]:
+    """A line of prose within :data:`WIDTH` columns (a table's line stays whole)."""
+    if visible_width(line) <= WIDTH or "\033" in line or "  " in line.strip():
+        return [line]
+    indent = " " * (len(line) - len(line.lstrip()))
+    return textwrap.wrap(line, WIDTH, initial_indent="", subsequent_indent=indent + "    ") or [line]
+
+
+def _notes(cells: Sequence[ComparedCell], names: Mapping[str, str]) -> list[str]:
+    """Why each decided cell did, the errors, the counters' notes: a line per reason, naming the
+    cells that share it."""
     why = [
         (c, _line(c.reason))
         for c in cells
@@ -184,11 +220,18 @@ def _notes(cells: Sequence[ComparedCell]) -> list[str]:
     notes = [(c, _line(c.note)) for c in cells if c.note]
     lines: list[str] = []
     for title, entries in (("Why:", why), ("Errors:", errors), ("Counters:", notes)):
-        if entries:
-            lines += ["", title]
-            lines += [
-                f"  {_line(c.cell_id)}: {text}" for c, text in sorted(entries, key=lambda e: e[0].cell_id)
-            ]
+        if not entries:
+            continue
+        lines += ["", title]
+        by_text: dict[str, list[str]] = {}
+        for c, text in sorted(entries, key=lambda e: e[0].cell_id):
+            by_text.setdefault(text, []).append(_line(names.get(c.cell_id, c.cell_id)))
+        for text, cells_of in by_text.items():
+            # one line for a reason several cells share (ten cells with too few samples)
+            who = ", ".join(cells_of) if len(cells_of) <= 2 else f"{len(cells_of)} cells ({cells_of[0]}...)"
+            if len(cells_of) == len(entries) and len(cells_of) > 2:
+                who = f"all {len(cells_of)} cells"
+            lines.append(f"  {who}: {text}")
     return lines
 
 

@@ -16,7 +16,6 @@ from pathlib import Path
 from harness.errors import SpecError, UsageError
 from harness.gate.spec import GateSpec
 from harness.spec import Cell
-from harness.subject.binaries import QEMU_IMG
 from harness.subject.policy import Completed, Policy, check_reach
 from harness.sweep import limits
 
@@ -50,7 +49,7 @@ def check_side(
     policy: Policy,
     *,
     work_dir: Path,
-    qemu_img: str = QEMU_IMG,
+    qemu_img: str,
     max_disk_bytes: int = limits.MAX_DISK_BYTES,
 ) -> str:
     """Side ``label``'s cells under ``policy`` pass a sweep's image, size and free-space checks;

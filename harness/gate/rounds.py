@@ -146,11 +146,7 @@ def run_rounds(
     tally = _Tally(rounds_of=dict.fromkeys(names, 0))
     play = functools.partial(
         _play_round,
-        sides=sides,
-        rng=rng,
-        tally=tally,
-        out_dir=out_dir,
-        progress=progress,
+        table=_Table(sides=sides, rng=rng, tally=tally, out_dir=out_dir, progress=progress),
         options=options,
         started=started,
     )
@@ -222,18 +218,22 @@ class _Tally:
     timed_out: dict[str, float] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class _Table:
+    """What every turn of the rounds plays on: both sides, the run order's draw, the tally so far,
+    where records go and where progress lines go."""
+
+    sides: Mapping[str, GateSide]
+    rng: random.Random
+    tally: _Tally
+    out_dir: Path
+    progress: Callable[[str], None]
+
+
 def _play_round(
-    number: int,
-    cell_names: Sequence[str],
-    *,
-    sides: Mapping[str, GateSide],
-    rng: random.Random,
-    tally: _Tally,
-    out_dir: Path,
-    progress: Callable[[str], None],
-    options: GateOptions,
-    started: float,
+    number: int, cell_names: Sequence[str], *, table: _Table, options: GateOptions, started: float
 ) -> None:
+    sides, rng, tally, out_dir, progress = table.sides, table.rng, table.tally, table.out_dir, table.progress
     paired: set[str] = set()
     for turn in round_order(number, cell_names, [sides[label] for label in SIDES], rng):
         if tally.stop is not None:
@@ -251,15 +251,11 @@ def _play_round(
                     number,
                     turn.cell,
                     per,
-                    sides,
-                    rng,
-                    tally,
-                    out_dir,
-                    progress,
-                    workload_timeout_s=min(options.workload_timeout_s, left_s),
+                    table,
+                    workload_timeout_s=min(options.machine.workload_timeout_s, left_s),
                 )
             continue
-        deadline = min(options.workload_timeout_s, left_s)
+        deadline = min(options.machine.workload_timeout_s, left_s)
         if turn.side.subject.label == "head":
             deadline = head_deadline(_workload_times(sides["base"], turn.cell), limit_s=deadline)
         t0 = time.monotonic()
@@ -285,21 +281,11 @@ def _workload_times(side: GateSide, name: str) -> list[float]:
     ]
 
 
-def _play_pairs(
-    number: int,
-    name: str,
-    per: int,
-    sides: Mapping[str, GateSide],
-    rng: random.Random,
-    tally: _Tally,
-    out_dir: Path,
-    progress: Callable[[str], None],
-    *,
-    workload_timeout_s: float,
-) -> None:
+def _play_pairs(number: int, name: str, per: int, table: _Table, *, workload_timeout_s: float) -> None:
     """Round ``number`` of a cell taking ``per`` samples a round: ``per`` pairs of base and head,
     each pair's order drawn, so that sample i of both sides are taken next to each other; where
     the cell's pairs run together, both samples of a pair at the same moment."""
+    sides, rng, tally, out_dir, progress = table.sides, table.rng, table.tally, table.out_dir, table.progress
     spent = dict.fromkeys(SIDES, 0.0)
     pairing = sides["base"].together.get(name)
     barrier = pairing.barrier if pairing is not None else None

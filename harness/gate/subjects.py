@@ -66,6 +66,26 @@ class Subject:
         return Binaries(qemu=self.qemu or default.qemu, qemu_img=self.qemu_img or default.qemu_img)
 
 
+def side_binaries(
+    subject: Subject, default: Binaries, qemu_cache: Path, log: Callable[[str], None] = lambda _m: None
+) -> Binaries:
+    """A side's QEMU: the one given for it or built in its checkout, else the build its policy
+    pins (``[qemu] version``, resolved among the versions the configured suites offer and fetched
+    into ``qemu_cache``: a pull request names a version, never a path), else ``default``."""
+    pin = subject.policy.qemu
+    if subject.qemu or not pin.pinned:
+        return subject.binaries(default)
+    from harness.debian.qemu import QemuCache
+    from harness.subject.qemu_build import QemuBuildError
+
+    try:
+        build = QemuCache(qemu_cache).get(pin.version)
+    except QemuBuildError as exc:
+        raise QemuBuildError(f"{subject.label}: {subject.policy.source}: [qemu] {exc.message}") from None
+    log(f"gate: {subject.label} pins QEMU {pin.version}: {build.describe()}")
+    return build.binaries()
+
+
 def git(repo: Path, *args: str, timeout_s: float = 120.0) -> str:
     try:
         result = proc.run(["git", "-C", str(repo), *args], timeout_s=timeout_s)
@@ -85,6 +105,11 @@ def resolve_rev(repo: Path, rev: str, what: str) -> str:
     return result.stdout.strip()
 
 
+#: where a build command leaves a side's binaries, in its checkout (a QEMU tree's ``build/``)
+BUILT_QEMU = "build/qemu-system-x86_64"
+BUILT_QEMU_IMG = "build/qemu-img"
+
+
 def prepare_subject(
     repo: Path,
     source: SubjectSource,
@@ -92,8 +117,6 @@ def prepare_subject(
     *,
     default_policy: Path,
     build_command: str | None = None,
-    built_qemu: str = "build/qemu-system-x86_64",
-    built_qemu_img: str = "build/qemu-img",
     log: Callable[[str], None] = lambda _m: None,
     vet: Callable[[str, Policy], None] | None = None,
 ) -> Subject:
@@ -129,8 +152,8 @@ def prepare_subject(
             raise BuildError(
                 f"the build command failed for {source.label} ({source.rev}): {exc.message}"
             ) from exc
-        qemu = str(into / built_qemu)
-        qemu_img = qemu_img or str(into / built_qemu_img)
+        qemu = str(into / BUILT_QEMU)
+        qemu_img = qemu_img or str(into / BUILT_QEMU_IMG)
         for path in (qemu, qemu_img):
             if not os.access(path, os.X_OK):
                 raise BuildError(f"the build command of {source.label} made no executable {path}: check it")

@@ -24,7 +24,7 @@ from harness.sample import images, snapshot
 from harness.sample.protocol import GuestReport, parse_ready, parse_report
 from harness.sample.vm import PAYLOAD_SERIAL, TOOLS_SERIAL, Drive, Machine, VMConfig
 from harness.spec import Aio, CacheState, Cell, Interface, Workload
-from harness.subject.binaries import ON_PATH, Binaries
+from harness.subject.binaries import Binaries
 from harness.subject.policy import options_for
 from harness.untrusted import LOG_TAIL_CHARS, STRING_CHARS, clean_json, clean_line, clean_text
 from harness.workloads import parse_outputs
@@ -51,6 +51,8 @@ class RunOptions:
     work_dir: Path
     results_dir: Path
     run_id: str
+    # the QEMU and qemu-img every sample runs
+    binaries: Binaries
     repeat: int = 3
     boot_timeout_s: float = 120.0
     workload_timeout_s: float = 1800.0
@@ -63,8 +65,6 @@ class RunOptions:
     latency_histograms: bool = True
     # cold | snapshot | auto (see harness.sample.snapshot)
     start: str = "cold"
-    # the QEMU and qemu-img every sample runs
-    binaries: Binaries = ON_PATH
 
 
 def vm_config(cell: Cell, guest: Guest, opts: RunOptions, image: Path) -> VMConfig:
@@ -244,10 +244,11 @@ def boot_and_run(cell: Cell, guest: Guest, opts: RunOptions, image: Path, log_di
         name=cell.id,
         start=snapshot.parse_start(opts.start),
         cell=cell,
-        recipe_hash=guest.recipe_hash,
-        disk_bytes=cell.image.size,
-        make_scratch=lambda path: _create_scratch(path, cell, opts.binaries.qemu_img),
-        scratch_path=opts.work_dir / f"{cell.id}.snapshot-scratch.{cell.image.format.value}",
+        plan=snapshot.SnapshotPlan(
+            recipe_hash=guest.recipe_hash,
+            scratch_path=opts.work_dir / f"{cell.id}.snapshot-scratch.{cell.image.format.value}",
+            make_scratch=lambda path: _create_scratch(path, cell, opts.binaries.qemu_img),
+        ),
         boot_timeout_s=opts.boot_timeout_s,
         wait_ready=wait_ready,
     ) as started:

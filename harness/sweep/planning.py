@@ -22,7 +22,7 @@ from harness.spec import (
     Format,
     split_list,
 )
-from harness.subject.binaries import ON_PATH, QEMU_IMG, Binaries
+from harness.subject.binaries import Binaries
 from harness.sweep.specfile import Excluded, Plan
 from harness.untrusted import clean_line
 
@@ -199,7 +199,7 @@ def image_need_bytes(cell: Cell, measure: Measure) -> int:
 LUKS_HEADER_BYTES = 4 * MIB
 
 
-def measure_image(cell: Cell, *, qemu_img: str = QEMU_IMG) -> Measure:
+def measure_image(cell: Cell, *, qemu_img: str) -> Measure:
     """``qemu-img measure`` for the image ``cell`` would create.
 
     An encrypted image is measured without its encryption plus :data:`LUKS_HEADER_BYTES`:
@@ -239,10 +239,8 @@ def free_bytes(path: Path) -> int:
     return st.f_bavail * st.f_frsize
 
 
-def largest_image(
-    cells: Iterable[Cell], measure: Callable[[Cell], Measure] = measure_image
-) -> tuple[Cell, int]:
-    """The cell whose image can take the most host space, and that figure."""
+def largest_image(cells: Iterable[Cell], measure: Callable[[Cell], Measure]) -> tuple[Cell, int]:
+    """The cell whose image can take the most host space (``measure`` says what each takes), and that figure."""
     cache: dict[tuple[str, ...], Measure] = {}
     best: tuple[Cell, int] | None = None
     for cell in cells:
@@ -257,7 +255,7 @@ def largest_image(
     return best
 
 
-def check_free_space(work_dir: Path, cells: Sequence[Cell], *, qemu_img: str = QEMU_IMG) -> str:
+def check_free_space(work_dir: Path, cells: Sequence[Cell], *, qemu_img: str) -> str:
     """Refuse to start when the work dir cannot hold the largest image (``qemu_img`` measures it);
     say the figures.
 
@@ -280,7 +278,7 @@ def _gib(n: int) -> str:
 
 
 def drop_unsupported(
-    cells: Sequence[Cell], work_dir: Path, binaries: Binaries = ON_PATH
+    cells: Sequence[Cell], work_dir: Path, binaries: Binaries
 ) -> tuple[list[Cell], list[tuple[str, str]]]:
     """Leave out cells ``binaries`` cannot run here (io_uring, native aio, encryption), with the reason.
 
@@ -354,7 +352,8 @@ def describe_plan(
     builds_text = f"{_plural(builds, 'snapshot build')} included, none if cached; " if builds else ""
     lines.append(
         f"estimate: {_plural(todo, 'sample')}, about {format_duration(seconds)} under {accel.upper()} "
-        f"with --start {start} ({builds_text}a prior the progress line refines from measured samples)"
+        f"with --start {start} ({builds_text}from typical figures; the progress line corrects it as "
+        "samples finish)"
     )
     return "\n".join(lines) + "\n"
 

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from harness.compare import Settings
-from harness.gate import SubjectSource, parse_gate_spec, run_gate, settings_for
+from harness.gate import GateAsked, GateOptions, SubjectSource, parse_gate_spec, run_gate, settings_for
+from harness.rounds.session import MachineOptions
+from harness.subject.binaries import Binaries
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
 
@@ -40,15 +42,15 @@ def test_a_writethrough_head_is_seen_by_the_replay_of_bases_stream(
     out = tmp_path / "out"
     result = run_gate(
         repo=writethrough_repo,
-        base=SubjectSource("base", "base"),
-        head=SubjectSource("head", "writethrough"),
+        sources=(SubjectSource("base", "base"), SubjectSource("head", "writethrough")),
         spec=spec,
         settings=settings_for(spec, Settings()),
+        options=GateOptions.decide(
+            spec,
+            MachineOptions(binaries=Binaries.on_path(), work_dir=disk_dir, results_dir=out, accel="tcg"),
+            GateAsked(seed=5, canary=False),
+        ),
         out_dir=out,
-        work_dir=disk_dir,
-        accel="tcg",
-        seed=5,
-        canary=False,
     )
     doc = result.comparison.to_json()
     (cell,) = doc["cells"]

@@ -12,7 +12,9 @@ from gitrepo import git
 from harness.compare import Settings
 from harness.compare.comparison import load_comparison
 from harness.errors import ExitCode
-from harness.gate import SubjectSource, parse_gate_spec, run_gate, settings_for
+from harness.gate import GateAsked, GateOptions, SubjectSource, parse_gate_spec, run_gate, settings_for
+from harness.rounds.session import MachineOptions
+from harness.subject.binaries import Binaries
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
 
@@ -58,15 +60,17 @@ def gate(
     spec = parse_gate_spec(SPEC, source="test-gate.toml")
     result = run_gate(
         repo=repo,
-        base=base,
-        head=head,
+        sources=(base, head),
         spec=spec,
         settings=settings_for(spec, Settings()),
+        options=GateOptions.decide(
+            spec,
+            MachineOptions(
+                binaries=Binaries.on_path(), work_dir=disk_dir, results_dir=tmp_path / "out", accel="tcg"
+            ),
+            GateAsked(seed=7, canary=False),
+        ),
         out_dir=tmp_path / "out",
-        work_dir=disk_dir,
-        accel="tcg",
-        seed=7,
-        canary=False,
     )
     doc = load_comparison(tmp_path / "out" / "comparison.json").to_json()
     assert doc == json.loads(json.dumps(result.comparison.to_json()))
@@ -97,6 +101,15 @@ def test_throttled_head_is_a_regression_of_the_throttled_cell(
     assert "throttling" not in " ".join(base_rec["samples"][0]["argv"])
     # worktrees are gone
     assert git(repo, "worktree", "list").count("\n") == 0
+    # the JUnit XML `diskbench gate` writes beside it: a testcase per cell, the regression a failure
+    junitparser = pytest.importorskip("junitparser")
+    from harness.cli.gate import write_junit
+
+    comparison = load_comparison(tmp_path / "out" / "comparison.json")
+    write_junit(tmp_path / "junit.xml", comparison, settings=Settings(), reproduce=["diskbench", "gate"])
+    cases = [case for suite in junitparser.JUnitXml.fromfile(str(tmp_path / "junit.xml")) for case in suite]
+    assert [case.name for case in cases] == [c["cell_id"] for c in doc["cells"]]
+    assert [type(r).__name__ for r in cases[0].result] == ["Failure"]
 
 
 def test_same_revision_on_both_sides_is_not_a_regression(

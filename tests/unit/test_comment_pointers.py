@@ -208,7 +208,7 @@ def test_compare_writes_the_pages_url_and_the_command_that_reproduces_it(
     head = write_side(tmp_path / "head", 1.3, seed=50)
     out = tmp_path / "out"
     argv = ["compare", str(base), str(head), "--out", str(out), "--min-effect", "10%", "--seed", "7"]
-    assert main([*argv, "--pages-url", PAGES, "--format", "markdown"]) == 1
+    assert main([*argv, "--pages-url", PAGES, "--output-format", "markdown"]) == 1
     printed = capsys.readouterr().out
     doc = json.loads((out / "comparison.json").read_text())
     assert doc["pages_url"] == PAGES

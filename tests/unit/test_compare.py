@@ -781,7 +781,7 @@ def test_cli_exits_1_on_a_regression_and_writes_both_files(
     base = write_side(tmp_path / "base", 1.0, seed=1)
     head = write_side(tmp_path / "head", 1.3, seed=50)
     out = base / "comparison"
-    assert main(["compare", str(base), str(head), "--out", str(out), "--format", "markdown"]) == 1
+    assert main(["compare", str(base), str(head), "--out", str(out), "--output-format", "markdown"]) == 1
     printed = capsys.readouterr().out
     assert printed.startswith("## diskbench: REGRESSION — under KVM")
     doc = load_comparison(out / "comparison.json")
@@ -797,7 +797,7 @@ def test_cli_exits_0_when_base_and_head_are_the_same(
 ) -> None:
     base = write_side(tmp_path / "a", 1.0, seed=1)
     other = write_side(tmp_path / "b", 1.0, seed=70)
-    assert main(["compare", str(base), str(other), "--seed", "3", "--format", "markdown"]) == 0
+    assert main(["compare", str(base), str(other), "--seed", "3", "--output-format", "markdown"]) == 0
     assert "<details><summary>2 cells unchanged (their figures)</summary>" in capsys.readouterr().out
 
 
@@ -839,7 +839,8 @@ def test_cli_warns_loudly_when_the_machines_differ(
     base = write_side(tmp_path / "a", 1.0, seed=1)
     head = write_side(tmp_path / "b", 1.0, seed=70, qemu_version="8.2.0")
     assert (
-        main(["compare", str(base), str(head), "--out", str(tmp_path / "out"), "--format", "markdown"]) == 0
+        main(["compare", str(base), str(head), "--out", str(tmp_path / "out"), "--output-format", "markdown"])
+        == 0
     )
     captured = capsys.readouterr()
     assert (

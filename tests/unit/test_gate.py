@@ -16,6 +16,7 @@ from harness.errors import SpecError
 from harness.gate import (
     GATE_SPEC,
     SIDES,
+    GateAsked,
     GateOptions,
     GateSide,
     GateSpec,
@@ -30,12 +31,14 @@ from harness.gate import (
 )
 from harness.paths import REPO_ROOT
 from harness.record import CellInfo, MachineInfo, Record, Sample
-from harness.rounds.session import Session
+from harness.rounds.session import MachineOptions, Session
 from harness.sample.guest_sampler import RunOptions
 from harness.spec import Cell, Format, Measure
 from harness.subject.binaries import Binaries
 from harness.subject.policy import parse_policy
 from harness.sweep.rounds import rounds
+
+MACHINE = MachineOptions(binaries=Binaries.on_path(), work_dir=Path("/w"), results_dir=Path("/r"))
 
 SPEC = """
 rounds = 3
@@ -245,12 +248,12 @@ def test_the_default_gate_spec_gates_the_io_path_and_fails_on_a_change() -> None
 
 def test_options_take_the_specs_rounds_and_budget_unless_given() -> None:
     spec = parse_gate_spec(SPEC, source="g.toml")
-    options = GateOptions.decide(spec, seed=3)
+    options = GateOptions.decide(spec, MACHINE, GateAsked(seed=3))
     assert (options.rounds, options.max_rounds, options.budget_s, options.seed) == (3, 6, 1200.0, 3)
-    given = GateOptions.decide(spec, rounds=8, max_rounds=5, budget_min=1.5, seed=0)
+    given = GateOptions.decide(spec, MACHINE, GateAsked(rounds=8, max_rounds=5, budget_min=1.5, seed=0))
     # max_rounds never below rounds; a seed of 0 is a seed
     assert (given.rounds, given.max_rounds, given.budget_s, given.seed) == (8, 8, 90.0, 0)
-    drawn = GateOptions.decide(spec)
+    drawn = GateOptions.decide(spec, MACHINE)
     assert 0 <= drawn.seed < 2**31
 
 
@@ -289,7 +292,12 @@ class _FakeSession(Session):
 def _sides(spec: GateSpec, calls: list[tuple[str, str, int]]) -> dict[str, GateSide]:
     policy = parse_policy((REPO_ROOT / "policy.toml").read_text())
     opts = RunOptions(
-        accel="tcg", accel_reason="test", work_dir=Path("/w"), results_dir=Path("/r"), run_id="x"
+        binaries=Binaries.on_path(),
+        accel="tcg",
+        accel_reason="test",
+        work_dir=Path("/w"),
+        results_dir=Path("/r"),
+        run_id="x",
     )
     sides = {}
     for label in SIDES:
@@ -315,7 +323,7 @@ def test_rounds_interleave_both_sides_in_the_seeds_order_until_max_rounds(tmp_pa
     spec = parse_gate_spec(SPEC, source="g.toml")
     calls: list[tuple[str, str, int]] = []
     sides = _sides(spec, calls)
-    options = GateOptions.decide(spec, rounds=3, max_rounds=5, seed=7)
+    options = GateOptions.decide(spec, MACHINE, GateAsked(rounds=3, max_rounds=5, seed=7))
     settings = settings_for(spec, Settings(), metrics_given=True)
     done = run_rounds(
         spec, sides, settings, options, out_dir=tmp_path, started=time.monotonic(), progress=lambda _m: None
@@ -339,7 +347,7 @@ def test_rounds_interleave_both_sides_in_the_seeds_order_until_max_rounds(tmp_pa
 def test_the_budget_holds_from_the_first_round(tmp_path: Path) -> None:
     spec = parse_gate_spec(SPEC, source="g.toml")
     calls: list[tuple[str, str, int]] = []
-    options = GateOptions.decide(spec, rounds=3, max_rounds=5, seed=7, budget_min=1)
+    options = GateOptions.decide(spec, MACHINE, GateAsked(rounds=3, max_rounds=5, seed=7, budget_min=1))
     notes: list[str] = []
     done = run_rounds(
         spec,

@@ -18,17 +18,18 @@ import pytest
 from harness.compare import Comparison, Settings, render_markdown
 from harness.compare.comparison import verdict_exit_code
 from harness.errors import ProtocolError
-from harness.gate import GateOptions, GateSide, Subject, parse_gate_spec, run_rounds, settings_for
+from harness.gate import GateAsked, GateOptions, GateSide, Subject, parse_gate_spec, run_rounds, settings_for
 from harness.gate.judge import decide_judge, guest_word_document, render_guest_word
 from harness.gate.rounds import head_deadline
 from harness.gate.run import comparison_document
 from harness.paths import REPO_ROOT
 from harness.record import CellInfo, MachineInfo, Record, Sample
 from harness.rounds.cell import clock_disagreement
-from harness.rounds.session import Session
+from harness.rounds.session import MachineOptions, Session
 from harness.sample.guest_sampler import RunOptions
 from harness.sample.protocol import parse_report
 from harness.spec import Cell
+from harness.subject.binaries import Binaries
 from harness.subject.policy import parse_policy
 from harness.untrusted import inert_markdown
 
@@ -128,7 +129,14 @@ def _gate(
     """A gate of synthetic sides, judged as a real one is; returns its comparison."""
     spec = parse_gate_spec(SPEC, source="g.toml")
     policy = parse_policy((REPO_ROOT / "policy.toml").read_text())
-    opts = RunOptions(accel="tcg", accel_reason="t", work_dir=Path("/w"), results_dir=Path("/r"), run_id="x")
+    opts = RunOptions(
+        binaries=Binaries.on_path(),
+        accel="tcg",
+        accel_reason="t",
+        work_dir=Path("/w"),
+        results_dir=Path("/r"),
+        run_id="x",
+    )
     sides = {}
     for label in ("base", "head"):
         session = _Side(
@@ -146,7 +154,16 @@ def _gate(
     judge = decide_judge(
         settings_for(spec, Settings(), metrics_given=False), base_guest="a" * 64, head_guest=head_guest
     )
-    options = GateOptions.decide(spec, seed=5, workload_timeout_s=1800.0)
+    options = GateOptions.decide(
+        spec,
+        MachineOptions(
+            binaries=Binaries.on_path(),
+            work_dir=Path("/w"),
+            results_dir=Path("/r"),
+            workload_timeout_s=1800.0,
+        ),
+        GateAsked(seed=5),
+    )
     played = run_rounds(
         spec,
         sides,
@@ -159,13 +176,11 @@ def _gate(
     return comparison_document(
         spec,
         sides,
-        played.results,
-        settings=judge.settings,
+        played,
+        judge=judge,
         options=options,
-        played=played,
         canary=None,
         elapsed_s=1.0,
-        judge=judge,
     )
 
 

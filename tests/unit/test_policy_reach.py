@@ -26,6 +26,7 @@ from harness.gate.spec import GATE_SPEC, load_gate_spec, parse_gate_spec
 from harness.record import CellInfo, MachineInfo, Sample
 from harness.sample.guest_sampler import RunOptions, vm_config
 from harness.spec import Aio, make_cell
+from harness.subject.binaries import Binaries
 from harness.subject.policy import Held, Policy, check_reach, held_options, options_for, parse_policy
 from harness.sweep import describe_plan, expand_spec, load_spec
 
@@ -82,7 +83,7 @@ def test_qcow2_cache_options_reach_qcow2_drives_only_on_both_sides_alike(tmp_pat
     # what the drive under test is given: the runner asks the rule, whatever side it runs
     opts = RunOptions(
         accel="tcg", accel_reason="t", work_dir=tmp_path, results_dir=tmp_path, run_id="x",
-        drive_options=l2.drive_options,
+        binaries=Binaries.on_path(), drive_options=l2.drive_options,
     )  # fmt: skip
 
     guest = SimpleNamespace(kernel=tmp_path / "k", initrd=tmp_path / "i", payloads={}, tools=None)

@@ -16,20 +16,39 @@ from harness.compare import MetricResult, Settings, Verdict
 from harness.compare.markdown import sensitivity_lines
 from harness.compare.model import ComparedCell, Figures, SensitivityRow
 from harness.compare.power import could_see, could_see_text, rounds_to_decide
-from harness.gate import SIDES, GateOptions, GateSide, Subject, load_gate_spec, parse_gate_spec, run_rounds
+from harness.gate import (
+    SIDES,
+    GateAsked,
+    GateOptions,
+    GateSide,
+    Subject,
+    load_gate_spec,
+    parse_gate_spec,
+    run_rounds,
+)
 from harness.gate import streams as gate_streams
 from harness.gate.spec import GATE_SPEC
 from harness.paths import REPO_ROOT
 from harness.record import CellInfo, MachineInfo, Record, Sample
-from harness.rounds.session import Session
+from harness.rounds.session import MachineOptions, Session
 from harness.sample.guest_sampler import RunOptions
 from harness.sample.replay import sample as replay_sample_module
 from harness.sample.replay.replay import Pairing, ReplaySample
 from harness.sample.replay.stream import Kind, Request, Stream
 from harness.spec import Cell, Measure, make_cell
+from harness.subject.binaries import Binaries
 from harness.subject.policy import parse_policy
 
-OPTS = RunOptions(accel="tcg", accel_reason="test", work_dir=Path("/w"), results_dir=Path("/r"), run_id="x")
+MACHINE = MachineOptions(binaries=Binaries.on_path(), work_dir=Path("/w"), results_dir=Path("/r"))
+
+OPTS = RunOptions(
+    binaries=Binaries.on_path(),
+    accel="tcg",
+    accel_reason="test",
+    work_dir=Path("/w"),
+    results_dir=Path("/r"),
+    run_id="x",
+)
 
 
 def _stream(writes: int) -> Stream:
@@ -161,7 +180,7 @@ def test_a_replay_cell_takes_its_samples_in_pairs_several_a_round(tmp_path: Path
     for side in sides.values():
         side.samplers["replayed"] = lambda *_a: {}
         side.per_round["replayed"] = spec.replay_samples
-    options = GateOptions.decide(spec, seed=3)
+    options = GateOptions.decide(spec, MACHINE, GateAsked(seed=3))
     done = run_rounds(
         spec, sides, Settings(metrics=spec.metrics), options, out_dir=tmp_path, started=time.monotonic(),
         progress=lambda _m: None,
@@ -271,7 +290,7 @@ def test_a_together_replay_cell_runs_each_pair_at_the_same_moment(tmp_path: Path
         side.samplers["replayed"] = sampler
         side.per_round["replayed"] = spec.replay_samples
         side.together["replayed"] = Pairing()
-    options = GateOptions.decide(spec, seed=3)
+    options = GateOptions.decide(spec, MACHINE, GateAsked(seed=3))
     done = run_rounds(
         spec, sides, Settings(metrics=spec.metrics), options, out_dir=tmp_path, started=time.monotonic(),
         progress=lambda _m: None,

@@ -27,6 +27,7 @@ from harness.record import (
 from harness.rounds.session import Session
 from harness.sample.guest_sampler import RunOptions
 from harness.spec import Cell, make_cell
+from harness.subject.binaries import QEMU_IMG, Binaries
 from harness.sweep import (
     Measure,
     expand_spec,
@@ -269,11 +270,11 @@ def test_too_little_space_is_an_infra_error_with_the_figures(tmp_path: Path) -> 
     huge = make_cell(format="raw", preallocation="falloc", size="64T", workload="dd", dd_mib=16)
     small = make_cell(format="qcow2", workload="dd", dd_mib=16, size="256M")
     with pytest.raises(InfraError) as info:
-        check_free_space(tmp_path / "work", [small, huge])
+        check_free_space(tmp_path / "work", [small, huge], qemu_img=QEMU_IMG)
     message = str(info.value)
     assert f"work dir {tmp_path / 'work'} has " in message
     assert f"the largest image ({huge.id}) needs up to 65536.00 GiB" in message
-    assert check_free_space(tmp_path, [small]).startswith(
+    assert check_free_space(tmp_path, [small], qemu_img=QEMU_IMG).startswith(
         f"disk: the largest image ({small.id}) needs up to 0."
     )
 
@@ -315,7 +316,12 @@ class FakeSession(Session):
 
 def fake_session(tmp_path: Path, *, qemu_version: str = "7.2.0", fail: set[str] | None = None) -> FakeSession:
     opts = RunOptions(
-        accel="tcg", accel_reason="test", work_dir=tmp_path / "w", results_dir=tmp_path, run_id="x"
+        binaries=Binaries.on_path(),
+        accel="tcg",
+        accel_reason="test",
+        work_dir=tmp_path / "w",
+        results_dir=tmp_path,
+        run_id="x",
     )
     session = FakeSession(
         guest=None,  # type: ignore[arg-type]

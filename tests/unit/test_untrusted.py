@@ -10,6 +10,7 @@ from harness import untrusted
 from harness.record import Sample
 from harness.sample.guest_sampler import clean_sample
 from harness.sample.vm import MAX_EVENTS, REPORT_READ_BYTES, Machine, VMConfig
+from harness.subject.binaries import QEMU
 from harness.untrusted import clean_json, clean_line, clean_text
 
 HOSTILE = (
@@ -73,7 +74,7 @@ def test_a_sample_keeps_no_raw_guest_text() -> None:
 
 
 def machine(tmp_path: Path) -> Machine:
-    config = VMConfig(kernel=tmp_path / "k", initrd=tmp_path / "i", append=[], drives=[])
+    config = VMConfig(qemu=QEMU, kernel=tmp_path / "k", initrd=tmp_path / "i", append=[], drives=[])
     vm = Machine(config, tmp_path)
     return vm
 

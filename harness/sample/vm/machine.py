@@ -40,6 +40,7 @@ from harness.host import confine, proc
 from harness.host.workdir import TMP_PREFIX, clean_stale_tmp_dirs
 from harness.sample.vm.config import Drive, VMConfig, handed_config
 from harness.spec import Interface
+from harness.subject.qemu_build import environ_for
 from harness.untrusted import LOG_BYTES, cap_log, oversized_log, strict_json
 
 PANIC_MARKERS = ("Kernel panic - not syncing", "---[ end Kernel panic")
@@ -145,6 +146,8 @@ class Machine:
                 # QEMU runs in its own session (a Ctrl-C reaches the harness, which shuts it down
                 # politely) and dies with the harness, which would otherwise leave it holding the image's lock
                 preexec_fn=proc.die_with_parent,
+                # a fetched build loads its own modules (harness.subject.qemu_build)
+                env={**os.environ, **environ_for(self.config.qemu)},
                 **self._handoff.popen_kwargs(),
             )
         except FileNotFoundError as exc:
