@@ -23,9 +23,11 @@ from harness.cli.common import (
     settings_from_args,
 )
 from harness.compare.comparison import COMPARISON_NAME, SUMMARY_NAME, compare_paths, verdict_exit_code
+from harness.compare.model import Comparison
 from harness.compare.pointers import Pointers
 from harness.compare.settings import Settings
 from harness.compare.text_table import SORTS, render_text
+from harness.compare.verdict import Verdict
 from harness.files import write_text_atomic
 from harness.report.exports import EXPORTS, comparison_junit, render_comparison
 from harness.units import Style, wants_color
@@ -103,23 +105,22 @@ def run(args: argparse.Namespace) -> int:
         pointers=Pointers(pages_url=pages_url_from_args(args), reproduce=tuple(reproduce)),
     )
     fmt = output_format(args)
-    decide = decide_commands(result.document, base, settings=settings)
-    junit = comparison_junit(result.document, decide=decide)
+    comparison = result.comparison
+    decide = decide_commands(comparison, base, settings=settings)
+    junit = comparison_junit(comparison, decide=decide)
     if fmt in EXPORTS:
-        print(render_comparison(result.document, fmt), end="")
+        print(render_comparison(comparison, fmt), end="")
     elif fmt == "junit":
         print(junit, end="")
     elif fmt == "json":
-        print(json.dumps(result.document, indent=2, allow_nan=False))
+        print(json.dumps(comparison.to_json(), indent=2, allow_nan=False))
     elif fmt == "markdown":
         print(result.markdown, end="")
     else:
         style = Style(wants_color(isatty=sys.stdout.isatty(), environ=os.environ))
-        print(
-            render_text(result.document, only_changed=args.only_changed, sort=args.sort, style=style), end=""
-        )
+        print(render_text(comparison, only_changed=args.only_changed, sort=args.sort, style=style), end="")
     if fmt == "text":
-        print(decide_text(result.document, base, head, settings=settings), end="")
+        print(decide_text(comparison, base, head, settings=settings), end="")
     # beside a document on stdout, paths go to stderr: stdout stays one document
     say = print if fmt == "text" else err
     for path in [args.junit, *([args.out / JUNIT_NAME] if args.out is not None else [])]:
@@ -128,30 +129,28 @@ def run(args: argparse.Namespace) -> int:
             say(f"junit: {path}")
     if args.out is not None:
         say(f"comparison: {args.out / COMPARISON_NAME}")
-    return verdict_exit_code(result.document)
+    return verdict_exit_code(comparison)
 
 
-def rounds_to_decide(document: dict[str, Any], settings: Settings) -> tuple[list[str], int | None]:
+def rounds_to_decide(comparison: Comparison, settings: Settings) -> tuple[list[str], int | None]:
     """The inconclusive cells' ids, and how many samples a cell each side would decide them
     (None: more samples would not, their change sits on the minimum effect)."""
-    rows = [
-        r for r in document.get("summary", {}).get("sensitivity") or [] if r.get("verdict") == "inconclusive"
-    ]
+    rows = [r for r in comparison.summary.sensitivity if r.verdict is Verdict.INCONCLUSIVE]
     needed: list[int] = []
     for row in rows:
-        have = int(row.get("rounds") or 0)
-        if isinstance(row.get("rounds_to_decide"), int):
-            needed.append(max(int(row["rounds_to_decide"]), settings.min_samples))
+        have = row.rounds
+        if row.rounds_to_decide is not None:
+            needed.append(max(row.rounds_to_decide, settings.min_samples))
         elif have < settings.min_samples:
             needed.append(settings.min_samples)
-    cells = list(dict.fromkeys(str(r.get("cell_id")) for r in rows))
+    cells = list(dict.fromkeys(r.cell_id for r in rows))
     return cells, max(needed) if needed else None
 
 
 JUNIT_NAME = "junit.xml"
 
 
-def decide_commands(document: dict[str, Any], base: Path, *, settings: Settings) -> dict[str, str]:
+def decide_commands(comparison: Comparison, base: Path, *, settings: Settings) -> dict[str, str]:
     """Per inconclusive cell, the ``diskbench run`` of that cell with the samples that would
     decide it (run once per side, then compare); none where more samples would not."""
     from harness.cli.run import run_argv
@@ -159,7 +158,7 @@ def decide_commands(document: dict[str, Any], base: Path, *, settings: Settings)
     from harness.record import find_records
     from harness.spec import Cell
 
-    cells, samples = rounds_to_decide(document, settings)
+    cells, samples = rounds_to_decide(comparison, settings)
     if not cells or samples is None:
         return {}
     records = {r.cell_id: r for r in find_records([base], recursive=True) if r.cell_id in cells}
@@ -170,14 +169,14 @@ def decide_commands(document: dict[str, Any], base: Path, *, settings: Settings)
     }
 
 
-def decide_text(document: dict[str, Any], base: Path, head: Path, *, settings: Settings) -> str:
+def decide_text(comparison: Comparison, base: Path, head: Path, *, settings: Settings) -> str:
     """What to run to decide the inconclusive cells: their ``diskbench run`` with enough samples,
     once per side, and the comparison of those two runs; empty when nothing is inconclusive."""
     from harness.cli.run import run_argv
     from harness.record import find_records
     from harness.spec import Cell
 
-    cells, samples = rounds_to_decide(document, settings)
+    cells, samples = rounds_to_decide(comparison, settings)
     if not cells:
         return ""
     count = f"{len(cells)} inconclusive cell{'s' if len(cells) != 1 else ''}"

@@ -23,6 +23,7 @@ from harness.cli.gate_args import (
     add_round_flags,
     gate_options_from_args,
 )
+from harness.compare.model import Comparison
 from harness.compare.pointers import Pointers
 from harness.gate import GATE_SPEC
 from harness.host.workdir import hold
@@ -103,12 +104,12 @@ def run(args: argparse.Namespace) -> int:
     print(result.markdown, end="")
     print(f"comparison: {result.out_dir / 'comparison.json'}")
     junit = args.junit or result.out_dir / "junit.xml"
-    write_junit(junit, result.document, settings=settings, reproduce=list(pointers.reproduce))
+    write_junit(junit, result.comparison, settings=settings, reproduce=list(pointers.reproduce))
     print(f"junit: {junit}")
     return result.exit_code
 
 
-def write_junit(path: Path, document: dict[str, Any], *, settings: Settings, reproduce: list[str]) -> None:
+def write_junit(path: Path, comparison: Comparison, *, settings: Settings, reproduce: list[str]) -> None:
     """The gate's verdicts as JUnit XML; an inconclusive cell's message ends with the gate's own
     command and the rounds that would decide it (``--max-rounds``)."""
     from harness.cli.compare import rounds_to_decide
@@ -116,7 +117,7 @@ def write_junit(path: Path, document: dict[str, Any], *, settings: Settings, rep
     from harness.files import write_text_atomic
     from harness.report.exports import comparison_junit
 
-    cells, rounds = rounds_to_decide(document, settings)
+    cells, rounds = rounds_to_decide(comparison, settings)
     decide = {}
     if rounds is not None:
         argv = [a for a in reproduce]
@@ -124,7 +125,7 @@ def write_junit(path: Path, document: dict[str, Any], *, settings: Settings, rep
             i = argv.index("--max-rounds")
             del argv[i : i + 2]
         decide = {cell: command_line([*argv, "--max-rounds", str(rounds)]) for cell in cells}
-    write_text_atomic(path, comparison_junit(document, decide=decide))
+    write_text_atomic(path, comparison_junit(comparison, decide=decide))
 
 
 def reproduce_argv(args: argparse.Namespace, commits: list[str], top: Path) -> list[str]:

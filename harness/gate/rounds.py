@@ -26,7 +26,6 @@ import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from harness.compare import (
     CellResult,
@@ -40,7 +39,7 @@ from harness.compare import (
 from harness.gate.options import GateOptions
 from harness.gate.spec import GateSpec
 from harness.gate.subjects import SIDES, Subject
-from harness.record import Record, Sample, gate_records
+from harness.record import CellInfo, Record, Sample, gate_records
 from harness.sample.guest_sampler import Sampler
 from harness.sample.replay.replay import Pairing
 from harness.spec import Cell
@@ -440,9 +439,12 @@ def _compare_all(
     for gc in spec.cells:
         base_rec = sides["base"].records.get(gc.name)
         head_rec = sides["head"].records.get(gc.name)
-        cell = {**sides["head"].cells[gc.name].as_dict(), "gate_name": gc.name}
-        if base_rec is not None and base_rec.cell.id != cell["id"]:
-            cell["base_id"] = base_rec.cell.id
+        head_cell = sides["head"].cells[gc.name]
+        # the gate's name of the cell, and base's id where the sides' ids differ, beside its axes
+        axes = {**head_cell.as_dict(), "gate_name": gc.name}
+        if base_rec is not None and base_rec.cell.id != head_cell.id:
+            axes["base_id"] = base_rec.cell.id
+        cell = CellInfo(axes)
         if gc.name in tally.timed_out:
             own[gc.name] = _timed_out_result(cell, base_rec, head_rec, tally.timed_out[gc.name])
         elif base_rec is None or head_rec is None:
@@ -450,7 +452,7 @@ def _compare_all(
                 label for label, rec in (("base", base_rec), ("head", head_rec)) if rec is None
             )
             own[gc.name] = CellResult(
-                cell_id=cell["id"],
+                cell_id=head_cell.id,
                 cell=flatten_cell(cell),
                 verdict=Verdict.ERROR,
                 kind=Kind.MISSING,
@@ -469,12 +471,12 @@ def _compare_all(
 
 
 def _timed_out_result(
-    cell: dict[str, Any], base: Record | None, head: Record | None, deadline_s: float
+    cell: CellInfo, base: Record | None, head: Record | None, deadline_s: float
 ) -> CellResult:
     base_samples = list(base.samples) if base is not None else []
     head_samples = list(head.samples) if head is not None else []
     return CellResult(
-        cell_id=cell["id"],
+        cell_id=str(cell.id),
         # flat axes, as compare_cell writes every other cell: the document's shape, the short name
         cell=flatten_cell(cell),
         verdict=Verdict.REGRESSION,

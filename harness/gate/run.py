@@ -8,13 +8,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from harness.compare import CellResult, Kind, Settings, Verdict, build_comparison, render_markdown
+from harness.compare.comparison import write_comparison
 from harness.compare.document import with_policy_reach
+from harness.compare.model import Budget, Canary, Comparison, Side
 from harness.compare.pointers import Pointers
 from harness.errors import InfraError
-from harness.files import write_json_atomic, write_text_atomic
+from harness.files import write_text_atomic
 from harness.gate.canary import host_canary, judge_canary
 from harness.gate.checks import check_side, side_cells
 from harness.gate.judge import Judge, decide_judge, guest_word_document, render_guest_word
@@ -40,7 +41,7 @@ from harness.subject.policy import Policy
 @dataclass
 class GateResult:
     out_dir: Path
-    document: dict[str, Any]
+    comparison: Comparison
     markdown: str
     cells: list[CellResult]
 
@@ -48,7 +49,7 @@ class GateResult:
     def exit_code(self) -> int:
         from harness.compare.comparison import verdict_exit_code
 
-        return verdict_exit_code(self.document)
+        return verdict_exit_code(self.comparison)
 
 
 def run_gate(
@@ -128,25 +129,25 @@ def run_gate(
             progress=progress,
             before=streams.stop,
         )
-        results, canary_doc = with_stream_notes(played.results, streams, sides), None
+        results, canary = with_stream_notes(played.results, streams, sides), None
         if canary_before:
             canary_after = host_canary(machine.work_dir)
             progress(f"gate: host canary after: {statistics.median(canary_after):.0f} MiB/s")
-            results, canary_doc = judge_canary(results, canary_before, canary_after, settings)
-        document = comparison_document(
+            results, canary = judge_canary(results, canary_before, canary_after, settings)
+        comparison = comparison_document(
             spec,
             sides,
             replace(played, results=results),
             judge=judge,
             options=options,
-            canary=canary_doc,
+            canary=canary,
             elapsed_s=time.monotonic() - started,
             pointers=pointers,
         )
-        markdown = render_markdown(document) + render_guest_word(document.get("guest_word"))
-        write_json_atomic(out_dir / "comparison.json", document)
+        markdown = render_markdown(comparison) + render_guest_word(comparison.guest_word)
+        write_comparison(out_dir / "comparison.json", comparison)
         write_text_atomic(out_dir / "summary.md", markdown)
-        return GateResult(out_dir=out_dir, document=document, markdown=markdown, cells=results)
+        return GateResult(out_dir=out_dir, comparison=comparison, markdown=markdown, cells=results)
 
 
 def open_sides(
@@ -258,31 +259,31 @@ def comparison_document(
     *,
     judge: Judge,
     options: GateOptions,
-    canary: dict[str, Any] | None,
+    canary: Canary | None,
     elapsed_s: float,
     pointers: Pointers | None = None,
-) -> dict[str, Any]:
-    """``comparison.json`` of a gate: the verdicts (``played.results``, decided by
-    ``judge.settings``), both sides, the canary and the budget used; with guests that differ, the
-    guest's own word (``guest_word``) and a warning that says so."""
+) -> Comparison:
+    """The comparison of a gate: the verdicts (``played.results``, decided by ``judge.settings``),
+    both sides, the canary and the budget used; with guests that differ, the guest's own word
+    (``guest_word``) and a warning that says so."""
     settings, results = judge.settings, played.results
-    document = build_comparison(
+    comparison = build_comparison(
         results,
         settings=settings,
         base=_describe(sides["base"]),
         head=_describe(sides["head"]),
-        machine=sides["head"].session.machine.to_json(),
+        machine=sides["head"].session.machine,
         canary=canary,
-        budget={
-            "budget_min": options.budget_s / 60,
-            "used_min": round(elapsed_s / 60, 2),
-            "rounds": options.rounds,
-            "max_rounds": options.max_rounds,
-            "stopped": played.stopped,
-            "seed": options.seed,
-            "spec": spec.source,
-            "accel": sides["base"].session.opts.accel,
-        },
+        budget=Budget(
+            budget_min=options.budget_s / 60,
+            used_min=round(elapsed_s / 60, 2),
+            rounds=options.rounds,
+            max_rounds=options.max_rounds,
+            stopped=played.stopped,
+            seed=options.seed,
+            spec=spec.source,
+            accel=sides["base"].session.opts.accel,
+        ),
         created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         warnings=judge.warnings,
         pointers=_with_seed(pointers, options.seed),
@@ -295,11 +296,9 @@ def comparison_document(
         )
         for gc in spec.cells
     ]
-    word = guest_word_document(judge, pairs)
-    if word is not None:
-        document["guest_word"] = word
+    comparison = replace(comparison, guest_word=guest_word_document(judge, pairs))
     reach = policy_reach(spec, sides["base"].subject.policy, sides["head"].subject.policy)
-    return with_policy_reach(document, results, reach.as_dict())
+    return with_policy_reach(comparison, results, reach)
 
 
 def _with_seed(pointers: Pointers | None, seed: int) -> Pointers | None:
@@ -315,9 +314,5 @@ def _samples(side: GateSide, name: str) -> tuple[Sample, ...]:
     return record.samples if record is not None else ()
 
 
-def _describe(side: GateSide) -> dict[str, Any]:
-    return {
-        **side.subject.describe(),
-        "subject": side.session.subject.to_json(),
-        "machine": side.session.machine.to_json(),
-    }
+def _describe(side: GateSide) -> Side:
+    return replace(side.subject.describe(), subject=side.session.subject, machine=side.session.machine)

@@ -13,8 +13,8 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from harness.compare.model import Side
 from harness.errors import BuildError, CommandError, InfraError, UsageError
 from harness.gate.build import BuildInfo, build_side
 from harness.host import proc
@@ -51,16 +51,19 @@ class Subject:
     qemu_img: str | None
     build: BuildInfo | None = None
 
-    def describe(self) -> dict[str, Any]:
-        return {
-            "label": self.label,
-            "rev": self.rev,
-            "commit": self.commit,
-            "policy": self.policy.as_dict(),
-            "qemu": self.qemu,
-            "qemu_img": self.qemu_img,
-            **({"build": self.build.as_dict()} if self.build is not None else {}),
-        }
+    def describe(self) -> Side:
+        """This side as the comparison names it: label, rev, commit, policy and the binaries it
+        brought (the session adds its subject and machine)."""
+        return Side(
+            label=self.label,
+            rev=self.rev,
+            commit=self.commit,
+            policy=self.policy.as_dict(),
+            qemu=self.qemu,
+            qemu_img=self.qemu_img,
+            build=self.build.as_dict() if self.build is not None else None,
+            keys=Side.GATE_BUILT if self.build is not None else Side.GATE,
+        )
 
     def binaries(self, default: Binaries) -> Binaries:
         """This side's QEMU and qemu-img: its own where it brings them, else ``default`` (the run's)."""

@@ -1,5 +1,5 @@
 """Figures and verdicts in the formats other tools ingest.  Pure: records or a comparison
-document in, text out.
+(:class:`~harness.compare.model.Comparison`) in, text out.
 
 * **CSV** (:func:`records_csv`, :func:`comparison_csv`): one row per cell and metric, raw values
   in the metric's own unit, for a spreadsheet or pandas.
@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from xml.etree import ElementTree as ET
 
+from harness.compare.model import ComparedCell, Comparison
 from harness.compare.samplestats import Stats
 from harness.errors import HarnessError
 from harness.record import Record
@@ -131,25 +132,29 @@ def records_csv(records: Sequence[Record]) -> str:
     return _csv(RECORD_COLUMNS, rows)
 
 
-def _metric_rows(cell: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return [*(cell.get("metrics") or []), *(cell.get("counters") or [])]
-
-
-def comparison_csv(document: Mapping[str, Any]) -> str:
+def comparison_csv(comparison: Comparison) -> str:
     """A row per cell and metric of a comparison (gated metrics and counters): both medians, the
     change, its interval, p and the metric's verdict."""
     rows = []
-    for cell in document.get("cells") or []:
-        for m in _metric_rows(cell):
+    for cell in comparison.cells:
+        for m in cell.figures:
             rows.append(
                 [
-                    cell.get("cell_id"),
-                    cell.get("verdict"),
-                    m.get("metric"),
-                    m.get("unit"),
-                    m.get("higher_is_better"),
-                    *(m.get(k) for k in COMPARISON_COLUMNS[5:14]),
-                    clean_line(str(m.get("reason") or "")),
+                    cell.cell_id,
+                    cell.verdict.value,
+                    m.metric,
+                    m.unit,
+                    m.higher_is_better,
+                    m.n_base,
+                    m.n_head,
+                    m.median_base,
+                    m.median_head,
+                    m.change_pct,
+                    m.ci_low_pct,
+                    m.ci_high_pct,
+                    m.p_value,
+                    m.verdict.value,
+                    clean_line(m.reason),
                 ]
             )
     return _csv(COMPARISON_COLUMNS, rows)
@@ -173,23 +178,23 @@ def records_bmf(records: Sequence[Record]) -> str:
     return _dump(doc)
 
 
-def comparison_bmf(document: Mapping[str, Any]) -> str:
+def comparison_bmf(comparison: Comparison) -> str:
     """BMF of a comparison's head: a benchmark per cell, a measure per metric, its head median; the
     bounds are base's median moved by the ends of the change's interval, where there is one."""
     doc: dict[str, dict[str, dict[str, float]]] = {}
-    for cell in document.get("cells") or []:
-        measures = doc.setdefault(str(cell.get("cell_id")), {})
-        for m in _metric_rows(cell):
-            head, base = m.get("median_head"), m.get("median_base")
-            if not isinstance(head, int | float) or not _number(head):
+    for cell in comparison.cells:
+        measures = doc.setdefault(cell.cell_id, {})
+        for m in cell.figures:
+            head, base = m.median_head, m.median_base
+            if head is None or not _number(head):
                 continue
             metric: dict[str, float] = {"value": float(head)}
-            lo, hi = m.get("ci_low_pct"), m.get("ci_high_pct")
-            if isinstance(base, int | float) and isinstance(lo, int | float) and isinstance(hi, int | float):
+            lo, hi = m.ci_low_pct, m.ci_high_pct
+            if base is not None and lo is not None and hi is not None:
                 bounds = sorted((float(base) * (1 + lo / 100), float(base) * (1 + hi / 100)))
                 if all(math.isfinite(b) for b in bounds):
                     metric.update(lower_value=bounds[0], upper_value=bounds[1])
-            measures[str(m.get("metric"))] = metric
+            measures[m.metric] = metric
     return _dump({cell: measures for cell, measures in doc.items() if measures})
 
 
@@ -217,23 +222,23 @@ def records_gab(records: Sequence[Record]) -> str:
     return _dump(entries)
 
 
-def comparison_gab(document: Mapping[str, Any]) -> str:
+def comparison_gab(comparison: Comparison) -> str:
     """``customSmallerIsBetter`` of a comparison's head: its median per cell and metric where
     smaller is better, the verdict and change against base in ``extra``."""
     entries = []
-    for cell in document.get("cells") or []:
-        for m in _metric_rows(cell):
-            name = str(m.get("metric"))
-            if not _number(m.get("median_head")) or not _cost(name):
+    for cell in comparison.cells:
+        for m in cell.figures:
+            name = m.metric
+            if m.median_head is None or not _number(m.median_head) or not _cost(name):
                 continue
-            change = m.get("change_pct")
+            change = m.change_pct
             against = f", {change:+.1f}% against base" if _number(change) else ""
             entries.append(
                 {
-                    "name": f"{cell.get('cell_id')} {name}",
-                    "unit": str(m.get("unit") or _unit(name)),
-                    "value": float(m["median_head"]),
-                    "extra": f"{m.get('verdict')}{against} (n {m.get('n_base')} + {m.get('n_head')})",
+                    "name": f"{cell.cell_id} {name}",
+                    "unit": str(m.unit or _unit(name)),
+                    "value": float(m.median_head),
+                    "extra": f"{m.verdict.value}{against} (n {m.n_base} + {m.n_head})",
                 }
             )
     return _dump(entries)
@@ -244,10 +249,10 @@ def render_records(records: Sequence[Record], fmt: str) -> str:
     return {"csv": records_csv, "bmf": records_bmf, "github-action-benchmark": records_gab}[fmt](records)
 
 
-def render_comparison(document: Mapping[str, Any], fmt: str) -> str:
-    """A comparison document in one of :data:`EXPORTS`."""
+def render_comparison(comparison: Comparison, fmt: str) -> str:
+    """A comparison in one of :data:`EXPORTS`."""
     render = {"csv": comparison_csv, "bmf": comparison_bmf, "github-action-benchmark": comparison_gab}
-    return render[fmt](document)
+    return render[fmt](comparison)
 
 
 # --- JUnit XML ---------------------------------------------------------------------------------
@@ -260,54 +265,53 @@ def _xml_text(text: Any) -> str:
 
 
 def comparison_junit(
-    document: Mapping[str, Any], *, suite: str = "diskbench", decide: Mapping[str, str] | None = None
+    comparison: Comparison, *, suite: str = "diskbench", decide: Mapping[str, str] | None = None
 ) -> str:
     """JUnit XML of a comparison: a ``testcase`` per cell (``classname`` its workload), a regression
     or a failing change a ``failure``, an error an ``error``, an inconclusive cell ``skipped``
     with its reason; ``decide`` (cell id -> command) ends an inconclusive cell's message with the
     command that would decide it."""
-    cells = list(document.get("cells") or [])
-    settings = document.get("settings") or {}
-    changed_fails = bool(settings.get("changed_fails", True))
+    cells = comparison.cells
+    changed_fails = comparison.settings.changed_fails if comparison.settings is not None else True
     counts = {"tests": len(cells), "failures": 0, "errors": 0, "skipped": 0}
     cases = []
     for cell in cells:
-        cell_id = _xml_text(cell.get("cell_id"))
-        workload = _xml_text((cell.get("cell") or {}).get("workload") or "cell")
+        cell_id = _xml_text(cell.cell_id)
+        workload = _xml_text(cell.cell.workload or "cell")
         case = ET.Element("testcase", name=cell_id, classname=f"diskbench.{workload}", time="0")
-        verdict = str(cell.get("verdict"))
-        reason = _xml_text(cell.get("reason") or verdict)
+        verdict = cell.verdict.value
+        reason = _xml_text(cell.reason or verdict)
         if verdict == "regression" or (verdict == "changed" and changed_fails):
             counts["failures"] += 1
             ET.SubElement(case, "failure", message=reason, type=verdict).text = reason
         elif verdict == "error":
             counts["errors"] += 1
-            kind = _xml_text(cell.get("kind") or "error")
+            kind = _xml_text(cell.kind.value or "error")
             ET.SubElement(case, "error", message=reason, type=kind).text = reason
         elif verdict == "inconclusive":
             counts["skipped"] += 1
-            command = (decide or {}).get(str(cell.get("cell_id")))
+            command = (decide or {}).get(cell.cell_id)
             message = f"inconclusive: {reason}" + (f"; to decide: {_xml_text(command)}" if command else "")
             ET.SubElement(case, "skipped", message=message)
         ET.SubElement(case, "system-out").text = _case_out(cell)
         cases.append(case)
     totals = {k: str(v) for k, v in counts.items()}
     root = ET.Element("testsuites", {"name": suite, **totals})
-    stamp = _xml_text(document.get("created_at") or "")
+    stamp = _xml_text(comparison.created_at or "")
     testsuite = ET.SubElement(root, "testsuite", {"name": suite, **totals, "timestamp": stamp})
     testsuite.extend(cases)
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def _case_out(cell: Mapping[str, Any]) -> str:
+def _case_out(cell: ComparedCell) -> str:
     """The cell's verdict and each gated metric's figures, a line each."""
-    lines = [f"verdict: {_xml_text(cell.get('verdict'))}"]
-    for m in _metric_rows(cell):
-        change = m.get("change_pct")
+    lines = [f"verdict: {_xml_text(cell.verdict.value)}"]
+    for m in cell.figures:
+        change = m.change_pct
         lines.append(
-            f"{_xml_text(m.get('metric'))}: base {m.get('median_base')}, head {m.get('median_head')}"
-            + (f", {change:+.1f}%" if _number(change) else "")
-            + f": {_xml_text(m.get('verdict'))}"
+            f"{_xml_text(m.metric)}: base {m.median_base}, head {m.median_head}"
+            + (f", {change:+.1f}%" if change is not None and _number(change) else "")
+            + f": {_xml_text(m.verdict.value)}"
         )
     return "\n".join(lines)

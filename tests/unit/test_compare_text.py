@@ -29,7 +29,7 @@ def sides(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_text_has_no_markup_and_every_cells_figures(tmp_path: Path) -> None:
     base, head = sides(tmp_path)
-    doc = compare_paths(base, head, settings=Settings()).document
+    doc = compare_paths(base, head, settings=Settings()).comparison
     text = render_text(doc)
     for markup in ("&lt;", "&gt;", "<code>", "`", "##", "| ---", "**"):
         assert markup not in text, markup
@@ -65,11 +65,11 @@ def test_text_has_no_markup_and_every_cells_figures(tmp_path: Path) -> None:
 
 def test_sort_by_effect_and_only_changed(tmp_path: Path) -> None:
     base, head = sides(tmp_path)
-    doc = compare_paths(base, head, settings=Settings()).document
-    by_effect = [c["cell_id"].split(".dd-")[1][:4] for c in ordered(doc["cells"], sort="effect")]
+    doc = compare_paths(base, head, settings=Settings()).comparison
+    by_effect = [c.cell_id.split(".dd-")[1][:4] for c in ordered(doc.cells, sort="effect")]
     assert by_effect == ["64m-", "128m", "192m"]
-    assert effect(doc["cells"][0]) > 0
-    by_id = [c["cell_id"] for c in ordered(doc["cells"])]
+    assert effect(doc.cells[0]) > 0
+    by_id = [c.cell_id for c in ordered(doc.cells)]
     assert by_id == sorted(by_id)
     text = render_text(doc, only_changed=True)
     assert "192m" not in text.split("Why:")[0].split("\n\n", 2)[-1]
@@ -78,7 +78,7 @@ def test_sort_by_effect_and_only_changed(tmp_path: Path) -> None:
 
 def test_colour_only_when_the_style_asks(tmp_path: Path) -> None:
     base, head = sides(tmp_path)
-    doc = compare_paths(base, head, settings=Settings()).document
+    doc = compare_paths(base, head, settings=Settings()).comparison
     assert "\033[" not in render_text(doc)
     painted = render_text(doc, style=Style(True))
     assert "\033[31;1mREGRESSION\033[0m" in painted
@@ -89,7 +89,7 @@ def test_cli_formats(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     out = tmp_path / "out"
     assert main(["compare", str(base), str(head), "--output-format", "json", "--out", str(out)]) == 1
     captured = capsys.readouterr()
-    assert json.loads(captured.out) == load_comparison(out / "comparison.json")
+    assert json.loads(captured.out) == load_comparison(out / "comparison.json").to_json()
     assert captured.err.strip().endswith(f"comparison: {out / 'comparison.json'}")
     assert main(["compare", str(base), str(head), "--sort", "effect", "--only-changed"]) == 1
     text = capsys.readouterr().out

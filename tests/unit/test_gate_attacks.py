@@ -163,8 +163,8 @@ def test_a_head_build_cannot_rewrite_base_qemu_nor_leave_a_process_behind(tmp_pa
             # nothing of either build is alive, the detached sleep included; the record says so
             assert leftovers(marker) == []
             assert accounts.uid_processes(head.build.account.uid) == []
-            assert head.describe()["build"]["leftovers_killed"] >= 1
-            assert base.describe()["build"]["uid"] == base.build.account.uid
+            assert head.describe().to_json()["build"]["leftovers_killed"] >= 1
+            assert base.describe().to_json()["build"]["uid"] == base.build.account.uid
     finally:
         for line in leftovers(marker):
             os.kill(int(line.split(":")[0]), 9)

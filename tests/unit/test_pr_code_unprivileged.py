@@ -74,7 +74,7 @@ def test_the_build_command_runs_as_an_account_of_its_own_in_a_checkout_it_owns(s
         uid = subject.build.account.uid
         assert (into / "built-by").read_text().strip() == str(uid)
         assert subject.qemu == str(into / "build" / "qemu-system-x86_64")
-        assert subject.describe()["build"]["uid"] == uid
+        assert subject.describe().to_json()["build"]["uid"] == uid
         if os.geteuid() == 0:
             # neither root nor the QEMU account: a uid of its own, which owned the checkout while it built
             assert uid not in (0, expected_uid())

@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 
+from harness.compare import Kind as CellKind
 from harness.compare import MetricResult, Settings, Verdict
 from harness.compare.markdown import sensitivity_lines
+from harness.compare.model import ComparedCell, Figures, SensitivityRow
 from harness.compare.power import could_see, could_see_text, rounds_to_decide
 from harness.gate import (
     SIDES,
@@ -290,7 +292,7 @@ def test_the_summary_first_lines_say_what_each_cell_could_see_and_what_it_needs(
         {"cell_id": "b", "name": "policy-fio", "metric": "total_s", "rounds": 8,
          "verdict": "inconclusive", "could_see_pct": 31.5, "rounds_to_decide": 40},
     ]  # fmt: skip
-    assert sensitivity_lines(rows) == [
+    assert sensitivity_lines([SensitivityRow.from_json(r) for r in rows]) == [
         "Could see (a regression this large fails the gate 4 times in 5): `policy-replay` ≥ 4.0% "
         "(replay.wall_s, 24 rounds); `policy-fio` ≥ 31.5% (total_s, 8 rounds)",
         "Inconclusive: `policy-fio` would need about 40 rounds (has 8)",
@@ -350,15 +352,19 @@ def test_replay_together_is_true_or_false() -> None:
 
 
 def test_an_inconclusive_metric_without_rounds_to_decide_says_why() -> None:
-    def row(**kw: Any) -> dict[str, Any]:
-        base = {"cell_id": "c", "name": "c", "verdict": "inconclusive", "rounds": 2, "min_effect": 0.05}
-        return {**base, **kw}
+    def row(**kw: Any) -> list[str]:
+        """The lines of one inconclusive metric with these figures and no rounds to decide it."""
+        open_ = Verdict.INCONCLUSIVE
+        figures = Figures(metric="total_s", verdict=open_, min_effect=0.05, **kw)
+        cell = ComparedCell(cell_id="c", verdict=open_, kind=CellKind.METRIC, metrics=(figures,))
+        sensitivity = SensitivityRow(cell_id="c", name="c", metric="total_s", rounds=2, verdict=open_)
+        return sensitivity_lines([sensitivity], cells=[cell])
 
-    few = sensitivity_lines([row(change_pct=82.5, ci_low=None, n_base=2, n_head=2)])
+    few = row(change_pct=82.5, ci_low=None, n_base=2, n_head=2)
     assert "has too few samples for an interval (2 + 2): run more rounds" in few[0]
-    edge = sensitivity_lines([row(change_pct=5.1, ci_low=0.9, n_base=8, n_head=8)])
+    edge = row(change_pct=5.1, ci_low=0.9, n_base=8, n_head=8)
     assert "its change sits on the minimum effect" in edge[0]
-    far = sensitivity_lines([row(change_pct=-40.0, ci_low=0.2, n_base=8, n_head=8)])
+    far = row(change_pct=-40.0, ci_low=0.2, n_base=8, n_head=8)
     assert "would need more than 1000 rounds at this spread" in far[0]
 
 
