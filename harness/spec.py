@@ -12,7 +12,7 @@ import typing
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import Enum, StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.errors import SpecError
 from harness.sizes import format_size as format_size  # re-exported: spelled here before
@@ -21,6 +21,9 @@ from harness.workloads import registry
 from harness.workloads.params import WorkloadKind
 from harness.workloads.registry import Workload as Workload  # re-exported: the cell's word
 from harness.workloads.registry import parse_workload
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 
 class Format(StrEnum):
@@ -305,29 +308,74 @@ def _validate_cluster_size(value: str | int | None, fmt: Format) -> int | None:
     return size
 
 
-def make_cell(
-    *,
-    format: str | Format = Format.QCOW2,
-    preallocation: str = "off",
-    size: str | int = "2G",
-    cluster_size: str | int | None = None,
-    lazy_refcounts: bool = False,
-    compat: str | None = None,
-    encrypt: str = "none",
-    cache: str | Cache = Cache.WRITEBACK,
-    aio: str | Aio = Aio.THREADS,
-    interface: str | Interface = Interface.VIRTIO_BLK,
-    workload: str | Workload = Workload.INSTALL,
-    cache_state: str | CacheState = CacheState.FRESH,
-    measure: str | Measure = Measure.GUEST,
-    **params: Any,
-) -> Cell:
-    """Build one validated cell from user-facing spellings.
+class CellAxes(typing.TypedDict, total=False):
+    """The cell's own axes as :func:`make_cell` takes them, spelled as users spell them (the
+    workloads' parameters come after ``workload``, from the registry); declared once, here:
+    a sweep spec's keys, their TOML types and the presets' axes are read from it."""
 
-    ``params`` are the workloads' parameters (:func:`workload_params`), each
-    checked whatever the cell's workload; the workload's own cross checks
-    with the disk's size follow.
+    format: str | Format
+    preallocation: str
+    size: str | int
+    cluster_size: str | int | None
+    lazy_refcounts: bool
+    compat: str | None
+    encrypt: str
+    cache: str | Cache
+    aio: str | Aio
+    interface: str | Interface
+    workload: str | Workload
+    cache_state: str | CacheState
+    measure: str | Measure
+
+
+class CellSpelling(CellAxes, total=False):
+    """What :func:`make_cell` takes: the cell's axes and the built-in workloads' parameters, so
+    that the type checker holds every call to the names and types the registry declares
+    (``tests/unit/test_cell_record.py`` holds this list to the registry's)."""
+
+    payload: str
+    dd_mib: int
+    dd_chunk_mib: int
+    fs: str
+    bonnie_size_mib: int
+    bonnie_ram_mib: int
+    bonnie_files: int
+    fio_target: str
+    fio_size_mib: int
+    fio_ios: int
+    fio_fsync_ios: int
+
+
+# what an axis is when a cell leaves it out
+AXIS_DEFAULTS: dict[str, Any] = {
+    "format": Format.QCOW2,
+    "preallocation": "off",
+    "size": "2G",
+    "cluster_size": None,
+    "lazy_refcounts": False,
+    "compat": None,
+    "encrypt": "none",
+    "cache": Cache.WRITEBACK,
+    "aio": Aio.THREADS,
+    "interface": Interface.VIRTIO_BLK,
+    "workload": Workload.INSTALL,
+    "cache_state": CacheState.FRESH,
+    "measure": Measure.GUEST,
+}
+
+
+def make_cell(**spelled: Unpack[CellSpelling]) -> Cell:
+    """Build one validated cell from user-facing spellings: the axes of :class:`CellAxes` (each
+    defaults to :data:`AXIS_DEFAULTS`) and the workloads' parameters (:func:`workload_params`),
+    each checked whatever the cell's workload; the workload's own cross checks with the disk's
+    size follow.  A name that is neither is refused with the names there are.
     """
+    axes = {**AXIS_DEFAULTS, **{k: v for k, v in spelled.items() if k in AXIS_DEFAULTS}}
+    params = {k: v for k, v in spelled.items() if k not in AXIS_DEFAULTS}
+    format, preallocation, size = axes["format"], axes["preallocation"], axes["size"]
+    cluster_size, lazy_refcounts, compat = axes["cluster_size"], axes["lazy_refcounts"], axes["compat"]
+    encrypt, cache, aio, interface = axes["encrypt"], axes["cache"], axes["aio"], axes["interface"]
+    workload, cache_state, measure = axes["workload"], axes["cache_state"], axes["measure"]
     fmt: Format = _choice(Format, format, "format")
     prealloc = str(preallocation).strip().lower()
     if prealloc not in PREALLOCATION[fmt]:
@@ -404,7 +452,7 @@ def workload_params() -> tuple[str, ...]:
 
 def axis_names() -> tuple[str, ...]:
     """Every :func:`make_cell` keyword, in its order, the workloads' parameters after ``workload``."""
-    own = [name for name in typing.get_type_hints(make_cell) if name not in ("return", "params")]
+    own = list(CellAxes.__annotations__)
     at = own.index("workload") + 1
     return (*own[:at], *workload_params(), *own[at:])
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from harness import compare
 from harness.compare import Settings
-from harness.compare.document import load_document
+from harness.compare.document import Context, load_document
 from harness.compare.model import Comparison, Side
 from harness.compare.pointers import Pointers
 from harness.errors import ExitCode, UsageError
@@ -83,8 +83,7 @@ def compare_paths(
         head=side_info(str(head), head_records),
         machine=head_records[0].machine,
         created_at=created_at or dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        warnings=warnings,
-        pointers=pointers,
+        context=Context(warnings=warnings, pointers=pointers),
     )
     result = Compared(comparison, compare.render_markdown(comparison))
     if out is not None:

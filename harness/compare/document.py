@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from harness.compare.axis import axis_sentence
@@ -71,6 +71,17 @@ def compared_cell(result: CellResult) -> ComparedCell:
     )
 
 
+@dataclass(frozen=True)
+class Context:
+    """What a comparison says beside its verdicts: the warnings of its making, what its summary
+    points to, and a gate's host canary and budget."""
+
+    warnings: Sequence[str] = ()
+    pointers: Pointers | None = None
+    canary: Canary | None = None
+    budget: Budget | None = None
+
+
 def build_comparison(
     cells: Sequence[CellResult],
     *,
@@ -78,11 +89,8 @@ def build_comparison(
     base: Side,
     head: Side,
     machine: MachineInfo,
-    canary: Canary | None = None,
-    budget: Budget | None = None,
     created_at: str,
-    warnings: Sequence[str] = (),
-    pointers: Pointers | None = None,
+    context: Context | None = None,
 ) -> Comparison:
     """The comparison (schema ``diskbench-comparison`` version 2, docs/comparison.md).
 
@@ -106,7 +114,9 @@ def build_comparison(
         ]
         if family:
             settings = replace(settings, comparisons=len(family))
-    pointers = pointers or Pointers()
+    context = context or Context()
+    warnings, canary, budget = context.warnings, context.canary, context.budget
+    pointers = context.pointers or Pointers()
     summary = Summary(
         cells=len(cells),
         counts=counts,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from harness.compare import CellResult, Kind, Settings, Verdict, build_comparison, render_markdown
 from harness.compare.comparison import write_comparison
-from harness.compare.document import with_policy_reach
+from harness.compare.document import Context, with_policy_reach
 from harness.compare.model import Budget, Canary, Comparison, Side
 from harness.compare.pointers import Pointers
 from harness.errors import InfraError
@@ -273,20 +273,22 @@ def comparison_document(
         base=_describe(sides["base"]),
         head=_describe(sides["head"]),
         machine=sides["head"].session.machine,
-        canary=canary,
-        budget=Budget(
-            budget_min=options.budget_s / 60,
-            used_min=round(elapsed_s / 60, 2),
-            rounds=options.rounds,
-            max_rounds=options.max_rounds,
-            stopped=played.stopped,
-            seed=options.seed,
-            spec=spec.source,
-            accel=sides["base"].session.opts.accel,
-        ),
         created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        warnings=judge.warnings,
-        pointers=_with_seed(pointers, options.seed),
+        context=Context(
+            warnings=judge.warnings,
+            pointers=_with_seed(pointers, options.seed),
+            canary=canary,
+            budget=Budget(
+                budget_min=options.budget_s / 60,
+                used_min=round(elapsed_s / 60, 2),
+                rounds=options.rounds,
+                max_rounds=options.max_rounds,
+                stopped=played.stopped,
+                seed=options.seed,
+                spec=spec.source,
+                accel=sides["base"].session.opts.accel,
+            ),
+        ),
     )
     pairs = [
         (

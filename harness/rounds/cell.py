@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import secrets
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness.host import confine
@@ -34,6 +35,20 @@ def new_run_id() -> str:
     return f"{now}-{secrets.token_hex(2)}"
 
 
+@dataclass(frozen=True)
+class Turn:
+    """How far one call takes a cell, where its record goes, and what it says as it goes
+    (see :func:`run_cell`)."""
+
+    where: RecordDir | None = None
+    existing: Record | None = None
+    upto: int | None = None
+    of: int | None = None
+    sampler: Sampler | None = None
+    label: str = ""
+    progress: Callable[[str], None] = lambda _msg: None
+
+
 def run_cell(
     cell: Cell,
     guest: Guest,
@@ -41,15 +56,11 @@ def run_cell(
     *,
     machine: MachineInfo,
     subject: SubjectInfo,
-    progress: Callable[[str], None] = lambda _msg: None,
-    label: str = "",
-    where: RecordDir | None = None,
-    existing: Record | None = None,
-    of: int | None = None,
-    upto: int | None = None,
-    sampler: Sampler | None = None,
+    turn: Turn | None = None,
 ) -> tuple[Path, Record]:
-    """Run the samples of ``cell`` up to sample number ``upto``; write the record after each.
+    """Run the samples of ``cell`` up to sample number ``upto``; write the record after each
+    (``upto``, ``of``, ``where``, ``existing``, ``sampler``, ``label`` and ``progress`` are the
+    ``turn``'s).
 
     ``sampler`` measures one sample (default :func:`run_sample`, a guest; a replay cell's
     is :func:`harness.sample.replay.sample.replay_sample`, chosen by the session).
@@ -64,7 +75,9 @@ def run_cell(
     With ``existing`` (a record of this cell, same machine and subject) the run goes on
     from its next sample instead of starting over: records are the checkpoint of a sweep.
     """
-    where = where or run_records(opts.results_dir, opts.run_id)
+    turn = turn or Turn()
+    where = turn.where or run_records(opts.results_dir, opts.run_id)
+    existing, sampler, label, progress = turn.existing, turn.sampler, turn.label, turn.progress
     path = where.path(cell.id)
     record = existing or new_record(
         cell=CellInfo(cell.as_dict()),
@@ -85,8 +98,8 @@ def run_cell(
         run_id=opts.run_id,
     )
     log_root = where.log_root(cell.id)
-    upto = opts.repeat if upto is None else upto
-    of = of or upto
+    upto = opts.repeat if turn.upto is None else turn.upto
+    of = turn.of or upto
     for count in range(len(record.samples), upto):
         index = record.next_sample_index()
         progress(f"{label}{cell.id} sample {count + 1}/{of} ...")

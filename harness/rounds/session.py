@@ -16,7 +16,7 @@ from typing import Any
 from harness.host.hostinfo import machine_info
 from harness.record import MachineInfo, Record, RecordDir, SubjectInfo, VMInfo, run_records
 from harness.record.identity import fingerprint
-from harness.rounds.cell import new_run_id, run_cell
+from harness.rounds.cell import Turn, new_run_id, run_cell
 from harness.sample import images
 from harness.sample.accel import choose_accel
 from harness.sample.guest_sampler import Guest, RunOptions, Sampler
@@ -71,13 +71,15 @@ class Session:
             self.opts,
             machine=self.machine,
             subject=self.subject,
-            progress=progress,
-            label=label,
-            where=where,
-            existing=existing,
-            of=of,
-            upto=upto,
-            sampler=sampler or sampler_for(cell),
+            turn=Turn(
+                where=where,
+                existing=existing,
+                upto=upto,
+                of=of,
+                sampler=sampler or sampler_for(cell),
+                label=label,
+                progress=progress,
+            ),
         )
 
 

@@ -20,6 +20,7 @@ from harness.files import read_input_text
 from harness.spec import (
     PREALLOCATION,
     Cell,
+    CellAxes,
     Format,
     axis_names,
     make_cell,
@@ -207,12 +208,12 @@ def _value_pattern(value: Any) -> re.Pattern[str]:
 
 
 def _allowed_types(key: str) -> tuple[type, ...]:
-    """The TOML types an axis takes: a workload parameter's, or read from make_cell's hints
+    """The TOML types an axis takes: a workload parameter's, or read from the cell's axes (CellAxes)
     (an Enum is spelled as a str)."""
     param = registry.params().get(key)
     if param is not None:
         return (param.type,)
-    hint = typing.get_type_hints(make_cell)[key]
+    hint = typing.get_type_hints(CellAxes)[key]
     found: list[type] = []
     for arg in typing.get_args(hint) or (hint,):
         if isinstance(arg, type) and issubclass(arg, Enum):

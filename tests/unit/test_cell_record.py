@@ -4,6 +4,7 @@ the workloads declared their own parameters: a record written today must read as
 from __future__ import annotations
 
 import json
+import typing
 from typing import Any
 
 import pytest
@@ -111,3 +112,17 @@ def test_workload_dict_holds_every_parameter_in_order() -> None:
         "fio_ios",
         "fio_fsync_ios",
     ]
+
+
+def test_make_cell_takes_the_axes_and_the_built_in_workloads_parameters_by_name() -> None:
+    """CellSpelling is what the type checker holds make_cell's callers to: the cell's own axes
+    (each with a default) and exactly the parameters the built-in workloads declare."""
+    from harness.spec import AXIS_DEFAULTS, CellAxes, CellSpelling
+    from harness.workloads import registry
+
+    own = list(CellAxes.__annotations__)
+    assert own == list(AXIS_DEFAULTS)
+    hints = typing.get_type_hints(CellSpelling)
+    extra = {k: hints[k].__name__ for k in hints if k not in own}
+    built_in = {p.name: p.type.__name__ for name in registry.BUILT_IN for p in registry.kind(name).params}
+    assert extra == built_in

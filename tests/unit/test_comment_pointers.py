@@ -17,6 +17,7 @@ from test_compare import MACHINE, SETTINGS, cell_dict, cell_info, gauss, samples
 from harness.cli import main
 from harness.cli.gate import reproduce_argv
 from harness.compare import Settings, build_comparison, compare_cell, flatten_cell, render_markdown
+from harness.compare.document import Context
 from harness.compare.model import Budget, Comparison, FlatCell, SensitivityRow, Side
 from harness.compare.pointers import (
     Pointers,
@@ -146,7 +147,7 @@ def document(pointers: Pointers | None = None, cells: list[Any] | None = None) -
         head=Side.from_json({"label": "head", "rev": "def456", "subject": {}}),
         machine=MachineInfo(MACHINE),
         created_at="2025-01-01T00:00:00+00:00",
-        pointers=pointers,
+        context=Context(pointers=pointers),
     )
 
 

@@ -33,6 +33,7 @@ from harness.compare import (
     validate_comparison,
 )
 from harness.compare.comparison import load_comparison, write_comparison
+from harness.compare.document import Context
 from harness.compare.model import Budget, Comparison, DiffEntry, Side
 from harness.errors import UsageError
 from harness.record import CellInfo, Record, Sample, new_record, write_record
@@ -618,9 +619,8 @@ def sample_document(accel: str = "kvm") -> Comparison:
         base=Side.from_json({"label": "base", "rev": "abc123", "subject": {"policy": {"name": "default"}}}),
         head=Side.from_json({"label": "head", "rev": "def456", "subject": {}}),
         machine=MachineInfo(MACHINE | {"accel": accel}),
-        canary=canary,
-        budget=Budget.from_json({"minutes": 30, "spent_min": 12.5}),
         created_at="2025-01-01T00:00:00+00:00",
+        context=Context(canary=canary, budget=Budget.from_json({"minutes": 30, "spent_min": 12.5})),
     )
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from test_compare import SETTINGS, cell_info, failed, gauss, sample_document, samples
 
 from harness.compare import Settings, build_comparison, compare_cell, compare_family, render_markdown
-from harness.compare.document import compared_cell
+from harness.compare.document import Context, compared_cell
 from harness.compare.model import Budget, ComparedCell, Comparison, Figures, Side
 from harness.compare.screen import decide_command, lead_metric, said, with_screen
 from harness.compare.verdict import Kind, Verdict
@@ -19,7 +19,13 @@ from harness.record import MachineInfo
 
 def document(cells: list[Any], **more: Any) -> Comparison:
     return build_comparison(
-        cells, settings=SETTINGS, base=Side(), head=Side(), machine=MachineInfo(), created_at="x", **more
+        cells,
+        settings=SETTINGS,
+        base=Side(),
+        head=Side(),
+        machine=MachineInfo(),
+        created_at="x",
+        context=Context(**more),
     )
 
 
