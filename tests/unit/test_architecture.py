@@ -383,3 +383,11 @@ def test_no_comparison_record_or_sample_travels_as_a_json_object() -> None:
         if not any(found == edge or found.startswith(f"{edge}.") for edge in JSON_EDGES)
     ]
     assert loose == []
+
+
+def test_every_test_file_has_a_name_of_its_own() -> None:
+    """pytest imports test files by their base name (no package under tests/): two files of one
+    name in two folders stop the whole run at collection."""
+    tests = Path(__file__).resolve().parents[1]
+    names = [p.name for p in tests.rglob("test_*.py")]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
