@@ -51,6 +51,12 @@ class MetricResult:
     rounds_to_decide: int | None = None
     # every pair ran at the same moment: ratio, interval and test are the pairs' log ratios'
     together: bool = False
+    # sharing one CPU shrinks a change (harness.sample.pairing): ratio and interval are the pairs'
+    # scaled on logs by this factor, the size alone at worst; ``measured_ratio`` is the pairs' own
+    shrink: float = 1.0
+    measured_ratio: float | None = None
+    # why this metric is shown but not gated ("" when it is gated)
+    information: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: figures that are not finite (a median of 0 as divisor) become null."""
@@ -65,6 +71,9 @@ class MetricResult:
             "higher_is_better": self.higher_is_better,
             "paired": self.paired,
             "together": self.together,
+            "shrink": self.shrink,
+            "measured_change_pct": change(self.measured_ratio),
+            "information": self.information,
             "n_base": self.n_base,
             "n_head": self.n_head,
             "median_base": _finite(self.median_base),
@@ -102,10 +111,14 @@ def compare_metric(
     min_effect: float | None = None,
     p_adjusted: float | None = None,
     together: bool = False,
+    shrink: float = 1.0,
 ) -> MetricResult:
     """The verdict of one metric; ``paired``: ``base[i]`` and ``head[i]`` are of round i;
     ``together`` (with ``paired``): they ran at the same moment, and the test is that of the
-    pairs' log ratios (:mod:`harness.compare.paired`).
+    pairs' log ratios (:mod:`harness.compare.paired`).  ``shrink`` (with ``together``): the pairs
+    shared one CPU, which shrinks a change of this figure at most by this factor on logs: ratio
+    and interval are scaled up by it, so that the decision and the size are the change alone at
+    worst (a true 5 % read as 2.5 % together is never called unchanged); the test is the same.
 
     "Significant" below is :func:`~harness.compare.evidence.weigh`'s: the
     settings' test beats ``settings.alpha_per_test``, or, when ``p_adjusted``
@@ -162,11 +175,12 @@ def compare_metric(
     evidence = weigh(b, h, settings=settings, p_adjusted=p_adjusted, together=together)
     if together:
         # the pairs' own ratio and its interval: each side's values keep the host's noise
-        ratio = pairs_ratio(b, h)
-        result = replace(result, ratio=ratio, together=True)
+        measured = pairs_ratio(b, h)
         lo, hi = bootstrap_pairs_ci(
             b, h, confidence=settings.confidence, n=settings.bootstrap, seed=settings.seed
         )
+        ratio, lo, hi = (_alone(v, shrink) for v in (measured, lo, hi))
+        result = replace(result, ratio=ratio, together=True, shrink=shrink, measured_ratio=measured)
     else:
         lo, hi = bootstrap_ratio_ci(
             b, h, confidence=settings.confidence, n=settings.bootstrap, seed=settings.seed, paired=paired
@@ -182,6 +196,8 @@ def compare_metric(
         settings=settings,
         constant=b[0] if constant else None,
     )
+    if together and shrink != 1.0:
+        reason += f" (the size alone at worst: {pct(result.measured_ratio)} as measured together on one CPU, x{shrink:g} on logs)"
     if p_adjusted is not None and evidence.significant and evidence.route == "t":
         # the t route's p for Holm is the level it rejects at: its adjusted p is at most alpha
         reason += (
@@ -204,6 +220,13 @@ def compare_metric(
         could_see=seen if math.isfinite(seen) else None,
         rounds_to_decide=rounds_to_decide(decided, settings) if verdict is Verdict.INCONCLUSIVE else None,
     )
+
+
+def _alone(ratio: float, shrink: float) -> float:
+    """A pair's ratio taken together, as the change it would be alone: ``ratio ** shrink``."""
+    if shrink == 1.0 or not 0 < ratio < math.inf:
+        return ratio
+    return float(math.exp(math.log(ratio) * shrink))
 
 
 def _decide(
