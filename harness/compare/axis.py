@@ -29,12 +29,15 @@ def _axis_text(axis: str, value: Any) -> str:
 
 
 def axis_sentence(cells: Sequence[CellResult]) -> str | None:
-    """One sentence naming the axis value that the regressed (else changed, else improved) cells share.
+    """One sentence naming every axis value that the regressed (else changed, else improved) cells share.
 
-    Needs at least two such cells.  Among the values every one of them has
-    (and not every compared cell has), the one whose cells changed most often
-    wins; values that single out exactly the changed cells are named together.
-    Cells in error are left out of the counts.  None when nothing is shared.
+    Needs at least two such cells.  The values every one of them has (and not
+    every compared cell has) are named: those that no other cell has first,
+    all together, with a word that the cells cannot tell them apart when
+    there are several (they go together in these cells, as a replay cell's
+    values can with a guest cell's); then the others, each with how many of
+    its cells changed.  Cells in error are left out of the counts.  None when
+    nothing is shared.
     """
     pool = [c for c in cells if c.verdict is not Verdict.ERROR]
     words = {Verdict.REGRESSION: "regressed", Verdict.CHANGED: "changed", Verdict.IMPROVEMENT: "improved"}
@@ -44,7 +47,8 @@ def axis_sentence(cells: Sequence[CellResult]) -> str | None:
     if len(changed) < 2:
         return None
     axes = [a for a in AXES if all(a in c.cell for c in pool)]
-    candidates: list[tuple[float, int, str, Any]] = []
+    exact: list[str] = []
+    partial: list[tuple[float, int, str]] = []
     for order, axis in enumerate(axes):
         if axis in GUEST_ONLY and any(_replayed(c) for c in changed):
             continue  # a replay has no guest device: its cells say nothing of the bus
@@ -57,16 +61,35 @@ def axis_sentence(cells: Sequence[CellResult]) -> str | None:
         having = [c for c in pool if c.cell[axis] == value]
         if len(having) == len(pool):
             continue  # every cell has it: it tells nothing apart
-        candidates.append((len(changed) / len(having), -order, axis, value))
-    if not candidates:
+        if len(having) == len(changed):
+            exact.append(_axis_text(axis, value))
+        else:
+            partial.append(
+                (
+                    len(changed) / len(having),
+                    -order,
+                    f"{_axis_text(axis, value)} ({len(changed)} of {len(having)} such cells {word})",
+                )
+            )
+    if not exact and not partial:
         return None
-    candidates.sort(reverse=True)
-    best = candidates[0]
-    chosen = [c for c in candidates if c[0] == 1.0] if best[0] == 1.0 else [best]
-    chosen.sort(key=lambda c: -c[1])
-    names = " and ".join(_axis_text(c[2], c[3]) for c in chosen)
-    n_with = round(len(changed) / best[0])
-    others = len(pool) - n_with
-    return (
-        f"Every {word} cell has {names} ({len(changed)} of {n_with} such cells {word}, 0 of {others} others)."
-    )
+    others = len(pool) - len(changed)
+    partial.sort(reverse=True)
+    also = [text for _rate, _order, text in partial]
+    if not exact:
+        return (
+            f"Every {word} cell has {_joined(also)}; no one value sets them apart from the {others} others."
+        )
+    sentence = f"Every {word} cell has {_joined(exact)} ({len(changed)} of {len(changed)} such cells {word}, 0 of {others} others)."
+    if len(exact) > 1:
+        sentence += f" The cells cannot tell {_joined(exact)} apart: they go together in every cell."
+    if also:
+        sentence += f" They also share {_joined(also)}."
+    return sentence
+
+
+def _joined(texts: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    if len(texts) <= 1:
+        return "".join(texts)
+    return ", ".join(texts[:-1]) + f" and {texts[-1]}"

@@ -103,6 +103,7 @@ def sensitivity(cells: Sequence[CellResult]) -> list[dict[str, Any]]:
         {
             "cell_id": c.cell_id,
             "name": str(c.cell.get("gate_name") or c.cell_id),
+            "measure": str(c.cell.get("measure") or "guest"),
             "metric": m.metric,
             "rounds": min(m.n_base, m.n_head),
             "verdict": m.verdict.value,

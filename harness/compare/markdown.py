@@ -38,7 +38,31 @@ def _change_text(m: Mapping[str, Any]) -> str:
     change = m.get("change_pct")
     if change is None:
         return "n/a" if m.get("median_base") is None or m.get("median_head") is None else "+inf%"
+    measured = m.get("measured_change_pct")
+    if isinstance(measured, int | float) and float(m.get("shrink") or 1.0) != 1.0:
+        # a guest pair's change taken together, scaled to its size alone (at worst)
+        return f"{change:+.1f}% alone ({measured:+.1f}% together)"
     return f"{change:+.1f}%"
+
+
+def kind_line(rows: Sequence[Mapping[str, Any]]) -> str:
+    """One line of what the gate could have seen per kind of cell (guest, replay): the range over
+    its cells of each one's most sensitive gated metric."""
+    best: dict[tuple[str, str], float] = {}
+    for row in rows:
+        seen = row.get("could_see_pct")
+        if not isinstance(seen, int | float):
+            continue
+        key = (str(row.get("measure") or "guest"), str(row.get("cell_id")))
+        best[key] = min(best.get(key, math.inf), float(seen))
+    parts = []
+    for kind in ("guest", "replay"):
+        values = sorted(v for (k, _cell), v in best.items() if k == kind)
+        if not values:
+            continue
+        span = f"{values[0]:.1f}%" if len(values) == 1 else f"{values[0]:.1f}–{values[-1]:.1f}%"
+        parts.append(f"{len(values)} {kind} cell{'s' if len(values) != 1 else ''} ≥ {span}")
+    return "Could see: " + "; ".join(parts) if parts else ""
 
 
 def _out_of_reach(row: Mapping[str, Any]) -> str:
@@ -124,6 +148,9 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
         f"base {side(base)} vs head {side(head)}: {summary.get('cells', len(cells))} cells ({tally})"
     )
     lines.append("")
+    seen = kind_line(summary.get("sensitivity") or [])
+    if seen:
+        lines += [f"{seen} (a regression this large, alone, fails the gate 4 times in 5)", ""]
     names = _reader_names(cells)
     lines += sensitivity_lines(summary.get("sensitivity") or [], names)
     if counts.get(Verdict.INCONCLUSIVE.value):
@@ -157,6 +184,7 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
     else:
         lines += [f"{count} cell{'s' if count != 1 else ''} unchanged.", ""]
 
+    lines += _information_lines(cells)
     axis = summary.get("axis_sentence")
     if axis:
         lines += [inert_markdown(axis), ""]
@@ -184,11 +212,14 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
     if canary:
         before, after = canary.get("before_mib_s"), canary.get("after_mib_s")
         change = canary.get("change")
-        moved = (
-            "**MOVED: the time verdicts it could explain set to inconclusive**"
-            if canary.get("moved")
-            else "steady"
-        )
+        moved = "steady"
+        if canary.get("moved") and canary.get("voided"):
+            moved = "**MOVED: the time verdicts it could explain set to inconclusive**"
+        elif canary.get("moved"):
+            moved = (
+                "moved, and voids no verdict (samples taken in the same rounds or together, where the "
+                "host's move hit both sides alike, or a change beyond or against its move)"
+            )
         figures = (
             f"{before:.0f} → {after:.0f} MiB/s ({pct(change)})"
             if before is not None and after is not None and change is not None
@@ -229,6 +260,23 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
     if created:
         lines.append(f"Created {created}.")
     return "\n".join(lines) + "\n"
+
+
+def _information_lines(cells: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The figures shown but not gated, per cell, each with why (folded: they decide nothing)."""
+    rows = [(c, m) for c in cells for m in c.get("information") or []]
+    if not rows:
+        return []
+    lines = [
+        f"<details><summary>{len(rows)} figures shown, not gated (they decide nothing)</summary>",
+        "",
+        "| cell | metric | change | CI | why not gated |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for cell, m in rows:
+        texts = [m.get("metric"), _change_text(m), _ci_text(m), m.get("information")]
+        lines.append("| " + " | ".join([_cell_label(cell), *(inert_markdown(t) for t in texts)]) + " |")
+    return [*lines, "", "</details>", ""]
 
 
 def _cell_name(cell: Mapping[str, Any]) -> str:

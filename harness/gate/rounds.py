@@ -236,7 +236,8 @@ def _play_round(
             tally.stop = Stop(f"budget of {options.budget_s / 60:.0f} min reached", over_budget=True)
             return
         per = turn.side.per_round.get(turn.cell, 1)
-        if per > 1:
+        # a cell of several samples a round, or whose pair runs together (a guest's, one a round)
+        if per > 1 or turn.cell in turn.side.together:
             if turn.cell not in paired:
                 paired.add(turn.cell)
                 _play_pairs(
@@ -300,8 +301,15 @@ def _play_pairs(
 
     def one(label: str, index: int) -> None:
         t0 = time.monotonic()
+        deadline = workload_timeout_s
+        if label == "head":
+            deadline = head_deadline(_workload_times(sides["base"], name), limit_s=deadline)
         try:
-            _run_one(sides[label], name, index, out_dir, progress, workload_timeout_s=workload_timeout_s)
+            _run_one(sides[label], name, index, out_dir, progress, workload_timeout_s=deadline)
+            last = sides[label].records[name]["samples"][-1]
+            if label == "head" and timed_out(last):
+                tally.timed_out[name] = deadline
+                tally.stop = Stop(f"head timed out on {name} (deadline {deadline:.0f} s)")
         except BaseException as exc:  # handed to the gate's own thread below
             if barrier is None:
                 raise
@@ -313,6 +321,8 @@ def _play_pairs(
             spent[label] += time.monotonic() - t0
 
     for k in range(1, per + 1):
+        if tally.stop is not None:
+            break
         index = (number - 1) * per + k
         pair = list(SIDES)
         rng.shuffle(pair)

@@ -22,6 +22,8 @@ from harness.gate.rounds import GateSide, Rounds, run_rounds
 from harness.gate.spec import GateSpec
 from harness.gate.streams import GateStreams, prepare_streams
 from harness.gate.subjects import Subject, SubjectSource, prepared_subjects, repo_toplevel
+from harness.sample.guest_sampler import paired_sampler
+from harness.sample.pairing import Pairing
 from harness.subject.binaries import ON_PATH, Binaries
 from harness.subject.policy import Policy
 from harness.sweep.limits import MAX_DISK_BYTES
@@ -146,6 +148,7 @@ def gate_revisions(
             subjects, spec, options, out_dir=out_dir, work_dir=work_dir, progress=progress, binaries=binaries
         )
         streams = replay_streams(spec, sides, out_dir=out_dir, progress=progress)
+        guest_pairs(spec, sides)
         judge = decide_judge(
             settings,
             base_guest=sides["base"].session.guest.recipe_hash,
@@ -244,6 +247,16 @@ def replay_streams(
         side.together.update(streams.together)
         side.per_round.update(dict.fromkeys(names, spec.replay_samples))
     return streams
+
+
+def guest_pairs(spec: GateSpec, sides: Mapping[str, GateSide]) -> None:
+    """The guest cells whose pair of samples runs together: one :class:`Pairing` each, shared by
+    both sides' samplers (both guests on one CPU, their workloads started at the same moment)."""
+    for name in spec.guest_pairs:
+        pairing = Pairing()
+        for side in sides.values():
+            side.samplers[name] = paired_sampler(pairing)
+            side.together[name] = pairing
 
 
 def with_stream_notes(
