@@ -257,6 +257,8 @@ def guest_pairs(spec: GateSpec, sides: Mapping[str, GateSide]) -> None:
         for side in sides.values():
             side.samplers[name] = paired_sampler(pairing)
             side.together[name] = pairing
+            if spec.guest_samples > 1:
+                side.per_round[name] = spec.guest_samples
 
 
 def with_stream_notes(

@@ -38,6 +38,7 @@ SPEC_KEYS = (
     "replay_passes",
     "replay_together",
     "guest_together",
+    "guest_samples",
 )
 SPEC_KEYS_TABLES = ("params", "cells", "information")
 # what a cell of the spec may say beside its axes: its own gated metrics, whether its pair runs together
@@ -85,6 +86,8 @@ class GateSpec:
     replay_together: bool = False
     #: a guest cell's pair of samples runs at the same moment on one CPU (a cell's ``together`` wins)
     guest_together: bool = False
+    #: a guest cell's pairs per round where they run together (cheap beside a round: more pairs)
+    guest_samples: int = 1
     #: metric -> why it is shown but not gated
     information: Mapping[str, str] = field(default_factory=dict)
 
@@ -211,6 +214,7 @@ def parse_gate_spec(text: str, *, source: str = "<gate spec>") -> GateSpec:
         replay_together=bool(together),
         guest_together=bool(_flag(data.get("guest_together", False), f"{source}: guest_together")),
         information=dict(information),
+        guest_samples=integer("guest_samples", 1),
     )
 
 
