@@ -114,7 +114,11 @@ def run(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="diskbench-calpairs-", dir="/var/tmp") as tmp:
 
         def sample(
-            number: int, arm: str, cache: str, options: tuple[tuple[str, str], ...], mode: str,
+            number: int,
+            arm: str,
+            cache: str,
+            options: tuple[tuple[str, str], ...],
+            mode: str,
             together: Pairing | None,
         ) -> None:
             cell = cells[cache]
@@ -129,7 +133,14 @@ def run(args: argparse.Namespace) -> None:
             )
             opts.work_dir.mkdir(parents=True, exist_ok=True)
             try:
-                s = run_sample(cell, guest, opts, number, Path(tmp) / "logs" / f"{number}-{mode}-{arm}", together=together)
+                s = run_sample(
+                    cell,
+                    guest,
+                    opts,
+                    number,
+                    Path(tmp) / "logs" / f"{number}-{mode}-{arm}",
+                    together=together,
+                )
             finally:
                 if together is not None:
                     together.barrier.abort()
@@ -242,7 +253,9 @@ def analyse(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run")
     r.add_argument("--cell", default="")
