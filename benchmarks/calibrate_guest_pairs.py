@@ -7,7 +7,8 @@ size an injected slowdown reads as, from long runs resampled into many gates.
     # the spreads, the effects and the verdicts of gates drawn from the rounds
     .venv/bin/python benchmarks/calibrate_guest_pairs.py analyse OUT --gate-rounds 8 --draws 200
 
-An *arm* is ``NAME`` or ``NAME:KEY=VALUE,...`` as in ``benchmarks/calibrate_io.py`` (``cache=MODE``
+An *arm* is ``NAME[@MODE+MODE]`` or ``NAME[@MODES]:KEY=VALUE,...`` (its own modes, else
+``--modes``) as in ``benchmarks/calibrate_io.py`` (``cache=MODE``
 or a ``-drive`` option of the disk under test); an arm with no option is an A/A arm.  Each pair is
 base's sample and the arm's, taken
 
@@ -38,7 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.compare import Settings, Verdict, compare_metric
-from harness.compare.rules import taken_together
+from harness.compare.paired import bootstrap_pairs_ci, pairs_ratio
+from harness.compare.rules import OWN_CPU_FIGURES, taken_together
 from harness.guest import build_guest
 from harness.rounds.cell import new_run_id
 from harness.sample.guest_sampler import RunOptions, run_sample
@@ -83,6 +85,7 @@ def parse_cell(text: str) -> dict[str, Any]:
 
 def parse_arm(text: str, cache: str) -> tuple[str, str, tuple[tuple[str, str], ...]]:
     name, _, rest = text.partition(":")
+    name = name.partition("@")[0]
     options = []
     for item in filter(None, rest.split(",")):
         key, sep, value = item.partition("=")
@@ -162,7 +165,11 @@ def run(args: argparse.Namespace) -> None:
         cells = {cache: make_cell(**{**base_cell, "cache": cache}) for _n, cache, _o in [base, *arms]}
         for number in range(first, first + args.rounds):
             t0 = time.monotonic()
-            jobs = [(arm, mode) for arm in arms for mode in modes]
+            jobs = [
+                (arm, mode)
+                for arm, text in zip(arms, args.arms, strict=True)
+                for mode in arm_modes(text, modes)
+            ]
             rng.shuffle(jobs)
             for arm, mode in jobs:
                 pair = [base, arm]
@@ -181,6 +188,18 @@ def run(args: argparse.Namespace) -> None:
                 for t in threads:
                     t.join()
             print(f"round {number}: {time.monotonic() - t0:.0f} s", flush=True)
+
+
+def arm_modes(text: str, modes: list[str]) -> list[str]:
+    """The modes an arm runs in: ``NAME@MODE+MODE:...`` names its own, else ``--modes``."""
+    name = text.partition(":")[0]
+    if "@" not in name:
+        return modes
+    own = name.partition("@")[2].split("+")
+    for mode in own:
+        if mode not in MODES:
+            raise SystemExit(f"arm {text!r}: mode {mode!r}: use {', '.join(MODES)}")
+    return own
 
 
 def pairs(entries: list[dict[str, Any]], arm: str, mode: str, figure: str) -> tuple[list[float], list[float]]:
@@ -240,7 +259,7 @@ def analyse(args: argparse.Namespace) -> None:
                         settings=settings,
                         paired=True,
                         together=mode == "together",
-                        shrink=args.shrink if mode == "together" else 1.0,
+                        shrink=args.shrink if mode == "together" and figure not in OWN_CPU_FIGURES else 1.0,
                     )
                     if r.verdict in tally:
                         tally[r.verdict] += 1
@@ -250,6 +269,28 @@ def analyse(args: argparse.Namespace) -> None:
                     f"  {arm:>8} {mode:>8} {figure:<36} {tally[Verdict.REGRESSION]:>4} / "
                     f"{tally[Verdict.UNCHANGED]:>4} / {other:>4}"
                 )
+
+
+def sizes(args: argparse.Namespace, entries: list[dict[str, Any]], arms: list[str]) -> None:
+    """Each arm's size alone (its pairs taken apart) beside what the gate reports of it together
+    (the pairs' ratio scaled by the shrink) and the bound: between the measured change and it."""
+    print("\nsize alone (apart, 95 % CI) against the size reported together (measured, x shrink)")
+    for arm in arms:
+        for figure in args.figures.split(","):
+            apart = pairs(entries, arm, "apart", figure)
+            together = pairs(entries, arm, "together", figure)
+            if len(apart[0]) < 2 or len(together[0]) < 2:
+                continue
+            alone = pairs_ratio(*apart)
+            lo, hi = bootstrap_pairs_ci(*apart, confidence=0.95, n=2000, seed=1)
+            measured = pairs_ratio(*together)
+            k = 1.0 if figure in OWN_CPU_FIGURES else args.shrink
+            reported = math.exp(math.log(measured) * k)
+            print(
+                f"  {arm:>8} {figure:<36} alone {(alone - 1) * 100:+6.1f} % ({(lo - 1) * 100:+.1f} … "
+                f"{(hi - 1) * 100:+.1f}), n={len(apart[0])}; together {(measured - 1) * 100:+6.1f} %, "
+                f"reported {(reported - 1) * 100:+6.1f} %, n={len(together[0])}"
+            )
 
 
 def main() -> None:
@@ -273,7 +314,12 @@ def main() -> None:
     a.add_argument("--seed", type=int, default=1)
     a.add_argument("--figures", default=",".join(FIGURES))
     args = parser.parse_args()
-    run(args) if args.command == "run" else analyse(args)
+    if args.command == "run":
+        run(args)
+    else:
+        analyse(args)
+        entries = [json.loads(line) for line in (args.out / "samples.jsonl").read_text().splitlines()]
+        sizes(args, entries, sorted({e["arm"].split("/", 1)[0] for e in entries}))
 
 
 if __name__ == "__main__":
