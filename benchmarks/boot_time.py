@@ -23,13 +23,21 @@ from harness.sample import images, snapshot
 from harness.sample.guest_sampler import RunOptions, vm_config
 from harness.sample.vm import Machine
 from harness.spec import make_cell
+from harness.subject.binaries import QEMU_IMG, Binaries
 
 
 def start_once(start: snapshot.Start, guest: Any, accel: str, tmp: Path, index: int) -> tuple[float, str]:
     cell = make_cell(format="raw", interface="virtio-blk", workload="dd", dd_mib=16, size="256M")
-    opts = RunOptions(accel=accel, accel_reason="benchmark", work_dir=tmp, results_dir=tmp, run_id="boot")
+    opts = RunOptions(
+        binaries=Binaries.on_path(),
+        accel=accel,
+        accel_reason="benchmark",
+        work_dir=tmp,
+        results_dir=tmp,
+        run_id="boot",
+    )
     image = tmp / f"disk-{index}.raw"
-    images.create(image, cell.image)
+    images.create(image, cell.image, qemu_img=QEMU_IMG)
     log_dir = tmp / f"{start.value}-{index}"
 
     def wait_ready(vm: Machine) -> dict[str, Any]:
@@ -42,10 +50,11 @@ def start_once(start: snapshot.Start, guest: Any, accel: str, tmp: Path, index: 
             name="boot-time",
             start=start,
             cell=cell,
-            recipe_hash=guest.recipe_hash,
-            disk_bytes=cell.image.size,
-            make_scratch=lambda path: _create(path, cell),
-            scratch_path=tmp / "scratch.raw",
+            plan=snapshot.SnapshotPlan(
+                recipe_hash=guest.recipe_hash,
+                scratch_path=tmp / "scratch.raw",
+                make_scratch=lambda path: _create(path, cell),
+            ),
             boot_timeout_s=120,
             wait_ready=wait_ready,
         ) as started:
@@ -57,7 +66,7 @@ def start_once(start: snapshot.Start, guest: Any, accel: str, tmp: Path, index: 
 
 
 def _create(path: Path, cell: Any) -> None:
-    images.create(path, cell.image)
+    images.create(path, cell.image, qemu_img=QEMU_IMG)
 
 
 def main() -> None:

@@ -44,8 +44,11 @@ import harness.rounds.session  # noqa: E402, F401
 from harness.compare import Settings, Verdict  # noqa: E402
 from harness.compare.comparison import load_comparison  # noqa: E402
 from harness.files import write_json_atomic  # noqa: E402
-from harness.gate import SubjectSource, load_gate_spec, run_gate, settings_for  # noqa: E402
+from harness.gate import GateAsked, GateOptions, SubjectSource, load_gate_spec, run_gate, settings_for  # noqa: E402
 from harness.paths import default_results_dir, default_work_dir  # noqa: E402
+from harness.record import gate_records, scan_records  # noqa: E402
+from harness.rounds.session import MachineOptions  # noqa: E402
+from harness.subject.binaries import Binaries  # noqa: E402
 from harness.subject.policy import load_policy  # noqa: E402
 
 MIB = 1024 * 1024
@@ -84,14 +87,17 @@ def one_gate(
     t0 = time.monotonic()
     run_gate(
         repo=repo,
-        base=SubjectSource("base", base),
-        head=SubjectSource("head", head),
+        sources=(SubjectSource("base", base), SubjectSource("head", head)),
         spec=spec,
         settings=settings_for(spec, Settings(seed=seed)),
+        options=GateOptions.decide(
+            spec,
+            MachineOptions(
+                binaries=Binaries.on_path(), work_dir=args.work_dir, results_dir=out, accel=args.accel
+            ),
+            GateAsked(seed=seed),
+        ),
         out_dir=out,
-        work_dir=args.work_dir,
-        accel=args.accel,
-        seed=seed,
         progress=(lambda m: print(m, file=sys.stderr, flush=True)) if args.verbose else (lambda _m: None),
     )
     return summarize(out, wall_s=time.monotonic() - t0)
@@ -124,14 +130,12 @@ def cell_figures(run_dirs: list[Path]) -> dict[str, dict[str, float]]:
     writes: dict[str, list[float]] = {}
     sizes: dict[str, int] = {}
     for run in run_dirs:
-        for path in (run / "records" / "base").glob("*.json"):
-            record = json.loads(path.read_text())
-            cid = record["cell"]["id"]
-            sizes[cid] = int(record["cell"]["workload"]["dd_mib"]) * MIB
-            for sample in record["samples"]:
-                if sample["status"] == "ok":
-                    totals.setdefault(cid, []).append(sample["metrics"]["total_s"])
-                    writes.setdefault(cid, []).append(sample["metrics"]["phase.write_s"])
+        for record in scan_records(gate_records(run, "base").directory).values():
+            cid = record.cell_id
+            sizes[cid] = int(record.cell.workload["dd_mib"]) * MIB
+            for sample in record.ok:
+                totals.setdefault(cid, []).append(sample.metrics["total_s"])
+                writes.setdefault(cid, []).append(sample.metrics["phase.write_s"])
     return {
         cid: {
             "total_s": statistics.median(totals[cid]),
@@ -149,7 +153,7 @@ LADDER = (4.0, 2.5, 1.6, 1.0, 0.6)
 
 def measure_ladder(cell: Any, rate_mib_s: float, args: argparse.Namespace, out: Path) -> dict[int, float]:
     """Median ``total_s`` of ``cell`` under each throttle of the ladder (3 samples each)."""
-    from harness.rounds.session import run_cells
+    from harness.rounds.session import MachineOptions, SessionOptions, run_cells
     from harness.subject.policy import parse_policy
 
     points: dict[int, float] = {}
@@ -158,15 +162,19 @@ def measure_ladder(cell: Any, rate_mib_s: float, args: argparse.Namespace, out: 
         policy = parse_policy(f'[drive.options]\n"throttling.bps-write" = {bps}\n', source="ladder")
         result = run_cells(
             [cell],
-            repeat=3,
-            accel=args.accel,
-            work_dir=args.work_dir,
-            results_dir=out / f"ladder-{bps}",
+            SessionOptions(
+                MachineOptions(
+                    binaries=Binaries.on_path(),
+                    work_dir=args.work_dir,
+                    results_dir=out / f"ladder-{bps}",
+                    accel=args.accel,
+                    start="cold",
+                ),
+                repeat=3,
+            ),
             policy=policy,
         )
-        totals = [
-            s["metrics"]["total_s"] for r in result.records for s in r["samples"] if s["status"] == "ok"
-        ]
+        totals = [s.metrics["total_s"] for r in result.records for s in r.ok]
         if not totals:
             raise SystemExit(f"calibration: the run at {bps} B/s failed: see {result.run_dir}")
         points[bps] = statistics.median(totals)

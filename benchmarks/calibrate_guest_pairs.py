@@ -46,6 +46,7 @@ from harness.rounds.cell import new_run_id
 from harness.sample.guest_sampler import RunOptions, run_sample
 from harness.sample.pairing import Pairing
 from harness.spec import make_cell
+from harness.subject.binaries import Binaries
 
 CELL: dict[str, Any] = {
     "format": "qcow2",
@@ -126,6 +127,7 @@ def run(args: argparse.Namespace) -> None:
         ) -> None:
             cell = cells[cache]
             opts = RunOptions(
+                binaries=Binaries.on_path(),
                 accel="tcg",
                 accel_reason="calibration",
                 work_dir=Path(tmp) / "work",
@@ -151,11 +153,11 @@ def run(args: argparse.Namespace) -> None:
                 "round": number,
                 "arm": arm,
                 "mode": mode,
-                "status": s["status"],
-                "reason": s.get("reason"),
+                "status": s.status,
+                "reason": s.reason,
                 "together": taken_together(s),
-                "metrics": {k: v for k, v in (s.get("metrics") or {}).items() if k in FIGURES},
-                "cpu": (s.get("host") or {}).get("cpu"),
+                "metrics": {k: v for k, v in s.metrics.items() if k in FIGURES},
+                "cpu": s.host.get("cpu"),
             }
             with lock, log.open("a") as fh:
                 fh.write(json.dumps(entry) + "\n")

@@ -46,6 +46,7 @@ from harness.guest import build_guest
 from harness.rounds.cell import new_run_id
 from harness.sample.guest_sampler import RunOptions, run_sample
 from harness.spec import make_cell
+from harness.subject.binaries import Binaries
 
 # the default gate spec's policy cell (qcow2, virtio-blk, cache=none), fio on the raw disk
 CELL: dict[str, Any] = {
@@ -119,6 +120,7 @@ def run(args: argparse.Namespace) -> None:
             for name, cache, options in order:
                 cell = make_cell(**{**base_cell, "cache": cache})
                 opts = RunOptions(
+                    binaries=Binaries.on_path(),
                     accel="tcg",
                     accel_reason="calibration",
                     work_dir=Path(tmp) / "work",
@@ -132,9 +134,9 @@ def run(args: argparse.Namespace) -> None:
                 entry = {
                     "round": number,
                     "arm": name,
-                    "status": sample["status"],
-                    "reason": sample.get("reason"),
-                    "metrics": sample.get("metrics", {}),
+                    "status": sample.status,
+                    "reason": sample.reason,
+                    "metrics": dict(sample.metrics),
                 }
                 with log.open("a") as fh:
                     fh.write(json.dumps(entry) + "\n")

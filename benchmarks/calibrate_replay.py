@@ -52,9 +52,10 @@ from typing import Any
 from harness.compare import Settings, Verdict, compare_metric
 from harness.compare.power import could_see
 from harness.gate import GATE_SPEC, load_gate_spec, settings_for
-from harness.sample.replay.replay import Pairing, replay
+from harness.sample.replay.replay import Pairing, Replayer, replay
 from harness.sample.replay.stream import parse_stream
 from harness.spec import make_cell
+from harness.subject.binaries import QEMU_IMG
 
 FIGURES = (
     "replay.wall_s",
@@ -180,9 +181,7 @@ def run(args: argparse.Namespace) -> None:
             got = replay(
                 stream,
                 cell,
-                qemu_io=qemu_io,
-                work_dir=work,
-                drive_options=drive_options,
+                replayer=Replayer(qemu_io, QEMU_IMG, work, drive_options),
                 passes=args.passes,
                 together=together,
             )

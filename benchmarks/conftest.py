@@ -22,7 +22,7 @@ from harness.subject.binaries import Binaries
 DEFAULT_SIZE = "128M"
 DEFAULT_ROUNDS = 5
 # this pytest process is the command: it reads the environment here, once, and hands the value down
-QEMU_IMG = os.environ.get("DISKBENCH_QEMU_IMG") or Binaries.default().qemu_img
+QEMU_IMG = os.environ.get("DISKBENCH_QEMU_IMG") or Binaries.on_path().qemu_img
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -20,6 +20,7 @@ from harness.guest import build_guest
 from harness.rounds.cell import new_run_id
 from harness.sample.guest_sampler import RunOptions, run_sample
 from harness.spec import make_cell
+from harness.subject.binaries import Binaries
 
 
 def main() -> None:
@@ -37,6 +38,7 @@ def main() -> None:
         for index in range(args.runs):
             for on in (True, False) if index % 2 == 0 else (False, True):
                 opts = RunOptions(
+                    binaries=Binaries.on_path(),
                     accel=args.accel,
                     accel_reason="benchmark",
                     work_dir=Path(tmp) / "work",
@@ -46,10 +48,10 @@ def main() -> None:
                 )
                 opts.work_dir.mkdir(parents=True, exist_ok=True)
                 sample = run_sample(cell, guest, opts, index, Path(tmp) / "logs" / f"{index}-{on}")
-                if sample["status"] != "ok":
-                    raise SystemExit(f"sample failed: {sample.get('reason')}")
-                wall[on].append(float(sample["host"]["wall_s"]))
-                total[on].append(float(sample["metrics"]["total_s"]))
+                if not sample.ok:
+                    raise SystemExit(f"sample failed: {sample.reason}")
+                wall[on].append(float(sample.host["wall_s"]))
+                total[on].append(float(sample.metrics["total_s"]))
                 print(
                     f"run {index + 1}/{args.runs} histograms {'on ' if on else 'off'}: "
                     f"wall {wall[on][-1]:.2f} s, total {total[on][-1]:.2f} s",

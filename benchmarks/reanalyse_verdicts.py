@@ -45,6 +45,7 @@ sys.path.insert(0, str(ROOT))
 from harness.compare import Settings, Verdict, compare_family, compare_records  # noqa: E402
 from harness.compare.settings import TESTS  # noqa: E402
 from harness.gate import GATE_SPEC, load_gate_spec, settings_for  # noqa: E402
+from harness.record import Sample, gate_records, scan_records  # noqa: E402
 from harness.spec import make_cell  # noqa: E402
 
 # calibrate_io.py's default cell, when the session predates its cell.json
@@ -113,9 +114,9 @@ def io(args: argparse.Namespace) -> dict[str, Any]:
             for _ in range(args.draws):
                 picks = sorted(rng.sample(rounds, k))
 
-                def side(arm: str, picks: list[int] = picks) -> list[dict[str, Any]]:
+                def side(arm: str, picks: list[int] = picks) -> list[Sample]:
                     return [
-                        {"index": i, "status": by_arm[arm][r]["status"], "metrics": by_arm[arm][r]["metrics"]}
+                        Sample(index=i, status=by_arm[arm][r]["status"], metrics=by_arm[arm][r]["metrics"])
                         for i, r in enumerate(picks)
                     ]
 
@@ -146,8 +147,7 @@ def gate(args: argparse.Namespace) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for run in sorted([*args.out.glob("aa-*"), *args.out.glob("inj*")]):
         sides = {
-            side: [json.loads(p.read_text()) for p in sorted((run / "records" / side).glob("*.json"))]
-            for side in ("base", "head")
+            side: list(scan_records(gate_records(run, side).directory).values()) for side in ("base", "head")
         }
         line = {}
         for test in TESTS:

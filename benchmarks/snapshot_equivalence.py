@@ -27,6 +27,7 @@ from harness.compare.samplestats import Stats
 from harness.guest import build_guest
 from harness.sample.guest_sampler import RunOptions, run_sample
 from harness.spec import make_cell
+from harness.subject.binaries import Binaries
 
 CELLS = {
     "dd": {"format": "qcow2", "interface": "virtio-blk", "workload": "dd", "dd_mib": 128, "size": "1G"},
@@ -50,7 +51,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="diskbench-equiv-", dir="/var/tmp") as tmp_name:
         tmp = Path(tmp_name)
         base = RunOptions(
-            accel=args.accel, accel_reason="benchmark", work_dir=tmp, results_dir=tmp, run_id="eq"
+            binaries=Binaries.on_path(),
+            accel=args.accel,
+            accel_reason="benchmark",
+            work_dir=tmp,
+            results_dir=tmp,
+            run_id="eq",
         )
         for name in args.cells.split(","):
             cell = make_cell(**CELLS[name])  # type: ignore[arg-type]

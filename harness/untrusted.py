@@ -82,16 +82,6 @@ def clean_json(value: Any, *, depth: int = 0) -> Any:
     return clean_text(str(value))
 
 
-def clean_sample(sample: dict[str, Any]) -> dict[str, Any]:
-    """A sample as a record stores it: every string cleaned, reason one line, log tail capped."""
-    out: dict[str, Any] = clean_json(sample)
-    if isinstance(sample.get("reason"), str):
-        out["reason"] = clean_line(sample["reason"])
-    if isinstance(sample.get("log_tail"), str):
-        out["log_tail"] = clean_text(sample["log_tail"], max_chars=LOG_TAIL_CHARS, keep="tail")
-    return out
-
-
 # markdown that could make text active: backslash escapes, code spans, emphasis and
 # strikethrough, links and images, table breaks, headings
 _MD_ACTIVE = re.compile(r"([\\`*\[\]|~#!])")

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import SpecError, UsageError
+from harness.record import Record
 from harness.spec import Cell, make_cell
 from harness.sweep import SweepSpec
 from harness.workloads import Metric, metric_info
@@ -319,20 +320,20 @@ def policy_cell(spec: SweepSpec, policy: Any, workload: str, values: Mapping[str
 # -- figures of records ---------------------------------------------------------------
 
 
-def cell_figures(record: Mapping[str, Any], figures: Sequence[Figure]) -> dict[str, float]:
+def cell_figures(record: Record, figures: Sequence[Figure]) -> dict[str, float]:
     """The median of each figure over a cell's samples; all NaN if any sample failed.
 
     A failed cell is a gap in asv's graphs, never a number: a regression that
     makes some samples fail must not hide behind the median of the others.
     """
-    samples = list(record.get("samples", []))
-    failed = not samples or any(s.get("status") != "ok" for s in samples)
+    samples = list(record.samples)
+    failed = not samples or any(not s.ok for s in samples)
     out: dict[str, float] = {}
     for figure in figures:
         if failed:
             out[figure.name] = math.nan
             continue
-        raw = [s.get("metrics", {}).get(figure.metric) for s in samples]
+        raw = [s.metrics.get(figure.metric) for s in samples]
         values = [figure.value(v) for v in raw if isinstance(v, int | float)]
         ok = len(values) == len(samples) and not any(math.isnan(v) for v in values)
         out[figure.name] = statistics.median(values) if ok else math.nan

@@ -22,6 +22,7 @@ resumes where it stopped.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
@@ -85,13 +86,26 @@ def machine_accel(environ: Mapping[str, str]) -> tuple[str, str]:
     return machine, accel
 
 
+def moved(*names: str) -> Any:
+    """The first of ``names`` that the measured commit's harness has: its modules moved into
+    packages at one commit, and history measures commits from before that too."""
+    for name in names:
+        try:
+            return importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name is None or not name.startswith(exc.name):
+                raise
+    raise ImportError(f"none of {', '.join(names)} in this commit's harness")
+
+
 def setup_cache() -> dict[str, Any]:
     """Run every cell of the history matrix and the policy's cells; return their figures."""
     from harness.guest import build_guest
     from harness.progress import Progress
     from harness.report import render
-    from harness.rounds.session import open_session
-    from harness.sample.accel import choose_accel
+
+    open_session = moved("harness.rounds.session", "harness.session").open_session
+    choose_accel = moved("harness.sample.accel", "harness.accel").choose_accel
 
     environ = dict(os.environ)
     machine, wanted = machine_accel(environ)
@@ -142,20 +156,40 @@ def setup_cache() -> dict[str, Any]:
     results_dir = records_root / machine / commit
     work_dir = Path(environ.get("DISKBENCH_WORK_DIR") or env_dir(environ) / "diskbench-work")
     progress = Progress(bar=False)
-    session_args: dict[str, Any] = {
-        "caches": {c.drive.cache for c in cells.values()},
-        "repeat": repeat,
-        "accel": choice.accel,
-        "work_dir": work_dir,
-        "results_dir": results_dir,
-        "progress": progress.note,
-        "run_id": "history",
-        "guest": guest,
-        **binaries,
-    }
-    if policy is not None:
-        session_args["policy"] = policy
-    session = open_session(**session_args)
+    caches = {c.drive.cache for c in cells.values()}
+    extra: dict[str, Any] = {"policy": policy} if policy is not None else {}
+    try:
+        from harness.rounds.session import MachineOptions, SessionOptions
+    except ImportError:
+        # a commit's harness from before options were values takes them as keywords
+        session = open_session(
+            caches=caches,
+            repeat=repeat,
+            accel=choice.accel,
+            work_dir=work_dir,
+            results_dir=results_dir,
+            progress=progress.note,
+            run_id="history",
+            guest=guest,
+            **binaries,
+            **extra,
+        )
+    else:
+        where = MachineOptions(
+            binaries=binaries["binaries"],
+            work_dir=work_dir,
+            results_dir=results_dir,
+            accel=choice.accel,
+            start="cold",
+        )
+        session = open_session(
+            caches,
+            SessionOptions(where, repeat=repeat),
+            progress=progress.note,
+            run_id="history",
+            guest=guest,
+            **extra,
+        )
     to_run, unsupported = sweep.drop_unsupported(list(cells.values()), session.opts.work_dir, **binaries)
     for cell_id, reason in unsupported:
         log(f"not run on this host (a gap in the graphs): {cell_id}: {reason}")
@@ -166,10 +200,8 @@ def setup_cache() -> dict[str, Any]:
         print(render(result.records), file=sys.stderr, end="", flush=True)
     figures: dict[str, dict[str, float]] = {}
     for record in result.records:
-        workload = str(record["cell"]["workload"]["name"])
-        figures[str(record["cell"]["id"])] = layout.cell_figures(
-            record, layout.workload_figures(workload, spec.params)
-        )
+        workload = record.cell.workload_name
+        figures[record.cell_id] = layout.cell_figures(record, layout.workload_figures(workload, spec.params))
     if result.failed_cells:
         log(
             f"failed cells (gaps in the graphs): {', '.join(result.failed_cells)}; records in {result.directory}"
@@ -192,14 +224,15 @@ def binaries_args(environ: Mapping[str, str]) -> dict[str, Any]:
     """``{"binaries": Binaries(...)}`` from the environment, for a commit's harness that takes them as a
     value; ``{}`` for one from before, which reads the environment itself."""
     try:
-        from harness.subject.binaries import Binaries
+        Binaries = moved("harness.subject.binaries", "harness.binaries").Binaries
     except ImportError:
         return {}
-    default = Binaries.default()
+    # the names on PATH when no variable names others, spelled here: harnesses of different
+    # commits call that default differently (or not at all)
     return {
         "binaries": Binaries(
-            qemu=environ.get("DISKBENCH_QEMU") or default.qemu,
-            qemu_img=environ.get("DISKBENCH_QEMU_IMG") or default.qemu_img,
+            qemu=environ.get("DISKBENCH_QEMU") or "qemu-system-x86_64",
+            qemu_img=environ.get("DISKBENCH_QEMU_IMG") or "qemu-img",
         )
     }
 
@@ -209,7 +242,7 @@ def load_policy(subject_dir: Path, subject: Mapping[str, Any]) -> Any:
     if not subject.get("policy"):
         return None
     try:
-        from harness.subject.policy import load_policy as harness_load_policy
+        harness_load_policy = moved("harness.subject.policy", "harness.policy").load_policy
     except ImportError:
         log("this commit's harness has no storage policy: its cells use the harness's defaults")
         return None

@@ -16,7 +16,7 @@ pure), :mod:`~harness.bisect.classify` (a step's outcome, pure),
 :mod:`~harness.bisect.state` (``OUT/bisect.json``), :mod:`~harness.bisect.report`
 (the text), :mod:`~harness.bisect.builds` (each commit's QEMU built once with
 ``--build-command``) and :mod:`~harness.bisect.run` (the driver, on
-:func:`harness.gate.gate_revisions`).  ``docs/bisect.md`` says it for users.
+:func:`harness.gate.run_gate`).  ``docs/bisect.md`` says it for users.
 """
 
 from harness.bisect.classify import CellVerdict, Classified, classify, classify_cell, separating

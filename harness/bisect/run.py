@@ -1,6 +1,6 @@
 """A bisection run: the ends compared once, then one step a commit until the first bad one is known.
 
-Every comparison is a gate run (:func:`harness.gate.gate_revisions`) in a
+Every comparison is a gate run (:func:`harness.gate.run_gate`) in a
 directory of its own under ``OUT``: ``ends`` (base good, head bad), and per
 step ``steps/NN-COMMIT/vs-good`` (base good, head the step) and ``vs-bad``
 (base bad, head the step), each with the gate's interleaved, adaptive rounds,
@@ -36,12 +36,11 @@ from harness.gate import (
     GateOptions,
     GateResult,
     GateSpec,
-    gate_revisions,
     git,
     repo_toplevel,
     resolve_rev,
+    run_gate,
 )
-from harness.subject.binaries import ON_PATH, Binaries
 
 #: what a step's own commit can make go wrong: it is skipped, not the bisection stopped
 STEP_FAILURES: tuple[type[Exception], ...] = (BuildError, GuestBuildError, UsageError, VMError, ProtocolError)
@@ -83,21 +82,19 @@ def commit_range(repo: Path, good: str, bad: str) -> tuple[str, str, tuple[str, 
 def run_bisect(
     *,
     repo: Path,
-    good: str,
-    bad: str,
+    ends: tuple[str, str],
     spec: GateSpec,
     settings: Settings,
     options: GateOptions,
     out_dir: Path,
-    work_dir: Path,
     progress: Callable[[str], None] = lambda _m: None,
-    binaries: Binaries = ON_PATH,
     measure: Measure | None = None,
 ) -> BisectResult:
-    """Find the first commit after ``good`` that is measured like ``bad``; resumes the state in
-    ``out_dir``.  ``measure`` compares the ends and measures a step (default: gate runs)."""
+    """Find the first commit after the good end that is measured like the bad one (``ends``: good,
+    bad, as given); resumes the state in ``out_dir``.  ``measure`` compares the ends and measures a
+    step (default: gate runs with ``options``)."""
     repo = repo_toplevel(repo)
-    good_commit, bad_commit, commits = commit_range(repo, good, bad)
+    good_commit, bad_commit, commits = commit_range(repo, *ends)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "streams").mkdir(exist_ok=True)
     # what a resumed run must measure as this one did: the spec's cells and the gated metrics
@@ -108,7 +105,7 @@ def run_bisect(
         progress(f"bisect: resuming from {out_dir}: {len(state.steps)} step(s) done")
     if measure is not None:
         return _search(repo, state, measure, out_dir=out_dir, progress=progress)
-    gate = GateMeasure(repo, spec, settings, options, out_dir, work_dir, progress, binaries)
+    gate = GateMeasure(repo, spec, settings, options, out_dir, progress)
     try:
         return _search(repo, state, gate, out_dir=out_dir, progress=progress)
     finally:
@@ -192,9 +189,7 @@ class GateMeasure:
     settings: Settings
     options: GateOptions
     out_dir: Path
-    work_dir: Path
     progress: Callable[[str], None]
-    binaries: Binaries
     builds: Builds | None = None
 
     def __post_init__(self) -> None:
@@ -227,16 +222,14 @@ class GateMeasure:
         seed = self.options.seed + sum(ord(ch) for ch in where)
         assert self.builds is not None
         sources = (self.builds.source("base", base), self.builds.source("head", head))
-        return gate_revisions(
+        return run_gate(
             repo=self.repo,
             sources=sources,
             spec=self.spec,
             settings=self.settings,
             options=replace(self.options, seed=seed),
             out_dir=gate_out,
-            work_dir=self.work_dir,
             progress=self.progress,
-            binaries=self.binaries,
         )
 
     def step(self, number: int, commit: str, state: BisectState) -> Step:

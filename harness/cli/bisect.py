@@ -7,11 +7,17 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from harness.cli.common import add_compare_options, add_machine_options, err, settings_from_args
+from harness.cli.common import add_machine_options, err
+from harness.cli.gate_args import (
+    BISECT,
+    add_build_flag,
+    add_comparison_flags,
+    add_round_flags,
+    gate_options_from_args,
+)
 from harness.errors import UsageError
 from harness.host.workdir import hold
 from harness.paths import package_data
-from harness.sweep.preflight import check_numbers
 
 if typing.TYPE_CHECKING:
     from harness.bisect import BisectResult
@@ -68,71 +74,18 @@ def add_parser(sub: Any) -> None:
         default=None,
         help="output dir, and the state to go on from (default: RESULTS/bisect/GOOD..BAD)",
     )
-    bisect.add_argument(
-        "--budget-min",
-        type=float,
-        default=None,
-        help="time budget of one comparison in minutes (default: the spec's)",
-    )
-    bisect.add_argument(
-        "--rounds", type=int, default=None, help="first rounds of a comparison (default: the spec's)"
-    )
-    bisect.add_argument("--max-rounds", type=int, default=None, help="rounds at most (default: the spec's)")
-    bisect.add_argument(
-        "--seed", type=int, default=None, help="seed of the run orders and the bootstrap (default: drawn)"
-    )
-    bisect.add_argument("--no-canary", action="store_true", help="skip the host canary of each comparison")
-    bisect.add_argument(
-        "--policy",
-        type=Path,
-        default=None,
-        help="policy for a commit whose checkout has no policy.toml (default: this repository's)",
-    )
-    bisect.add_argument(
-        "--build-command",
-        help="build QEMU in each commit's checkout with this command (a QEMU tree), as diskbench gate does",
-    )
-    add_compare_options(bisect)
-    # unset means "the spec's": see settings_for
-    bisect.set_defaults(min_effect=None)
+    add_round_flags(bisect, BISECT)
+    add_build_flag(bisect, BISECT)
+    add_comparison_flags(bisect)
     add_machine_options(bisect)
 
 
 def run(args: argparse.Namespace) -> int:
     from harness.bisect import commit_range
-    from harness.gate import GateOptions, load_gate_spec, repo_toplevel, settings_for
+    from harness.gate import load_gate_spec, repo_toplevel
 
     spec = _cells(load_gate_spec(args.spec), args.cell)
-    check_numbers(
-        [],
-        work_dir=args.work_dir,
-        boot_timeout_s=args.boot_timeout_s,
-        workload_timeout_s=args.workload_timeout_s,
-    )
-    for flag, value in (("--rounds", args.rounds), ("--max-rounds", args.max_rounds)):
-        if value is not None and value < 1:
-            raise UsageError(f"{flag} {value}: use 1 or more")
-    if args.budget_min is not None and args.budget_min <= 0:
-        raise UsageError(f"--budget-min {args.budget_min}: use a positive number of minutes")
-    given = settings_from_args(args)
-    settings = settings_for(
-        spec, given, metrics_given=args.metric is not None, min_effect_given=args.min_effect is not None
-    )
-    options = GateOptions.decide(
-        spec,
-        rounds=args.rounds,
-        max_rounds=args.max_rounds,
-        budget_min=args.budget_min,
-        seed=args.seed,
-        default_policy=args.policy,
-        build_command=args.build_command,
-        canary=not args.no_canary,
-        accel=args.accel,
-        start=args.start,
-        boot_timeout_s=args.boot_timeout_s,
-        workload_timeout_s=args.workload_timeout_s,
-        max_disk_bytes=args.max_disk_size,
-    )
+    settings, options = gate_options_from_args(args, spec)
     # bad revisions and a bad range are bad usage before any lock or directory is taken
     top = repo_toplevel(args.repo)
     good, bad, _commits = commit_range(top, args.good, args.bad)
@@ -168,13 +121,10 @@ def _run(
 
     return run_bisect(
         repo=repo,
-        good=args.good,
-        bad=args.bad,
+        ends=(args.good, args.bad),
         spec=spec,
         settings=settings,
         options=options,
         out_dir=out,
-        work_dir=args.work_dir,
         progress=err,
-        binaries=args.binaries,
     )

@@ -10,6 +10,7 @@ import argparse
 import logging
 import os
 import sys
+import typing
 from collections.abc import Mapping
 from enum import Enum
 from pathlib import Path
@@ -19,6 +20,9 @@ from harness.compare.settings import Settings, check_gated_metric, parse_percent
 from harness.errors import UsageError
 from harness.paths import default_results_dir, default_work_dir, shown_path
 from harness.subject.binaries import Binaries
+
+if typing.TYPE_CHECKING:
+    from harness.rounds.session import MachineOptions
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -156,12 +160,20 @@ def _disk_size(text: str) -> int:
     return size
 
 
-def check_deadlines(args: argparse.Namespace) -> None:
-    """The machine options' deadlines (see :mod:`harness.sweep.limits`)."""
-    from harness.sweep import limits
+def machine_from_args(args: argparse.Namespace) -> MachineOptions:
+    """The options of :func:`add_machine_options`, with the binaries the top-level flags resolved
+    (``args.binaries``), as one value."""
+    from harness.rounds.session import MachineOptions
 
-    limits.check_deadline("--boot-timeout-s", args.boot_timeout_s)
-    limits.check_deadline("--workload-timeout-s", args.workload_timeout_s, none_ok=False)
+    return MachineOptions(
+        binaries=args.binaries,
+        work_dir=args.work_dir,
+        results_dir=args.results_dir,
+        accel=args.accel,
+        start=args.start,
+        boot_timeout_s=args.boot_timeout_s,
+        workload_timeout_s=args.workload_timeout_s,
+    )
 
 
 def executable(flag: str, value: str) -> str:
@@ -181,7 +193,7 @@ def resolve_binaries(*, qemu: str | None, qemu_img: str | None, environ: Mapping
     """The binaries of this run, decided once: ``--qemu``/``--qemu-img`` (an executable file, made
     absolute; bad input if not), else ``$DISKBENCH_QEMU``/``$DISKBENCH_QEMU_IMG`` as given, else
     the names on PATH."""
-    default = Binaries.default()
+    default = Binaries.on_path()
     return Binaries(
         qemu=executable("--qemu", qemu) if qemu else environ.get(ENV_QEMU) or default.qemu,
         qemu_img=executable("--qemu-img", qemu_img)

@@ -8,24 +8,27 @@ from pathlib import Path
 from typing import Any
 
 from harness.cli.common import (
-    add_compare_options,
     add_machine_options,
     add_pages_option,
     compare_argv,
     err,
     executable,
     pages_url_from_args,
-    settings_from_args,
+)
+from harness.cli.gate_args import (
+    GATE,
+    add_build_flag,
+    add_comparison_flags,
+    add_round_flags,
+    gate_options_from_args,
 )
 from harness.compare.pointers import Pointers
-from harness.errors import UsageError
 from harness.gate import GATE_SPEC
 from harness.host.workdir import hold
-from harness.sweep.preflight import check_numbers
 
 if typing.TYPE_CHECKING:
     from harness.compare import Settings
-    from harness.gate import GateResult, GateSpec, SubjectSource
+    from harness.gate import GateOptions, GateResult, GateSpec, SubjectSource
 
 
 def add_parser(sub: Any) -> None:
@@ -50,39 +53,14 @@ def add_parser(sub: Any) -> None:
     gate.add_argument(
         "--out", type=Path, default=None, help="output dir (default: RESULTS/gate/BASE..HEAD-TIME)"
     )
-    gate.add_argument(
-        "--budget-min", type=float, default=None, help="time budget in minutes (default: the spec's)"
-    )
-    gate.add_argument(
-        "--rounds", type=int, default=None, help="first rounds for every cell (default: the spec's)"
-    )
-    gate.add_argument("--max-rounds", type=int, default=None, help="rounds at most (default: the spec's)")
-    gate.add_argument(
-        "--seed",
-        type=int,
-        default=None,
-        help="seed of the run order and the bootstrap (default: drawn, and recorded in the output)",
-    )
-    gate.add_argument("--no-canary", action="store_true", help="skip the host canary (O_DIRECT writes)")
-    gate.add_argument(
-        "--policy",
-        type=Path,
-        default=None,
-        help="policy for a side whose checkout has no policy.toml (default: this repository's)",
-    )
+    add_round_flags(gate, GATE)
     q = gate.add_argument_group("QEMU of each side (default: the one on PATH for both)")
     q.add_argument("--base-qemu", help="qemu-system-x86_64 of base")
     q.add_argument("--head-qemu", help="qemu-system-x86_64 of head")
     q.add_argument("--base-qemu-img", help="qemu-img of base")
     q.add_argument("--head-qemu-img", help="qemu-img of head")
-    q.add_argument(
-        "--build-command",
-        help="build QEMU in each side's checkout with this command (e.g. a QEMU tree: "
-        "\"sh -c './configure --target-list=x86_64-softmmu && make -C build qemu-system-x86_64 qemu-img'\")",
-    )
-    add_compare_options(gate)
-    # unset means "the spec's": see settings_for
-    gate.set_defaults(min_effect=None)
+    add_build_flag(q, GATE)
+    add_comparison_flags(gate)
     add_pages_option(gate)
     add_machine_options(gate)
 
@@ -90,26 +68,10 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     import datetime as dt
 
-    from harness.gate import SubjectSource, load_gate_spec, repo_toplevel, resolve_rev, settings_for
+    from harness.gate import SubjectSource, load_gate_spec, repo_toplevel, resolve_rev
 
     spec = load_gate_spec(args.spec)
-    # the deadlines here; each side's cells once its policy is read, before it is built
-    # (harness.gate.checks)
-    check_numbers(
-        [],
-        work_dir=args.work_dir,
-        boot_timeout_s=args.boot_timeout_s,
-        workload_timeout_s=args.workload_timeout_s,
-    )
-    for flag, value in (("--rounds", args.rounds), ("--max-rounds", args.max_rounds)):
-        if value is not None and value < 1:
-            raise UsageError(f"{flag} {value}: use 1 or more")
-    if args.budget_min is not None and args.budget_min <= 0:
-        raise UsageError(f"--budget-min {args.budget_min}: use a positive number of minutes")
-    given = settings_from_args(args)
-    settings = settings_for(
-        spec, given, metrics_given=args.metric is not None, min_effect_given=args.min_effect is not None
-    )
+    settings, options = gate_options_from_args(args, spec)
     sources = []
     for label in ("base", "head"):
         qemu, qemu_img = getattr(args, f"{label}_qemu"), getattr(args, f"{label}_qemu_img")
@@ -131,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         pages_url=pages_url_from_args(args), reproduce=tuple(reproduce_argv(args, commits, top))
     )
     with hold(args.results_dir, args.work_dir):
-        result = _run(args, spec, settings, sources, out, pointers)
+        result = _run(args.repo, (sources[0], sources[1]), spec, settings, options, out, pointers)
     print(result.markdown, end="")
     print(f"comparison: {result.out_dir / 'comparison.json'}")
     return result.exit_code
@@ -154,10 +116,11 @@ def reproduce_argv(args: argparse.Namespace, commits: list[str], top: Path) -> l
 
 
 def _run(
-    args: argparse.Namespace,
+    repo: Path,
+    sources: tuple[SubjectSource, SubjectSource],
     spec: GateSpec,
     settings: Settings,
-    sources: list[SubjectSource],
+    options: GateOptions,
     out: Path,
     pointers: Pointers,
 ) -> GateResult:
@@ -165,26 +128,12 @@ def _run(
     from harness.gate import run_gate
 
     return run_gate(
-        repo=args.repo,
-        base=sources[0],
-        head=sources[1],
+        repo=repo,
+        sources=sources,
         spec=spec,
         settings=settings,
+        options=options,
         out_dir=out,
-        work_dir=args.work_dir,
-        accel=args.accel,
-        budget_min=args.budget_min,
-        rounds=args.rounds,
-        max_rounds=args.max_rounds,
-        default_policy=args.policy,
-        build_command=args.build_command,
-        seed=args.seed,
-        canary=not args.no_canary,
-        boot_timeout_s=args.boot_timeout_s,
-        workload_timeout_s=args.workload_timeout_s,
-        start=args.start,
         progress=err,
-        binaries=args.binaries,
-        max_disk_bytes=args.max_disk_size,
         pointers=pointers,
     )

@@ -9,7 +9,7 @@ from typing import Any
 from harness.cli import history_changes as changes_parser
 from harness.cli.common import binaries_environ, err
 from harness.errors import ExitCode
-from harness.history.asvrun import run_history
+from harness.history.asvrun import HistoryOptions, run_history
 from harness.paths import REPO_ROOT, default_work_dir
 
 
@@ -75,19 +75,21 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "history_command", None) == "changes":
         return changes_parser.run(args)
     result = run_history(
-        config=args.config,
-        commits=args.commits,
-        range_=args.range,
-        machine=args.machine,
-        publish_only=args.publish_only,
-        html_dir=args.html_dir,
-        repo=args.repo,
-        work_dir=args.work_dir,
-        spec=args.spec,
-        repeat=args.repeat,
+        HistoryOptions(
+            config=args.config,
+            binaries=args.binaries,
+            commits=args.commits,
+            range_=args.range,
+            machine=args.machine,
+            publish_only=args.publish_only,
+            html_dir=args.html_dir,
+            repo=args.repo,
+            work_dir=args.work_dir,
+            spec=args.spec,
+            repeat=args.repeat,
+            suite_environ=binaries_environ(args.binaries),
+        ),
         log=err,
-        binaries=args.binaries,
-        suite_environ=binaries_environ(args.binaries),
     )
     if result.commits:
         print(f"measured {len(result.commits)} commit(s) on asv machine {result.machine}")

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import typing
 from typing import Any
 
-from harness.cli.common import add_machine_options, choices, err
+from harness.cli.common import add_machine_options, choices, err, machine_from_args
 from harness.errors import ExitCode, SpecError
 from harness.host.workdir import hold
 from harness.report import render
 from harness.spec import Aio, Cache, Cell, Format, Interface, expand, split_list
 from harness.sweep.preflight import check_numbers, check_tools
 from harness.workloads import registry
+
+if typing.TYPE_CHECKING:
+    from harness.rounds.session import SessionOptions
 
 
 def add_parser(sub: Any) -> None:
@@ -110,15 +114,9 @@ def run(args: argparse.Namespace) -> int:
     if args.repeat < 1:
         raise SpecError(f"--repeat {args.repeat}: use 1 or more")
     cells, skipped = cells_from_args(args)
+    options = options_from_args(args)
     check_numbers(
-        cells,
-        work_dir=args.work_dir,
-        boot_timeout_s=args.boot_timeout_s,
-        workload_timeout_s=args.workload_timeout_s,
-        mem_mib=args.mem_mib,
-        smp=args.smp,
-        qemu_img=args.binaries.qemu_img,
-        max_disk_bytes=args.max_disk_size,
+        cells, options.machine, max_disk_bytes=args.max_disk_size, mem_mib=options.mem_mib, smp=options.smp
     )
     check_tools(cells)
     from harness.sweep import check_free_space
@@ -129,27 +127,26 @@ def run(args: argparse.Namespace) -> int:
     for note in skipped:
         err(f"skipped: {note}")
     with hold(args.results_dir, args.work_dir):
-        return _run_cells(args, cells)
+        return _run_cells(options, cells)
 
 
-def _run_cells(args: argparse.Namespace, cells: Any) -> int:
-    from harness.rounds.session import run_cells
+def options_from_args(args: argparse.Namespace) -> SessionOptions:
+    """What every sample of the run runs with: the machine options, ``--repeat`` and the guest's size."""
+    from harness.rounds.session import SessionOptions
 
-    result = run_cells(
-        cells,
+    return SessionOptions(
+        machine=machine_from_args(args),
         repeat=args.repeat,
-        accel=args.accel,
-        work_dir=args.work_dir,
-        results_dir=args.results_dir,
-        boot_timeout_s=args.boot_timeout_s,
-        workload_timeout_s=args.workload_timeout_s,
         mem_mib=args.mem_mib,
         smp=args.smp,
         keep_images=args.keep_images,
-        start=args.start,
-        progress=err,
-        binaries=args.binaries,
     )
+
+
+def _run_cells(options: SessionOptions, cells: Any) -> int:
+    from harness.rounds.session import run_cells
+
+    result = run_cells(cells, options, progress=err)
     print(render(result.records), end="")
     print(f"records: {result.run_dir}")
     if result.failed_samples:

@@ -47,7 +47,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    records = [r.to_json() for r in find_records(args.records)]
+    records = find_records(args.records)
     patterns = [p for text in args.metric for p in split_list(text)]
     metrics = show.select_metrics(records, patterns)
     if args.format == "json":

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import typing
 from pathlib import Path
 from typing import Any
 
-from harness.cli.common import add_machine_options, err
+from harness.cli.common import add_machine_options, err, machine_from_args
 from harness.errors import ExitCode, HarnessError, SpecError
 from harness.host.workdir import hold
 from harness.sweep.preflight import check_numbers, check_tools
+
+if typing.TYPE_CHECKING:
+    from harness.rounds.session import SessionOptions
 
 
 def add_parser(sub: Any) -> None:
@@ -73,6 +77,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from harness import presets, sweep
+    from harness.rounds.session import SessionOptions
     from harness.subject.policy import load_policy
 
     if args.preset == "list":
@@ -85,14 +90,8 @@ def run(args: argparse.Namespace) -> int:
     policy = load_policy(args.policy) if args.policy else None
     plan = sweep.expand_spec(spec, policy=policy)
     cells = sweep.select(plan.cells, only=args.only, shard=args.shard)
-    check_numbers(
-        cells,
-        work_dir=args.work_dir,
-        boot_timeout_s=args.boot_timeout_s,
-        workload_timeout_s=args.workload_timeout_s,
-        qemu_img=args.binaries.qemu_img,
-        max_disk_bytes=args.max_disk_size,
-    )
+    options = SessionOptions(machine=machine_from_args(args), repeat=repeat)
+    check_numbers(cells, options.machine, max_disk_bytes=args.max_disk_size)
     check_tools(cells)
     directory = sweep.sweep_dir(args.results_dir, spec.name)
     recorded = sweep.recorded_samples(directory, keep_failures=args.keep_failures)
@@ -125,11 +124,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"record {path} cannot be read ({why}): a run sets it aside and runs its cell again")
         return ExitCode.OK
     with hold(args.results_dir, args.work_dir):
-        return _run_sweep(args, spec, policy, cells, directory, repeat)
+        return _run_sweep(args, options, spec, policy, cells, directory)
 
 
 def _run_sweep(
-    args: argparse.Namespace, spec: Any, policy: Any, cells: Any, directory: Path, repeat: int
+    args: argparse.Namespace, options: SessionOptions, spec: Any, policy: Any, cells: Any, directory: Path
 ) -> int:
     from harness import presets, sweep
     from harness.progress import Progress
@@ -140,18 +139,11 @@ def _run_sweep(
     err(sweep.check_free_space(args.work_dir, cells, qemu_img=args.binaries.qemu_img))
     progress = Progress()
     session = open_session(
-        caches={c.drive.cache for c in cells},
-        repeat=repeat,
-        accel=args.accel,
-        work_dir=args.work_dir,
-        results_dir=args.results_dir,
-        boot_timeout_s=args.boot_timeout_s,
-        workload_timeout_s=args.workload_timeout_s,
-        start=args.start,
+        {c.drive.cache for c in cells},
+        options,
         progress=progress.note,
         run_id=f"sweep-{spec.name}",
         policy=policy,
-        binaries=args.binaries,
     )
     for note in record_probes(presets.probes_of(spec), directory, session.opts.work_dir, args.binaries):
         progress.note(note)
@@ -163,7 +155,7 @@ def _run_sweep(
         cells,
         session,
         results_dir=args.results_dir,
-        repeat=repeat,
+        repeat=options.repeat,
         progress=progress,
         retry_failures=not args.keep_failures,
     )

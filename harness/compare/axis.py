@@ -31,13 +31,15 @@ def _axis_text(axis: str, value: Any) -> str:
 def axis_sentence(cells: Sequence[CellResult]) -> str | None:
     """One sentence naming every axis value that the regressed (else changed, else improved) cells share.
 
-    Needs at least two such cells.  The values every one of them has (and not
-    every compared cell has) are named: those that no other cell has first,
-    all together, with a word that the cells cannot tell them apart when
-    there are several (they go together in these cells, as a replay cell's
-    values can with a guest cell's); then the others, each with how many of
-    its cells changed.  Cells in error are left out of the counts.  None when
-    nothing is shared.
+    Needs at least two such cells.  Among the values every one of them has
+    (and not every compared cell has), those whose cells changed most often
+    are named, every one of them: values that go together in every cell (the
+    same cells have them, as a replay cell's values can with a guest cell's)
+    are named together, with a word that the cells cannot tell them apart;
+    values that the changed cells share with different other cells are named
+    each with its count, and with whether together they single the changed
+    cells out.  Cells in error are left out of the counts.  None when nothing
+    is shared.
     """
     pool = [c for c in cells if c.verdict is not Verdict.ERROR]
     words = {Verdict.REGRESSION: "regressed", Verdict.CHANGED: "changed", Verdict.IMPROVEMENT: "improved"}
@@ -47,9 +49,9 @@ def axis_sentence(cells: Sequence[CellResult]) -> str | None:
     if len(changed) < 2:
         return None
     axes = [a for a in AXES if all(a in c.cell for c in pool)]
-    exact: list[str] = []
-    partial: list[tuple[float, int, str]] = []
-    for order, axis in enumerate(axes):
+    # (share of its cells that changed, the value's text, the cells that have it)
+    candidates: list[tuple[float, str, frozenset[int]]] = []
+    for axis in axes:
         if axis in GUEST_ONLY and any(_replayed(c) for c in changed):
             continue  # a replay has no guest device: its cells say nothing of the bus
         values = {repr(c.cell[axis]) for c in changed}
@@ -58,34 +60,36 @@ def axis_sentence(cells: Sequence[CellResult]) -> str | None:
         value = changed[0].cell[axis]
         if value is None:
             continue
-        having = [c for c in pool if c.cell[axis] == value]
+        having = frozenset(i for i, c in enumerate(pool) if c.cell[axis] == value)
         if len(having) == len(pool):
             continue  # every cell has it: it tells nothing apart
-        if len(having) == len(changed):
-            exact.append(_axis_text(axis, value))
-        else:
-            partial.append(
-                (
-                    len(changed) / len(having),
-                    -order,
-                    f"{_axis_text(axis, value)} ({len(changed)} of {len(having)} such cells {word})",
-                )
-            )
-    if not exact and not partial:
+        candidates.append((len(changed) / len(having), _axis_text(axis, value), having))
+    if not candidates:
         return None
-    others = len(pool) - len(changed)
-    partial.sort(reverse=True)
-    also = [text for _rate, _order, text in partial]
-    if not exact:
-        return (
-            f"Every {word} cell has {_joined(also)}; no one value sets them apart from the {others} others."
+    best = max(rate for rate, _text, _having in candidates)
+    groups: dict[frozenset[int], list[str]] = {}
+    for rate, text, having in candidates:
+        if rate == best:
+            groups.setdefault(having, []).append(text)
+    if len(groups) == 1:
+        ((having, texts),) = groups.items()
+        names = _joined(texts)
+        others = len(pool) - len(having)
+        sentence = (
+            f"Every {word} cell has {names} ({len(changed)} of {len(having)} such cells {word}, "
+            f"0 of {others} others)."
         )
-    sentence = f"Every {word} cell has {_joined(exact)} ({len(changed)} of {len(changed)} such cells {word}, 0 of {others} others)."
-    if len(exact) > 1:
-        sentence += f" The cells cannot tell {_joined(exact)} apart: they go together in every cell."
-    if also:
-        sentence += f" They also share {_joined(also)}."
-    return sentence
+        if len(texts) > 1:
+            sentence += f" The cells cannot tell {names} apart: they go together in every cell."
+        return sentence
+    parts = [
+        f"{_joined(texts)} ({len(changed)} of {len(having)} such cells {word})"
+        for having, texts in groups.items()
+    ]
+    common = frozenset.intersection(*groups)
+    if len(common) == len(changed):
+        return f"Every {word} cell has {_joined(parts)}; no other cell has all of them."
+    return f"Every {word} cell has {_joined(parts)}; no one value sets them apart from the {len(pool) - len(changed)} others."
 
 
 def _joined(texts: Sequence[str]) -> str:

@@ -20,28 +20,21 @@ from harness.compare import Settings
 from harness.compare.pointers import Pointers
 from harness.errors import ExitCode, UsageError
 from harness.files import write_json_atomic, write_text_atomic
-from harness.record import identity_warnings, store
+from harness.record import Record, find_records, identity_warnings
 
 COMPARISON_NAME = "comparison.json"
 SUMMARY_NAME = "summary.md"
 
 
-def find_records(path: Path) -> list[dict[str, Any]]:
-    """The records of one side: a record file, or every record under a directory (recursively,
-    passing over JSON documents of another kind such as a ``comparison.json``)."""
-    return [r.to_json() for r in store.find_records([path], recursive=True)]
-
-
-def side_info(label: str, records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def side_info(label: str, records: Sequence[Record]) -> dict[str, Any]:
     """``{label, rev, subject, records}`` of one side for the document."""
-    subject = dict(records[0].get("subject") or {}) if records else {}
-    rev = subject.get("rev")
+    subject = records[0].subject if records else None
     return {
         "label": label,
-        "rev": rev if isinstance(rev, str) else None,
-        "subject": subject,
+        "rev": subject.rev if subject is not None else None,
+        "subject": subject.to_json() if subject is not None else {},
         "records": len(records),
-        "machine": dict(records[0].get("machine") or {}) if records else {},
+        "machine": records[0].machine.to_json() if records else {},
     }
 
 
@@ -69,8 +62,10 @@ def compare_paths(
 
     ``pointers``: the history pages' URL and the command line, for the summary's links and its
     command that reproduces the comparison."""
-    base_records = find_records(base)
-    head_records = find_records(head)
+    # a side is a record file, or every record under a directory (recursively, passing over
+    # JSON documents of another kind such as a ``comparison.json``)
+    base_records = find_records([base], recursive=True)
+    head_records = find_records([head], recursive=True)
     warnings = identity_warnings(base_records, head_records)
     for warning in warnings:
         warn(f"diskbench: WARNING: {warning}")
@@ -80,7 +75,7 @@ def compare_paths(
         settings=settings,
         base=side_info(str(base), base_records),
         head=side_info(str(head), head_records),
-        machine=dict(head_records[0].get("machine") or {}),
+        machine=head_records[0].machine.to_json(),
         created_at=created_at or dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         warnings=warnings,
         pointers=pointers,

@@ -9,6 +9,7 @@ from typing import Any
 from harness.compare.axis import axis_sentence
 from harness.compare.pointers import Pointers, cell_pointers
 from harness.compare.rules import CellResult, overall_verdict
+from harness.compare.screen import with_screen
 from harness.compare.settings import Settings
 from harness.compare.subject import cell_id_changes, subject_diff
 from harness.compare.verdict import Verdict
@@ -37,6 +38,8 @@ def build_comparison(
 
     ``pointers``: the history pages' URL and the command that reproduces the comparison, for the
     summary and the comment (each cell gets its short name and history graphs whatever they are).
+    Each cell's ``lead`` and ``summary.screen`` say what every summary shows first and in which
+    order (:mod:`harness.compare.screen`).
     """
     counts = {v.value: 0 for v in Verdict}
     for cell in cells:
@@ -53,7 +56,7 @@ def build_comparison(
         ]
         if family:
             settings = replace(settings, comparisons=len(family))
-    return {
+    doc = {
         "schema": SCHEMA,
         "version": VERSION,
         "created_at": created_at,
@@ -94,6 +97,43 @@ def build_comparison(
         **(pointers or Pointers()).as_dict(),
         "cells": cell_docs,
     }
+    return with_screen(doc)
+
+
+def with_policy_reach(
+    document: dict[str, Any], cells: Sequence[CellResult], reach: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``document`` with where each difference of the policies applied (a gate's ``reach``, see
+    :mod:`harness.gate.reach`): each policy line of the subject diff gets the cells it applied to
+    and the ones that kept another value (``reach``, and ``where`` in words), the summary the cells
+    that hold back a value of their side's policy (``policy_held``) and those no difference reached
+    (``untouched``); the axis sentence counts only cells that a difference reached."""
+    summary = dict(document["summary"])
+    by_what = {str(k["what"]): k for k in reach.get("keys") or []}
+    diff = []
+    for entry in summary.get("subject_diff") or []:
+        key = by_what.get(entry["what"])
+        if key is None:
+            diff.append(entry)
+            continue
+        diff.append(
+            {
+                **entry,
+                "where": key["where"],
+                "reach": {"applied": list(key["applied"]), "kept": list(key["kept"])},
+            }
+        )
+    summary["subject_diff"] = diff
+    summary["policy_held"] = list(reach.get("held") or [])
+    untouched = [str(n) for n in reach.get("untouched") or []]
+    # only a policy's values can leave a cell alike on both sides: a QEMU or guest difference reaches all
+    if any(entry["what"] not in by_what for entry in diff):
+        untouched = []
+    summary["untouched"] = untouched
+    if untouched:
+        reached = [c for c in cells if str(c.cell.get("gate_name") or c.cell_id) not in untouched]
+        summary["axis_sentence"] = axis_sentence(reached)
+    return {**document, "summary": summary}
 
 
 def sensitivity(cells: Sequence[CellResult]) -> list[dict[str, Any]]:

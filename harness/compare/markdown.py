@@ -8,7 +8,8 @@ from typing import Any
 
 from harness.compare.pointers import command_line, graph_url, inconclusive_sentence
 from harness.compare.power import MAX_ROUNDS
-from harness.compare.subject import diff_line
+from harness.compare.screen import row_label, with_screen
+from harness.compare.subject import diff_line, held_lines
 from harness.compare.text import format_p, format_value, pct
 from harness.compare.verdict import Kind, Verdict
 from harness.untrusted import inert_markdown
@@ -63,6 +64,23 @@ def kind_line(rows: Sequence[Mapping[str, Any]]) -> str:
         span = f"{values[0]:.1f}%" if len(values) == 1 else f"{values[0]:.1f}–{values[-1]:.1f}%"
         parts.append(f"{len(values)} {kind} cell{'s' if len(values) != 1 else ''} ≥ {span}")
     return "Could see: " + "; ".join(parts) if parts else ""
+
+
+def _information_lines(cells: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The figures shown but not gated, per cell, each with why (folded: they decide nothing)."""
+    rows = [(c, m) for c in cells for m in c.get("information") or []]
+    if not rows:
+        return []
+    lines = [
+        f"<details><summary>{len(rows)} figures shown, not gated (they decide nothing)</summary>",
+        "",
+        "| cell | metric | change | CI | why not gated |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for cell, m in rows:
+        texts = [m.get("metric"), _change_text(m), _ci_text(m), m.get("information")]
+        lines.append("| " + " | ".join([_name(cell), *(inert_markdown(t) for t in texts)]) + " |")
+    return [*lines, "", "</details>", ""]
 
 
 def _out_of_reach(row: Mapping[str, Any]) -> str:
@@ -123,20 +141,36 @@ def sensitivity_lines(rows: Sequence[Mapping[str, Any]], names: Mapping[str, str
 
 
 def render_markdown(doc: Mapping[str, Any]) -> str:
-    """The summary of a comparison document, for a pull request comment or a terminal."""
+    """The summary of a comparison document, for a pull request comment or a terminal.
+
+    In the order of the comment (``summary.screen``, :mod:`harness.compare.screen`): the
+    headline, one line per regressed, changed or failed cell (or what an unchanged comparison
+    could have seen), the axis sentence, the inconclusive cells and what decides them, what
+    differs, a table of one row per cell with every figure of a cell folded under the table,
+    then the rest.  A document written before the screen gets it from :func:`with_screen`."""
+    if not isinstance((doc.get("summary") or {}).get("screen"), Mapping):
+        doc = with_screen(doc)
     cells: list[Mapping[str, Any]] = list(doc.get("cells") or [])
     summary = doc.get("summary") or {}
+    screen: Mapping[str, Any] = summary["screen"]
     counts: Mapping[str, int] = summary.get("counts") or {}
     verdict = str(doc.get("verdict", "?"))
     accel = str(doc.get("accel", "unknown"))
     timed_out = [c for c in cells if c.get("kind") == Kind.HEAD_TIMED_OUT.value]
-    late = (
-        f" (head timed out: {inert_markdown(', '.join(_cell_name(c) for c in timed_out))})"
-        if timed_out
-        else ""
-    )
+    late = f" (head timed out: {', '.join(_name(c) for c in timed_out)})" if timed_out else ""
     lines = [f"## diskbench: {verdict.upper()}{late}{_headline_changes(doc)} — {_accel_line(accel)}", ""]
     tally = ", ".join(f"{counts[v.value]} {v.value}" for v in Verdict if counts.get(v.value))
+    total = int(summary.get("cells", len(cells)))
+    lines += [f"{total} cell{'s' if total != 1 else ''} ({tally}).", ""]
+    seen = kind_line(summary.get("sensitivity") or [])
+    if seen:
+        lines += [f"{seen} (a regression this large, alone, fails the gate 4 times in 5).", ""]
+    lines += _first_lines(cells, screen)
+    axis = summary.get("axis_sentence")
+    if axis:
+        lines += [inert_markdown(axis), ""]
+    lines += _inconclusive_lines(cells, screen.get("inconclusive"))
+    lines += _subject_lines(summary)
     base, head = doc.get("base") or {}, doc.get("head") or {}
 
     def side(info: Mapping[str, Any]) -> str:
@@ -144,13 +178,31 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
         rev = info.get("rev")
         return _code(label) + (f" ({inert_markdown(rev)})" if rev else "")
 
-    lines.append(
-        f"base {side(base)} vs head {side(head)}: {summary.get('cells', len(cells))} cells ({tally})"
-    )
-    lines.append("")
-    seen = kind_line(summary.get("sensitivity") or [])
-    if seen:
-        lines += [f"{seen} (a regression this large, alone, fails the gate 4 times in 5)", ""]
+    lines += [f"base {side(base)} vs head {side(head)}", ""]
+    for warning in doc.get("warnings") or []:
+        lines += [f"**WARNING: {inert_markdown(warning)}**", ""]
+
+    pages = doc.get("pages_url") if isinstance(doc.get("pages_url"), str) else None
+    rows: list[Mapping[str, Any]] = list(screen.get("rows") or [])
+    if rows:
+        lines += [*_table(cells, rows, pages), ""]
+        lines += [line for row in rows for line in _fold(cells[row["cell"]], row, pages)]
+    folded: list[Mapping[str, Any]] = list(screen.get("unchanged_rows") or [])
+    count = counts.get(Verdict.UNCHANGED.value, len(folded))
+    if folded:
+        lines += [
+            f"<details><summary>{count} cell{'s' if count != 1 else ''} unchanged (their figures)</summary>",
+            "",
+            *_table(cells, folded, pages),
+            "",
+            *[line for row in folded for line in _fold(cells[row["cell"]], row, pages)],
+            "</details>",
+            "",
+        ]
+    elif rows:
+        lines += [f"{count} cell{'s' if count != 1 else ''} unchanged.", ""]
+    lines += _information_lines(cells)
+
     names = _reader_names(cells)
     lines += sensitivity_lines(summary.get("sensitivity") or [], names)
     if counts.get(Verdict.INCONCLUSIVE.value):
@@ -161,53 +213,9 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
             summary.get("sensitivity") or [], min_effect=min_effect, names=names, gate=gate
         )
         lines += [sentence, ""]
-    for warning in doc.get("warnings") or []:
-        lines += [f"**WARNING: {inert_markdown(warning)}**", ""]
-    lines += _subject_lines(summary)
-
-    changed = [c for c in cells if c.get("verdict") != Verdict.UNCHANGED.value]
-    pages = doc.get("pages_url") if isinstance(doc.get("pages_url"), str) else None
-    if changed:
-        lines += [*_table([row for cell in changed for row in _changed_rows(cell)], pages), ""]
-    unchanged = [c for c in cells if c.get("verdict") == Verdict.UNCHANGED.value]
-    count = counts.get(Verdict.UNCHANGED.value, len(unchanged))
-    if unchanged:
-        rows = [(cell, m, Verdict.UNCHANGED.value) for cell in unchanged for m in cell.get("metrics") or []]
-        lines += [
-            f"<details><summary>{count} cell{'s' if count != 1 else ''} unchanged (their figures)</summary>",
-            "",
-            *_table(rows, pages),
-            "",
-            "</details>",
-            "",
-        ]
-    else:
-        lines += [f"{count} cell{'s' if count != 1 else ''} unchanged.", ""]
-
-    lines += _information_lines(cells)
-    axis = summary.get("axis_sentence")
-    if axis:
-        lines += [inert_markdown(axis), ""]
-    explained = [c for c in changed if c.get("verdict") != Verdict.ERROR.value and c.get("reason")]
-    if explained:
-        lines.append("### Why")
-        lines += [f"- {_title_and_id(c)}: {inert_markdown(c.get('reason'))}" for c in explained]
-        lines.append("")
-    errors = [c for c in cells if c.get("verdict") == Verdict.ERROR.value]
-    if errors:
-        lines.append("### Errors")
-        lines += [
-            f"- {_title_and_id(c)} ({c.get('kind')}): {inert_markdown(c.get('reason'))}" for c in errors
-        ]
-        lines.append("")
-    notes = [c for c in cells if c.get("note")]
-    if notes:
-        lines.append("### Counters")
-        lines += [f"- {_title_and_id(c)}: {inert_markdown(c.get('note'))}" for c in notes]
-        lines.append("")
     reproduce = doc.get("reproduce")
     if reproduce:
-        lines += ["Reproduce it locally:", "", "```sh", command_line(reproduce).replace("`", "'"), "```", ""]
+        lines += ["Reproduce it locally:", "", *_shell(reproduce), ""]
     canary = doc.get("canary")
     if canary:
         before, after = canary.get("before_mib_s"), canary.get("after_mib_s")
@@ -262,21 +270,160 @@ def render_markdown(doc: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _information_lines(cells: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The figures shown but not gated, per cell, each with why (folded: they decide nothing)."""
-    rows = [(c, m) for c in cells for m in c.get("information") or []]
-    if not rows:
+def _shell(argv: Sequence[Any]) -> list[str]:
+    return ["```sh", command_line([str(a) for a in argv]).replace("`", "'"), "```"]
+
+
+def _name(cell: Mapping[str, Any]) -> str:
+    """The cell's short name, made inert (its id in code when it has none)."""
+    title = cell.get("title")
+    return inert_markdown(title) if title else "<code>" + inert_markdown(cell.get("cell_id")) + "</code>"
+
+
+def _figure(cell: Mapping[str, Any], metric: Any) -> Mapping[str, Any] | None:
+    if metric is None:
+        return None
+    return next(
+        (
+            m
+            for m in (*(cell.get("metrics") or []), *(cell.get("counters") or []))
+            if m.get("metric") == metric
+        ),
+        None,
+    )
+
+
+def _first_lines(cells: Sequence[Mapping[str, Any]], screen: Mapping[str, Any]) -> list[str]:
+    """Under the headline: a line per regressed, changed or failed cell; for an unchanged
+    comparison, what it could have seen."""
+    lines = []
+    for entry in screen.get("first") or []:
+        cell = cells[entry["cell"]]
+        m = _figure(cell, entry.get("metric"))
+        if m is None:
+            what = inert_markdown(entry.get("said") or "")
+        else:
+            ci = _ci_text(m)
+            what = f"{_code(m.get('metric'))} **{_change_text(m)}**" + (f" ({ci})" if ci != "-" else "")
+        lines.append(f"- **{_name(cell)}**: {what}, {inert_markdown(row_label(cell))}")
+    same = screen.get("unchanged")
+    if same:
+        low, high = same.get("could_see_low_pct"), same.get("could_see_high_pct")
+        n = int(same.get("cells") or 0)
+        text = f"All {n} cells unchanged" if n != 1 else "The cell is unchanged"
+        if low is not None and high is not None:
+            span = f"{low:.1f}%" if f"{low:.1f}" == f"{high:.1f}" else f"{low:.1f}% to {high:.1f}% (by cell)"
+            text += f": each would have caught a regression of {span} or more 4 times in 5"
+        lines.append(f"{text}.")
+    return [*lines, ""] if lines else []
+
+
+def _inconclusive_lines(cells: Sequence[Mapping[str, Any]], entry: Mapping[str, Any] | None) -> list[str]:
+    """The inconclusive cells and what decides them: the gate's command with its rounds, or the
+    samples a comparison of records needs."""
+    if not entry:
         return []
+    which = [cells[i] for i in entry.get("cells") or []]
+    text = f"**{len(which)} inconclusive**: {', '.join(_name(c) for c in which)}."
+    rounds, command = entry.get("rounds"), entry.get("command")
+    if command:
+        return [f"{text} About {rounds} rounds per side would decide them:", "", *_shell(command), ""]
+    if rounds:
+        return [
+            f"{text} About {rounds} samples per side would decide them: record them "
+            f"(`--repeat {rounds}`) and compare again.",
+            "",
+        ]
+    return [f"{text} More rounds would not decide them (see why under the table).", ""]
+
+
+_HEADER = "| cell | metric | base | head | change (95% CI) | verdict |"
+_FIGURES = "| metric | base | head | change (95% CI) | p | verdict |"
+_ALIGN = "| --- | --- | ---: | ---: | ---: | --- |"
+_FIGURES_ALIGN = "| --- | ---: | ---: | ---: | ---: | --- |"
+
+
+def _metric_text(cell: Mapping[str, Any], metric: Any, pages: str | None) -> str:
+    """A metric's name, a link to its history graph with the pages' URL."""
+    text = inert_markdown(metric)
+    graph = (cell.get("history") or {}).get(metric) if pages else None
+    return f"[{text}]({graph_url(pages, graph)})" if pages and isinstance(graph, str) else text
+
+
+def _median(value: Any, unit: str) -> str:
+    """A median on one line (its number and unit do not break apart); the table's other columns wrap."""
+    return inert_markdown(format_value(value, unit)).replace(" ", "&nbsp;")
+
+
+def _change_cell(m: Mapping[str, Any]) -> str:
+    ci = _ci_text(m)
+    return _change_text(m) + (f"<br><sub>{ci}</sub>" if ci != "-" else "")
+
+
+def _table(
+    cells: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]], pages: str | None
+) -> list[str]:
+    """One row per cell: its lead's figures and its verdict."""
+    lines = [_HEADER, _ALIGN]
+    for row in rows:
+        cell = cells[row["cell"]]
+        m = _figure(cell, row.get("metric"))
+        figures = ["-"] * 4
+        if m is not None:
+            unit = str(m.get("unit", ""))
+            figures = [
+                _metric_text(cell, m.get("metric"), pages),
+                _median(m.get("median_base"), unit),
+                _median(m.get("median_head"), unit),
+                _change_cell(m),
+            ]
+        lines.append("| " + " | ".join([_name(cell), *figures, inert_markdown(row.get("label"))]) + " |")
+    return lines
+
+
+def _fold(cell: Mapping[str, Any], row: Mapping[str, Any], pages: str | None) -> list[str]:
+    """A cell's every figure, its full id (base's too when it differs), its reason and note."""
+    figures = list(row.get("figures") or [])
+    rounds = cell.get("rounds", 0)
     lines = [
-        f"<details><summary>{len(rows)} figures shown, not gated (they decide nothing)</summary>",
+        f"<details><summary>{_name(cell)}: {len(figures) or 'no'} figure{'s' if len(figures) != 1 else ''}, "
+        f"{rounds} round{'s' if rounds != 1 else ''}, id and reason</summary>",
         "",
-        "| cell | metric | change | CI | why not gated |",
-        "| --- | --- | --- | --- | --- |",
+        _ids(cell),
+        "",
     ]
-    for cell, m in rows:
-        texts = [m.get("metric"), _change_text(m), _ci_text(m), m.get("information")]
-        lines.append("| " + " | ".join([_cell_label(cell), *(inert_markdown(t) for t in texts)]) + " |")
-    return [*lines, "", "</details>", ""]
+    if figures:
+        lines += [_FIGURES, _FIGURES_ALIGN]
+        for figure in figures:
+            m = _figure(cell, figure.get("metric")) or {}
+            unit = str(m.get("unit", ""))
+            cols = [
+                _metric_text(cell, m.get("metric"), pages),
+                _median(m.get("median_base"), unit),
+                _median(m.get("median_head"), unit),
+                _change_cell(m),
+                inert_markdown(format_p(m.get("p_value"))),
+                inert_markdown(figure.get("label")),
+            ]
+            lines.append("| " + " | ".join(cols) + " |")
+        lines.append("")
+    if cell.get("reason"):
+        lines += [f"Why: {inert_markdown(cell.get('reason'))}", ""]
+    if cell.get("note"):
+        lines += [f"Counters: {inert_markdown(cell.get('note'))}", ""]
+    return [*lines, "</details>", ""]
+
+
+def _ids(cell: Mapping[str, Any]) -> str:
+    """``policy-dd: <code>id</code> (base: <code>id</code>)``: the cell's full id(s)."""
+    ids = "<code>" + inert_markdown(cell.get("cell_id")) + "</code>"
+    gate_name = (cell.get("cell") or {}).get("gate_name")
+    if gate_name:
+        ids = f"{inert_markdown(gate_name)}: {ids}"
+    base_id = (cell.get("cell") or {}).get("base_id")
+    if base_id and base_id != cell.get("cell_id"):
+        ids += " (base: <code>" + inert_markdown(base_id) + "</code>)"
+    return ids
 
 
 def _cell_name(cell: Mapping[str, Any]) -> str:
@@ -325,88 +472,15 @@ def _subject_lines(summary: Mapping[str, Any]) -> list[str]:
         f"- cell {_code(entry.get('name'))}: base {_code(entry.get('base_id'))} → head {_code(entry.get('head_id'))}"
         for entry in renamed
     ]
+    held = held_lines(summary)
+    if held:
+        lines += [
+            "",
+            "Policy values some cells cannot take (QEMU refuses them with the cell's own axes): such a "
+            "cell keeps the fallback, on both sides alike",
+            *[f"- {inert_markdown(line)}" for line in held],
+        ]
     return [*lines, ""]
-
-
-def _row_label(cell: Mapping[str, Any], m: Mapping[str, Any], label: str) -> str:
-    """A table row's verdict: the cell's label where the metric gave it, else the metric's own."""
-    verdict = m.get("verdict")
-    counters = [c.get("metric") for c in cell.get("counters") or []]
-    if m.get("metric") in counters and verdict in (Verdict.REGRESSION.value, Verdict.IMPROVEMENT.value):
-        return Verdict.CHANGED.value
-    if verdict == cell.get("verdict") or cell.get("kind") not in (Kind.METRIC.value, Kind.COUNTER.value):
-        return label
-    beyond = _beyond(m)
-    if verdict == Verdict.INCONCLUSIVE.value and beyond and cell.get("verdict") in _DECIDED:
-        return f"{beyond} beyond {float(m.get('min_effect', 0)) * 100:g}%, not yet significant alone"
-    return str(verdict)
-
-
-# the cell verdicts that more rounds would not change: a metric's row says its own figures
-_DECIDED = (Verdict.REGRESSION.value, Verdict.IMPROVEMENT.value, Verdict.CHANGED.value)
-
-
-def _beyond(m: Mapping[str, Any]) -> str:
-    """``"worse"`` or ``"better"`` when the metric's whole interval lies beyond its minimum effect."""
-    lo, hi = m.get("ci_low"), m.get("ci_high")
-    edge = 1.0 + float(m.get("min_effect", 0))
-    if lo is None and hi is None:
-        return ""
-    above = lo is not None and lo >= edge  # hi may be null: infinite
-    below = hi is not None and hi <= 1.0 / edge
-    if not (above or below):
-        return ""
-    return "better" if above == bool(m.get("higher_is_better")) else "worse"
-
-
-Row = tuple[Mapping[str, Any], Mapping[str, Any] | None, str]
-_HEADER = ["cell", "metric", "base", "head", "change", "CI", "p", "rounds", "verdict"]
-
-
-def _changed_rows(cell: Mapping[str, Any]) -> list[Row]:
-    """The rows of a cell that is not unchanged: its metrics that moved (all, if none did) and
-    the structural counters that moved (the figures behind ``changed``)."""
-    label = str(cell.get("verdict", "?"))
-    kind = cell.get("kind")
-    if kind not in (None, Kind.METRIC.value):
-        label = f"{label} ({kind})"
-    metrics: list[Mapping[str, Any]] = list(cell.get("metrics") or [])
-    rows = [m for m in metrics if m.get("verdict") != Verdict.UNCHANGED.value] or metrics
-    rows += [
-        m
-        for m in cell.get("counters") or []
-        if m.get("verdict") in (Verdict.REGRESSION.value, Verdict.IMPROVEMENT.value)
-    ]
-    if not rows:
-        return [(cell, None, label)]
-    # each row says its own metric's verdict; a counter that moved is the cell's change
-    return [(cell, m, _row_label(cell, m, label)) for m in rows]
-
-
-def _table(rows: Sequence[Row], pages: str | None) -> list[str]:
-    """The table of ``rows``; with the history pages' URL, a column of links to each graph."""
-    header = [*_HEADER, "history"] if pages else _HEADER
-    lines = ["| " + " | ".join(header) + " |", "| --- | --- | --- | --- | --- | --- | --- | ---: | --- |"]
-    if pages:
-        lines[1] += " --- |"
-    for cell, m, label in rows:
-        figures: list[Any] = ["-"] * 6
-        if m is not None:
-            unit = str(m.get("unit", ""))
-            figures = [
-                m.get("metric"),
-                format_value(m.get("median_base"), unit),
-                format_value(m.get("median_head"), unit),
-                _change_text(m),
-                _ci_text(m),
-                format_p(m.get("p_value")),
-            ]
-        texts = [inert_markdown(x) for x in (*figures, cell.get("rounds", 0), label)]
-        if pages:
-            graph = (cell.get("history") or {}).get(m.get("metric")) if m is not None else None
-            texts.append(f"[graph]({graph_url(pages, graph)})" if isinstance(graph, str) else "-")
-        lines.append("| " + " | ".join([_cell_label(cell), *texts]) + " |")
-    return lines
 
 
 def _reader_names(cells: Sequence[Mapping[str, Any]]) -> dict[str, str]:
@@ -417,21 +491,3 @@ def _reader_names(cells: Sequence[Mapping[str, Any]]) -> dict[str, str]:
         )
         for c in cells
     }
-
-
-def _cell_label(cell: Mapping[str, Any]) -> str:
-    """A table's cell column: the short name, the full id under it (base's too when it differs)."""
-    ids = "<code>" + inert_markdown(cell.get("cell_id")) + "</code>"
-    gate_name = (cell.get("cell") or {}).get("gate_name")
-    if gate_name:
-        ids = f"{inert_markdown(gate_name)}: {ids}"
-    base_id = (cell.get("cell") or {}).get("base_id")
-    if base_id and base_id != cell.get("cell_id"):
-        ids += " (base: <code>" + inert_markdown(base_id) + "</code>)"
-    return f"{inert_markdown(cell.get('title') or cell.get('cell_id'))}<br><sub>{ids}</sub>"
-
-
-def _title_and_id(cell: Mapping[str, Any]) -> str:
-    """``qcow2 writeback ide · dd 64M (`qcow2-off-...`)`` for a line of a list."""
-    title = cell.get("title")
-    return f"{inert_markdown(title)} ({_code(cell.get('cell_id'))})" if title else _code(cell.get("cell_id"))

@@ -108,7 +108,6 @@ def compare_metric(
     *,
     settings: Settings,
     paired: bool,
-    min_effect: float | None = None,
     p_adjusted: float | None = None,
     together: bool = False,
     shrink: float = 1.0,
@@ -144,7 +143,7 @@ def compare_metric(
     ``paired`` with different lengths on the two sides compares them unpaired.
     """
     info = metric_info(metric)
-    m = settings.effect_for(metric) if min_effect is None else min_effect
+    m = settings.effect_for(metric)
     paired = paired and len(base) == len(head)
     b = [float(v) for v in base]
     h = [float(v) for v in head]

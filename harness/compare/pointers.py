@@ -192,17 +192,14 @@ def inconclusive_sentence(
     name (``names``: cell id -> short name) made inert.  ``gate``: the comparison of a gate (more
     rounds: ``--max-rounds``), else of records (more samples: ``--repeat``, then compare again)."""
     names = names or {}
-    open_rows = [r for r in rows if r.get("verdict") == "inconclusive"]
-    seen = [r["could_see_pct"] for r in open_rows if _number(r.get("could_see_pct"))]
-    need = [r for r in open_rows if isinstance(r.get("rounds_to_decide"), int)]
+    seen, most = inconclusive_figures(rows)
     text = (
         "Inconclusive means these rounds cannot yet tell a change of the minimum effect "
         f"({min_effect * 100:g}%) from none"
     )
-    if seen:
-        text += f"; a regression of about {max(seen):.1f}% or more would have been caught 4 times in 5"
-    if need:
-        most = max(need, key=lambda r: int(r["rounds_to_decide"]))
+    if seen is not None:
+        text += f"; a regression of about {seen:.1f}% or more would have been caught 4 times in 5"
+    if most is not None:
         rounds = int(most["rounds_to_decide"])
         who = inert_markdown(
             names.get(str(most.get("cell_id")), str(most.get("name") or most.get("cell_id")))
@@ -220,6 +217,17 @@ def inconclusive_sentence(
         f"{text}. More rounds would not decide it (its change sits on the minimum effect): read it "
         "as a change about as large as the minimum effect, or set that metric's minimum with `--rule`."
     )
+
+
+def inconclusive_figures(rows: Sequence[Mapping[str, Any]]) -> tuple[float | None, Mapping[str, Any] | None]:
+    """The figures of the inconclusive sentence, from the inconclusive metrics among ``rows``
+    (``summary.sensitivity``'s): the largest regression they could have seen, and the row that
+    needs the most rounds to decide (None without such figures)."""
+    open_rows = [r for r in rows if r.get("verdict") == "inconclusive"]
+    seen = [float(r["could_see_pct"]) for r in open_rows if _number(r.get("could_see_pct"))]
+    need = [r for r in open_rows if isinstance(r.get("rounds_to_decide"), int)]
+    most = max(need, key=lambda r: int(r["rounds_to_decide"])) if need else None
+    return (max(seen) if seen else None), most
 
 
 def _number(value: Any) -> bool:

@@ -13,6 +13,7 @@ from harness.compare.metric import MetricResult, compare_metric
 from harness.compare.settings import Settings
 from harness.compare.stats import holm_adjust
 from harness.compare.verdict import Kind, Verdict, worst
+from harness.record.model import Record, Sample
 
 __all__ = [
     "CellResult",
@@ -123,8 +124,8 @@ def flatten_cell(cell: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _ok(samples: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    return [s for s in samples if s.get("status") == "ok"]
+def _ok(samples: Sequence[Sample]) -> list[Sample]:
+    return [s for s in samples if s.ok]
 
 
 def _fails(ok: int, total: int) -> bool:
@@ -132,28 +133,28 @@ def _fails(ok: int, total: int) -> bool:
     return ok == 0 or (total - ok) * 2 > total
 
 
-def _first_failure(samples: Sequence[Mapping[str, Any]]) -> str:
+def _first_failure(samples: Sequence[Sample]) -> str:
     for s in samples:
-        if s.get("status") != "ok":
-            return str(s.get("reason") or f"status {s.get('status')!r}, no reason recorded")
+        if not s.ok:
+            return str(s.reason or f"status {s.status!r}, no reason recorded")
     return ""
 
 
 def _values(
-    metric: str, base: Sequence[Mapping[str, Any]], head: Sequence[Mapping[str, Any]]
+    metric: str, base: Sequence[Sample], head: Sequence[Sample]
 ) -> tuple[list[float], list[float], bool]:
     """The metric's values of both sides, paired by round when both have the same rounds."""
     b, h, paired, _together = _pairs(metric, base, head)
     return b, h, paired
 
 
-def taken_together(sample: Mapping[str, Any]) -> bool:
+def taken_together(sample: Sample) -> bool:
     """Whether ``sample`` ran at the same moment as its partner of the other side: every pass of a
     replay, or a guest's workload (a gate's pair, :class:`harness.sample.pairing.Pairing`)."""
-    host = sample.get("host")
-    if isinstance(host, Mapping) and isinstance(host.get("together"), Mapping):
-        return host["together"].get("met") is True
-    replay = sample.get("replay")
+    together = sample.host.get("together")
+    if isinstance(together, Mapping):
+        return together.get("met") is True
+    replay = sample.replay
     if not isinstance(replay, Mapping):
         return False
     met, walls = replay.get("passes_together"), replay.get("pass_wall_s")
@@ -165,31 +166,29 @@ def taken_together(sample: Mapping[str, Any]) -> bool:
 OWN_CPU_FIGURES = frozenset({"host.workload_cpu_s", "host.workload_alone_s"})
 
 
-def shrink_of(metric: str, base: Sequence[Mapping[str, Any]], settings: Settings) -> float:
+def shrink_of(metric: str, base: Sequence[Sample], settings: Settings) -> float:
     """How much sharing one CPU may have shrunk ``metric``'s change in pairs taken together: the
     settings' factor for a guest's figure that counts its partner's share, else 1 (a replay's
     qemu-io, a figure of the guest's own CPU)."""
     if metric in OWN_CPU_FIGURES:
         return 1.0
-    for s in base:
-        host = s.get("host")
-        if isinstance(host, Mapping) and isinstance(host.get("together"), Mapping):
-            return settings.together_shrink
+    if any(isinstance(s.host.get("together"), Mapping) for s in base):
+        return settings.together_shrink
     return 1.0
 
 
 def _pairs(
-    metric: str, base: Sequence[Mapping[str, Any]], head: Sequence[Mapping[str, Any]]
+    metric: str, base: Sequence[Sample], head: Sequence[Sample]
 ) -> tuple[list[float], list[float], bool, bool]:
     """:func:`_values`, and whether every pair ran together (both its samples at one moment)."""
 
-    def by_index(samples: Sequence[Mapping[str, Any]]) -> tuple[list[float], list[Any], bool]:
+    def by_index(samples: Sequence[Sample]) -> tuple[list[float], list[Any], bool]:
         values, indices, together = [], [], True
         for pos, s in enumerate(samples):
-            figures = s.get("metrics") or {}
+            figures = s.metrics
             if metric in figures and figures[metric] is not None:
                 values.append(float(figures[metric]))
-                indices.append(s.get("index", pos))
+                indices.append(pos if s.index is None else s.index)
                 together = together and taken_together(s)
         return values, indices, together
 
@@ -205,14 +204,14 @@ def _pairs(
     return b, h, paired, paired and b_together and h_together
 
 
-def _present(metric: str, samples: Iterable[Mapping[str, Any]]) -> bool:
-    return any(metric in (s.get("metrics") or {}) for s in samples)
+def _present(metric: str, samples: Iterable[Sample]) -> bool:
+    return any(metric in s.metrics for s in samples)
 
 
 def compare_cell(
     cell: Mapping[str, Any],
-    base_samples: Sequence[Mapping[str, Any]],
-    head_samples: Sequence[Mapping[str, Any]],
+    base_samples: Sequence[Sample],
+    head_samples: Sequence[Sample],
     *,
     settings: Settings,
     p_adjusted: Mapping[str, float] | None = None,
@@ -236,7 +235,7 @@ def compare_cell(
     base_fails = _fails(len(base_ok), len(base_samples))
     head_fails = _fails(len(head_ok), len(head_samples))
 
-    def tally(side: str, ok: int, samples: Sequence[Mapping[str, Any]]) -> str:
+    def tally(side: str, ok: int, samples: Sequence[Sample]) -> str:
         if not samples:
             return f"{side} has no samples"
         first = _first_failure(samples)
@@ -408,22 +407,20 @@ def overall_verdict(cells: Sequence[CellResult]) -> Verdict:
     return Verdict.UNCHANGED
 
 
-def _group(
-    records: Sequence[Mapping[str, Any]],
-) -> dict[str, tuple[Mapping[str, Any], list[Mapping[str, Any]]]]:
-    """Cell id -> (cell dict, samples of every record of that cell, in order)."""
-    groups: dict[str, tuple[Mapping[str, Any], list[Mapping[str, Any]]]] = {}
+def _group(records: Sequence[Record]) -> dict[str, tuple[Mapping[str, Any], list[Sample]]]:
+    """Cell id -> (the record's cell, samples of every record of that cell, in order)."""
+    groups: dict[str, tuple[Mapping[str, Any], list[Sample]]] = {}
     for record in records:
-        cell = record["cell"]
+        cell = record.cell.data
         cell_id = str(cell.get("id", "?"))
         if cell_id not in groups:
             groups[cell_id] = (cell, [])
-        groups[cell_id][1].extend(record.get("samples") or [])
+        groups[cell_id][1].extend(record.samples)
     return groups
 
 
 def compare_records(
-    base: Sequence[Mapping[str, Any]], head: Sequence[Mapping[str, Any]], *, settings: Settings
+    base: Sequence[Record], head: Sequence[Record], *, settings: Settings
 ) -> list[CellResult]:
     """Every cell of either side, sorted by id; a cell on one side only is an error (kind ``missing``)."""
     base_cells, head_cells = _group(base), _group(head)
@@ -466,7 +463,7 @@ def compare_records(
 
 
 def compare_family(
-    groups: Sequence[tuple[Mapping[str, Any], Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]]]],
+    groups: Sequence[tuple[Mapping[str, Any], Sequence[Sample], Sequence[Sample]]],
     *,
     settings: Settings,
 ) -> list[CellResult]:
@@ -511,13 +508,12 @@ def compare_family(
     ]
 
 
-def start_kind(sample: Mapping[str, Any]) -> str:
+def start_kind(sample: Sample) -> str:
     """How a sample's guest started; records from before snapshot start were cold boots."""
-    host = sample.get("host", {})
-    return str(host.get("start", "cold")) if isinstance(host, Mapping) else "cold"
+    return sample.start
 
 
-def mixed_starts(base: Iterable[Mapping[str, Any]], head: Iterable[Mapping[str, Any]]) -> str | None:
+def mixed_starts(base: Iterable[Sample], head: Iterable[Sample]) -> str | None:
     """Why base and head samples must not be compared (their start kinds differ), or None.
 
     Boot time and the guest's state at the workload's start differ between

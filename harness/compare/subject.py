@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from harness.subject.policy import QEMU_DEFAULT
+
 # at most this many package lines; the rest is counted
 MAX_PACKAGES = 12
 UNSET = "(unset)"
@@ -96,6 +98,36 @@ def cell_id_changes(cells: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
     return found
 
 
-def diff_line(entry: Mapping[str, str]) -> str:
-    """``cache: none → writethrough``."""
-    return f"{entry['what']}: {entry['base']} → {entry['head']}"
+def diff_line(entry: Mapping[str, Any]) -> str:
+    """``cache: none → writethrough``; a gate's policy value that some cells did not take says
+    where it applied: ``aio: threads → native (4 of 8 cells; the 3 cache=writeback cells and ...)``."""
+    line = f"{entry['what']}: {entry['base']} → {entry['head']}"
+    reach = _dict(entry.get("reach"))
+    if entry.get("where") and reach.get("kept"):
+        line += f" ({entry['where']})"
+    return line
+
+
+def held_lines(summary: Mapping[str, Any]) -> list[str]:
+    """A gate's cells that cannot take a value of their side's policy, one line per value:
+    ``head's aio=native → aio=threads in a, b (cache=writeback) and c (cache=writethrough): why``."""
+    groups: dict[tuple[str, ...], dict[str, list[str]]] = {}
+    for item in summary.get("policy_held") or []:
+        if not isinstance(item, Mapping):
+            continue
+        sides = [str(s) for s in item.get("sides") or []]
+        group = (
+            str(item.get("key")),
+            str(item.get("value")),
+            str(item.get("keeps")),
+            str(item.get("why")),
+            "both sides'" if len(sides) > 1 else f"{sides[0] if sides else '?'}'s",
+        )
+        groups.setdefault(group, {}).setdefault(str(item.get("axis")), []).append(str(item.get("name")))
+    lines = []
+    for (key, value, keeps, why, whose), by_axis in groups.items():
+        parts = [f"{', '.join(names)} ({axis})" for axis, names in by_axis.items()]
+        cells = parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
+        kept = keeps if keeps == QEMU_DEFAULT else f"{key}={keeps}"
+        lines.append(f"{whose} {key}={value} → {kept} in {cells}: {why}")
+    return lines

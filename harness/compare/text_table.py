@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.compare.markdown import _cell_name, _change_text, _ci_text, _row_label
-from harness.compare.subject import diff_line
+from harness.compare.markdown import _cell_name, _change_text, _ci_text
+from harness.compare.screen import DECIDED, beyond
+from harness.compare.subject import diff_line, held_lines
 from harness.compare.text import format_p, pct
 from harness.compare.verdict import Kind, Verdict
 from harness.units import PLAIN, Style, human, table
@@ -50,6 +51,20 @@ def _rows_of(cell: Mapping[str, Any]) -> list[Mapping[str, Any]]:
         if m.get("verdict") in (Verdict.REGRESSION.value, Verdict.IMPROVEMENT.value)
     ]
     return rows
+
+
+def _row_label(cell: Mapping[str, Any], m: Mapping[str, Any], label: str) -> str:
+    """A table row's verdict: the cell's label where the metric gave it, else the metric's own."""
+    verdict = m.get("verdict")
+    counters = [c.get("metric") for c in cell.get("counters") or []]
+    if m.get("metric") in counters and verdict in (Verdict.REGRESSION.value, Verdict.IMPROVEMENT.value):
+        return Verdict.CHANGED.value
+    if verdict == cell.get("verdict") or cell.get("kind") not in (Kind.METRIC.value, Kind.COUNTER.value):
+        return label
+    moved = beyond(m)
+    if verdict == Verdict.INCONCLUSIVE.value and moved and cell.get("verdict") in DECIDED:
+        return f"{moved} beyond {float(m.get('min_effect', 0)) * 100:g}%, not yet significant alone"
+    return str(verdict)
 
 
 def effect(cell: Mapping[str, Any]) -> float:
@@ -149,6 +164,10 @@ def render_text(
             f"  - cell {_line(e.get('name'))}: base {_line(e.get('base_id'))} -> head {_line(e.get('head_id'))}"
             for e in summary.get("cell_id_changes") or []
         ]
+        held = held_lines(summary)
+        if held:
+            lines.append("  policy values some cells cannot take (they keep the fallback, both sides alike):")
+            lines += [f"  - {_line(line)}" for line in held]
     shown = ordered(cells, sort=sort, only_changed=only_changed)
     lines.append("")
     if shown:

@@ -39,9 +39,9 @@ sides' samples), :mod:`~harness.gate.canary` (the host canary) and :mod:`~harnes
 """
 
 from harness.gate.canary import CANARY_CHUNK, CANARY_MIB, canary_once, host_canary, judge_canary
-from harness.gate.options import GateOptions
+from harness.gate.options import GateAsked, GateOptions
 from harness.gate.rounds import GateSide, Rounds, Stop, run_rounds, stop_before
-from harness.gate.run import GateResult, comparison_document, gate_revisions, open_sides, run_gate
+from harness.gate.run import GateResult, comparison_document, open_sides, run_gate
 from harness.gate.spec import (
     GATE_SPEC,
     SPEC_KEYS,
@@ -71,6 +71,7 @@ __all__ = [
     "SIDES",
     "SPEC_KEYS",
     "SPEC_KEYS_TABLES",
+    "GateAsked",
     "GateCell",
     "GateOptions",
     "GateResult",
@@ -82,7 +83,6 @@ __all__ = [
     "SubjectSource",
     "canary_once",
     "comparison_document",
-    "gate_revisions",
     "git",
     "host_canary",
     "judge_canary",

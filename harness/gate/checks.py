@@ -16,25 +16,31 @@ from pathlib import Path
 from harness.errors import SpecError, UsageError
 from harness.gate.spec import GateSpec
 from harness.spec import Cell
-from harness.subject.binaries import QEMU_IMG
-from harness.subject.policy import Policy
+from harness.subject.policy import Completed, Policy, check_reach
 from harness.sweep import limits
 
 
 def side_cells(spec: GateSpec, label: str, policy: Policy) -> dict[str, Cell]:
     """The cells of ``spec`` by gate name under the policy of side ``label``; bad input if a cell
-    cannot be made or two become the same cell."""
+    cannot be made, two become the same cell, or a value of the policy reaches none of them."""
+    return {name: done.cell for name, done in side_completed(spec, label, policy).items()}
+
+
+def side_completed(spec: GateSpec, label: str, policy: Policy) -> dict[str, Completed]:
+    """:func:`side_cells` with each cell's drive options and the policy's values it holds back."""
     try:
-        cells = {gc.name: gc.resolve(policy) for gc in spec.cells}
+        completed = {gc.name: gc.complete(policy) for gc in spec.cells}
+        check_reach(policy, [c.held for c in completed.values()], "the gate spec")
     except SpecError as exc:
         raise UsageError(f"{spec.source}: under the policy of {label}: {exc.message}") from None
+    cells = {name: done.cell for name, done in completed.items()}
     ids = [c.id for c in cells.values()]
     if len(set(ids)) != len(ids):
         raise UsageError(
             f"{spec.source}: two cells are the same cell under the policy of {label}: "
             "make the cells differ in a value the policy does not set"
         )
-    return cells
+    return completed
 
 
 def check_side(
@@ -43,7 +49,7 @@ def check_side(
     policy: Policy,
     *,
     work_dir: Path,
-    qemu_img: str = QEMU_IMG,
+    qemu_img: str,
     max_disk_bytes: int = limits.MAX_DISK_BYTES,
 ) -> str:
     """Side ``label``'s cells under ``policy`` pass a sweep's image, size and free-space checks;

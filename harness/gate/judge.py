@@ -22,6 +22,7 @@ from typing import Any
 from harness.compare import Settings
 from harness.compare.text import format_value
 from harness.errors import UsageError
+from harness.record import Sample
 from harness.untrusted import inert_markdown
 from harness.workloads import metric_info
 
@@ -92,7 +93,7 @@ def host_measured(metrics: Sequence[str]) -> tuple[str, ...]:
 
 
 def guest_word_document(
-    judge: Judge, cells: Sequence[tuple[str, Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]]]]
+    judge: Judge, cells: Sequence[tuple[str, Sequence[Sample], Sequence[Sample]]]
 ) -> dict[str, Any] | None:
     """The guest's own figures per cell (name, base samples, head samples): medians of the ok
     samples and their change, for the summary; None when the guests are the same."""
@@ -117,11 +118,9 @@ def guest_word_document(
     }
 
 
-def _median(samples: Sequence[Mapping[str, Any]], metric: str) -> float | None:
+def _median(samples: Sequence[Sample], metric: str) -> float | None:
     values = [
-        float(s["metrics"][metric])
-        for s in samples
-        if s.get("status") == "ok" and isinstance((s.get("metrics") or {}).get(metric), (int, float))
+        float(s.metrics[metric]) for s in samples if s.ok and isinstance(s.metrics.get(metric), (int, float))
     ]
     return statistics.median(values) if values else None
 

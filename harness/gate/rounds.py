@@ -28,10 +28,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from harness.compare import CellResult, Kind, Settings, Verdict, compare_family, needs_more_rounds
+from harness.compare import (
+    CellResult,
+    Kind,
+    Settings,
+    Verdict,
+    compare_family,
+    flatten_cell,
+    needs_more_rounds,
+)
 from harness.gate.options import GateOptions
 from harness.gate.spec import GateSpec
 from harness.gate.subjects import SIDES, Subject
+from harness.record import Record, Sample, gate_records
 from harness.sample.guest_sampler import Sampler
 from harness.sample.replay.replay import Pairing
 from harness.spec import Cell
@@ -56,11 +65,11 @@ def head_deadline(base_workload_s: Sequence[float], *, limit_s: float) -> float:
     return min(limit_s, HEAD_DEADLINE_FACTOR * statistics.median(base_workload_s) + HEAD_DEADLINE_FLOOR_S)
 
 
-def timed_out(sample: Mapping[str, Any]) -> bool:
+def timed_out(sample: Sample) -> bool:
     """Whether ``sample`` failed because its guest ran past a deadline: its ready line, its
     workload's start or its report did not come in time (a head throttled to a byte a second
     does not even boot)."""
-    return sample.get("status") != "ok" and sample.get("error_type") == "GuestTimeout"
+    return not sample.ok and sample.error_type == "GuestTimeout"
 
 
 @dataclass
@@ -70,7 +79,7 @@ class GateSide:
     subject: Subject
     session: Session
     cells: dict[str, Cell]
-    records: dict[str, dict[str, Any]] = field(default_factory=dict)
+    records: dict[str, Record] = field(default_factory=dict)
     #: how a cell's samples are taken where not as its measure says (a replay cell: base's stream)
     samplers: dict[str, Sampler] = field(default_factory=dict)
     #: samples per round of a cell where not one (cheap replay cells take several, see _play_pairs)
@@ -138,11 +147,7 @@ def run_rounds(
     tally = _Tally(rounds_of=dict.fromkeys(names, 0))
     play = functools.partial(
         _play_round,
-        sides=sides,
-        rng=rng,
-        tally=tally,
-        out_dir=out_dir,
-        progress=progress,
+        table=_Table(sides=sides, rng=rng, tally=tally, out_dir=out_dir, progress=progress),
         options=options,
         started=started,
     )
@@ -214,18 +219,22 @@ class _Tally:
     timed_out: dict[str, float] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class _Table:
+    """What every turn of the rounds plays on: both sides, the run order's draw, the tally so far,
+    where records go and where progress lines go."""
+
+    sides: Mapping[str, GateSide]
+    rng: random.Random
+    tally: _Tally
+    out_dir: Path
+    progress: Callable[[str], None]
+
+
 def _play_round(
-    number: int,
-    cell_names: Sequence[str],
-    *,
-    sides: Mapping[str, GateSide],
-    rng: random.Random,
-    tally: _Tally,
-    out_dir: Path,
-    progress: Callable[[str], None],
-    options: GateOptions,
-    started: float,
+    number: int, cell_names: Sequence[str], *, table: _Table, options: GateOptions, started: float
 ) -> None:
+    sides, rng, tally, out_dir, progress = table.sides, table.rng, table.tally, table.out_dir, table.progress
     paired: set[str] = set()
     for turn in round_order(number, cell_names, [sides[label] for label in SIDES], rng):
         if tally.stop is not None:
@@ -244,22 +253,18 @@ def _play_round(
                     number,
                     turn.cell,
                     per,
-                    sides,
-                    rng,
-                    tally,
-                    out_dir,
-                    progress,
-                    workload_timeout_s=min(options.workload_timeout_s, left_s),
+                    table,
+                    workload_timeout_s=min(options.machine.workload_timeout_s, left_s),
                 )
             continue
-        deadline = min(options.workload_timeout_s, left_s)
+        deadline = min(options.machine.workload_timeout_s, left_s)
         if turn.side.subject.label == "head":
             deadline = head_deadline(_workload_times(sides["base"], turn.cell), limit_s=deadline)
         t0 = time.monotonic()
         _run_one(turn.side, turn.cell, number, out_dir, progress, workload_timeout_s=deadline)
         tally.sample_s.append(time.monotonic() - t0)
         tally.rounds_of[turn.cell] = number
-        last = turn.side.records[turn.cell]["samples"][-1]
+        last = turn.side.records[turn.cell].samples[-1]
         if turn.side.subject.label == "head" and timed_out(last):
             tally.timed_out[turn.cell] = deadline
             tally.stop = Stop(f"head timed out on {turn.cell} (deadline {deadline:.0f} s)")
@@ -270,30 +275,19 @@ def _play_round(
 
 def _workload_times(side: GateSide, name: str) -> list[float]:
     """The workload times of ``side``'s ok samples of cell ``name``, as the host clocked them."""
-    record = side.records.get(name) or {}
+    record = side.records.get(name)
     return [
-        float(s["metrics"]["host.workload_s"])
-        for s in record.get("samples", [])
-        if s.get("status") == "ok"
-        and isinstance((s.get("metrics") or {}).get("host.workload_s"), (int, float))
+        float(s.metrics["host.workload_s"])
+        for s in (record.samples if record is not None else ())
+        if s.ok and isinstance(s.metrics.get("host.workload_s"), (int, float))
     ]
 
 
-def _play_pairs(
-    number: int,
-    name: str,
-    per: int,
-    sides: Mapping[str, GateSide],
-    rng: random.Random,
-    tally: _Tally,
-    out_dir: Path,
-    progress: Callable[[str], None],
-    *,
-    workload_timeout_s: float,
-) -> None:
+def _play_pairs(number: int, name: str, per: int, table: _Table, *, workload_timeout_s: float) -> None:
     """Round ``number`` of a cell taking ``per`` samples a round: ``per`` pairs of base and head,
     each pair's order drawn, so that sample i of both sides are taken next to each other; where
     the cell's pairs run together, both samples of a pair at the same moment."""
+    sides, rng, tally, out_dir, progress = table.sides, table.rng, table.tally, table.out_dir, table.progress
     spent = dict.fromkeys(SIDES, 0.0)
     pairing = sides["base"].together.get(name)
     barrier = pairing.barrier if pairing is not None else None
@@ -306,7 +300,7 @@ def _play_pairs(
             deadline = head_deadline(_workload_times(sides["base"], name), limit_s=deadline)
         try:
             _run_one(sides[label], name, index, out_dir, progress, workload_timeout_s=deadline)
-            last = sides[label].records[name]["samples"][-1]
+            last = sides[label].records[name].samples[-1]
             if label == "head" and timed_out(last):
                 tally.timed_out[name] = deadline
                 tally.stop = Stop(f"head timed out on {name} (deadline {deadline:.0f} s)")
@@ -362,7 +356,6 @@ def _run_one(
     """Bring ``side``'s record of cell ``name`` to ``number`` samples, the workload within
     ``workload_timeout_s``."""
     cell = side.cells[name]
-    path = out_dir / "records" / side.subject.label / f"{cell.id}.json"
     # the side's binaries travel in its session's options, and so do this sample's deadlines: its
     # boot within the workload's deadline too, which is within the budget
     opts = side.session.opts
@@ -376,9 +369,8 @@ def _run_one(
     )
     _, record = session.run_cell(
         cell,
-        path=path,
+        where=gate_records(out_dir, side.subject.label),
         existing=side.records.get(name),
-        log_root=out_dir / "logs" / side.subject.label / cell.id,
         progress=progress,
         label=f"[{side.subject.label}] ",
         of=number,
@@ -400,8 +392,8 @@ def _compare_all(
         base_rec = sides["base"].records.get(gc.name)
         head_rec = sides["head"].records.get(gc.name)
         cell = {**sides["head"].cells[gc.name].as_dict(), "gate_name": gc.name}
-        if base_rec is not None and base_rec["cell"]["id"] != cell["id"]:
-            cell["base_id"] = base_rec["cell"]["id"]
+        if base_rec is not None and base_rec.cell.id != cell["id"]:
+            cell["base_id"] = base_rec.cell.id
         if gc.name in tally.timed_out:
             own[gc.name] = _timed_out_result(cell, base_rec, head_rec, tally.timed_out[gc.name])
         elif base_rec is None or head_rec is None:
@@ -410,13 +402,13 @@ def _compare_all(
             )
             own[gc.name] = CellResult(
                 cell_id=cell["id"],
-                cell=cell,
+                cell=flatten_cell(cell),
                 verdict=Verdict.ERROR,
                 kind=Kind.MISSING,
                 reason=f"no sample of {missing}: the gate's budget ran out first",
             )
         else:
-            groups.append((cell, base_rec["samples"], head_rec["samples"]))
+            groups.append((cell, base_rec.samples, head_rec.samples))
             names.append(gc.name)
     # every cell x gated metric (and counter, when changed fails) is one test of the family
     compared = dict(zip(names, compare_family(groups, settings=settings), strict=True)) if groups else {}
@@ -428,21 +420,22 @@ def _compare_all(
 
 
 def _timed_out_result(
-    cell: dict[str, Any], base: Mapping[str, Any] | None, head: Mapping[str, Any] | None, deadline_s: float
+    cell: dict[str, Any], base: Record | None, head: Record | None, deadline_s: float
 ) -> CellResult:
-    base_samples = list((base or {}).get("samples", []))
-    head_samples = list((head or {}).get("samples", []))
+    base_samples = list(base.samples) if base is not None else []
+    head_samples = list(head.samples) if head is not None else []
     return CellResult(
         cell_id=cell["id"],
-        cell=cell,
+        # flat axes, as compare_cell writes every other cell: the document's shape, the short name
+        cell=flatten_cell(cell),
         verdict=Verdict.REGRESSION,
         kind=Kind.HEAD_TIMED_OUT,
         reason=(
             f"head's guest ran past its deadline of {deadline_s:.0f} s ({HEAD_DEADLINE_FACTOR:g} x base's "
             f"median workload time + {HEAD_DEADLINE_FLOOR_S:g} s, within the budget)"
         ),
-        base_ok=sum(1 for s in base_samples if s.get("status") == "ok"),
-        base_failed=sum(1 for s in base_samples if s.get("status") != "ok"),
-        head_ok=sum(1 for s in head_samples if s.get("status") == "ok"),
-        head_failed=sum(1 for s in head_samples if s.get("status") != "ok"),
+        base_ok=sum(1 for s in base_samples if s.ok),
+        base_failed=sum(1 for s in base_samples if not s.ok),
+        head_ok=sum(1 for s in head_samples if s.ok),
+        head_failed=sum(1 for s in head_samples if not s.ok),
     )

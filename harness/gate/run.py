@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.compare import CellResult, Settings, build_comparison, render_markdown
+from harness.compare.document import with_policy_reach
 from harness.compare.pointers import Pointers
 from harness.errors import InfraError
 from harness.files import write_json_atomic, write_text_atomic
@@ -18,15 +19,15 @@ from harness.gate.canary import host_canary, judge_canary
 from harness.gate.checks import check_side, side_cells
 from harness.gate.judge import Judge, decide_judge, guest_word_document, render_guest_word
 from harness.gate.options import GateOptions
+from harness.gate.reach import policy_reach
 from harness.gate.rounds import GateSide, Rounds, run_rounds
 from harness.gate.spec import GateSpec
 from harness.gate.streams import GateStreams, prepare_streams
 from harness.gate.subjects import Subject, SubjectSource, prepared_subjects, repo_toplevel
+from harness.record import Sample
 from harness.sample.guest_sampler import paired_sampler
 from harness.sample.pairing import Pairing
-from harness.subject.binaries import ON_PATH, Binaries
 from harness.subject.policy import Policy
-from harness.sweep.limits import MAX_DISK_BYTES
 
 
 @dataclass
@@ -46,78 +47,23 @@ class GateResult:
 def run_gate(
     *,
     repo: Path,
-    base: SubjectSource,
-    head: SubjectSource,
-    spec: GateSpec,
-    settings: Settings,
-    out_dir: Path,
-    work_dir: Path,
-    accel: str = "auto",
-    budget_min: float | None = None,
-    rounds: int | None = None,
-    max_rounds: int | None = None,
-    default_policy: Path | None = None,
-    build_command: str | None = None,
-    seed: int | None = None,
-    canary: bool = True,
-    boot_timeout_s: float | None = None,
-    workload_timeout_s: float = 1800.0,
-    progress: Callable[[str], None] = lambda _m: None,
-    start: str = "auto",
-    binaries: Binaries = ON_PATH,
-    max_disk_bytes: int = MAX_DISK_BYTES,
-    pointers: Pointers | None = None,
-) -> GateResult:
-    """Prepare both sides, run the cells interleaved, compare, write the outputs.
-
-    Values left None come from ``spec`` (see :meth:`GateOptions.decide`).  A side
-    that brings no QEMU of its own (``base.qemu``, a build) runs ``binaries``.
-    """
-    repo = repo_toplevel(repo)
-    options = GateOptions.decide(
-        spec,
-        rounds=rounds,
-        max_rounds=max_rounds,
-        budget_min=budget_min,
-        seed=seed,
-        default_policy=default_policy,
-        build_command=build_command,
-        canary=canary,
-        accel=accel,
-        start=start,
-        boot_timeout_s=boot_timeout_s,
-        workload_timeout_s=workload_timeout_s,
-        max_disk_bytes=max_disk_bytes,
-    )
-    return gate_revisions(
-        repo=repo,
-        sources=(base, head),
-        spec=spec,
-        settings=settings,
-        options=options,
-        out_dir=out_dir,
-        work_dir=work_dir,
-        progress=progress,
-        binaries=binaries,
-        pointers=pointers,
-    )
-
-
-def gate_revisions(
-    *,
-    repo: Path,
     sources: tuple[SubjectSource, SubjectSource],
     spec: GateSpec,
     settings: Settings,
     options: GateOptions,
     out_dir: Path,
-    work_dir: Path,
     progress: Callable[[str], None] = lambda _m: None,
-    binaries: Binaries = ON_PATH,
     pointers: Pointers | None = None,
 ) -> GateResult:
-    """The gate of ``sources`` (base, head) in the git checkout ``repo``, with ``options`` decided;
-    ``binaries`` for a side that brings none; ``pointers`` for the summary's links and command."""
+    """Prepare both sides (``sources``: base, head) of the git checkout ``repo``, run the cells
+    interleaved, compare, write the outputs.
+
+    ``options`` are decided (:meth:`GateOptions.decide`); a side that brings no QEMU of its own
+    (``base.qemu``, a build) runs ``options.machine.binaries``.  ``pointers`` are the summary's
+    links and command.
+    """
+    repo = repo_toplevel(repo)
+    machine = options.machine
     # every cell x gated metric is one test of the family that shares alpha
     settings = replace(settings, comparisons=len(spec.cells) * len(settings.metrics))
     started = time.monotonic()
@@ -129,8 +75,8 @@ def gate_revisions(
                 spec,
                 label,
                 policy,
-                work_dir=work_dir,
-                qemu_img=binaries.qemu_img,
+                work_dir=machine.work_dir,
+                qemu_img=machine.binaries.qemu_img,
                 max_disk_bytes=options.max_disk_bytes,
             )
         )
@@ -144,9 +90,7 @@ def gate_revisions(
         vet=vet,
     ) as subjects:
         out_dir.mkdir(parents=True, exist_ok=True)
-        sides = open_sides(
-            subjects, spec, options, out_dir=out_dir, work_dir=work_dir, progress=progress, binaries=binaries
-        )
+        sides = open_sides(subjects, spec, options, out_dir=out_dir, progress=progress)
         streams = replay_streams(spec, sides, out_dir=out_dir, progress=progress)
         guest_pairs(spec, sides)
         judge = decide_judge(
@@ -154,10 +98,13 @@ def gate_revisions(
             base_guest=sides["base"].session.guest.recipe_hash,
             head_guest=sides["head"].session.guest.recipe_hash,
         )
-        settings = replace(judge.settings, comparisons=len(spec.cells) * len(judge.settings.metrics))
+        judge = replace(
+            judge, settings=replace(judge.settings, comparisons=len(spec.cells) * len(judge.settings.metrics))
+        )
+        settings = judge.settings
         for warning in judge.warnings:
             progress(f"gate: {warning}")
-        canary_before = host_canary(work_dir) if options.canary else []
+        canary_before = host_canary(machine.work_dir) if options.canary else []
         if canary_before:
             progress(f"gate: host canary before: {statistics.median(canary_before):.0f} MiB/s")
         played = run_rounds(
@@ -165,19 +112,17 @@ def gate_revisions(
         )
         results, canary_doc = with_stream_notes(played.results, streams.notes, sides), None
         if canary_before:
-            canary_after = host_canary(work_dir)
+            canary_after = host_canary(machine.work_dir)
             progress(f"gate: host canary after: {statistics.median(canary_after):.0f} MiB/s")
             results, canary_doc = judge_canary(results, canary_before, canary_after, settings)
         document = comparison_document(
             spec,
             sides,
-            results,
-            settings=settings,
+            replace(played, results=results),
+            judge=judge,
             options=options,
-            played=played,
             canary=canary_doc,
             elapsed_s=time.monotonic() - started,
-            judge=judge,
             pointers=pointers,
         )
         markdown = render_markdown(document) + render_guest_word(document.get("guest_word"))
@@ -192,37 +137,30 @@ def open_sides(
     options: GateOptions,
     *,
     out_dir: Path,
-    work_dir: Path,
     progress: Callable[[str], None],
-    binaries: Binaries = ON_PATH,
 ) -> dict[str, GateSide]:
     """Each side's cells under its own policy, and a session on its guest and QEMU
-    (its own binaries, else ``binaries``).
+    (its own binaries, else ``options.machine``'s), its records under ``out_dir``.
 
     Both sides must get the same accelerator: a gate never compares kvm with tcg.
     """
-    from harness.rounds.session import open_session
+    from harness.rounds.session import SessionOptions, open_session
 
     sides: dict[str, GateSide] = {}
     for subject in subjects:
         cells = side_cells(spec, subject.label, subject.policy)
+        machine = replace(
+            options.machine, results_dir=out_dir, binaries=subject.binaries(options.machine.binaries)
+        )
         session = open_session(
-            caches={c.drive.cache for c in cells.values()},
-            repeat=1,
-            accel=options.accel,
-            work_dir=work_dir,
-            results_dir=out_dir,
-            boot_timeout_s=options.boot_timeout_s,
-            workload_timeout_s=options.workload_timeout_s,
-            start=options.start,
+            {c.drive.cache for c in cells.values()},
+            SessionOptions(machine=machine, repeat=1),
             progress=progress,
             policy=subject.policy,
             recipe_dir=subject.recipe_dir,
             run_id=subject.label,
-            binaries=subject.binaries(binaries),
         )
-        session.subject["rev"] = subject.rev
-        session.subject["commit"] = subject.commit
+        session.subject = session.subject.with_values(rev=subject.rev, commit=subject.commit)
         sides[subject.label] = GateSide(subject=subject, session=session, cells=cells)
     if sides["base"].session.opts.accel != sides["head"].session.opts.accel:
         raise InfraError("base and head got different accelerators: run the gate with --accel kvm or tcg")
@@ -275,25 +213,24 @@ def with_stream_notes(
 def comparison_document(
     spec: GateSpec,
     sides: Mapping[str, GateSide],
-    results: Sequence[CellResult],
-    *,
-    settings: Settings,
-    options: GateOptions,
     played: Rounds,
+    *,
+    judge: Judge,
+    options: GateOptions,
     canary: dict[str, Any] | None,
     elapsed_s: float,
-    judge: Judge | None = None,
     pointers: Pointers | None = None,
 ) -> dict[str, Any]:
-    """``comparison.json`` of a gate: the verdicts, both sides, the canary and the budget used;
-    with guests that differ, the guest's own word (``guest_word``) and a warning that says so."""
-    judge = judge or Judge(settings=settings)
+    """``comparison.json`` of a gate: the verdicts (``played.results``, decided by
+    ``judge.settings``), both sides, the canary and the budget used; with guests that differ, the
+    guest's own word (``guest_word``) and a warning that says so."""
+    settings, results = judge.settings, played.results
     document = build_comparison(
         results,
         settings=settings,
         base=_describe(sides["base"]),
         head=_describe(sides["head"]),
-        machine=sides["head"].session.machine,
+        machine=sides["head"].session.machine.to_json(),
         canary=canary,
         budget={
             "budget_min": options.budget_s / 60,
@@ -312,15 +249,16 @@ def comparison_document(
     pairs = [
         (
             gc.name,
-            sides["base"].records.get(gc.name, {}).get("samples", []),
-            sides["head"].records.get(gc.name, {}).get("samples", []),
+            _samples(sides["base"], gc.name),
+            _samples(sides["head"], gc.name),
         )
         for gc in spec.cells
     ]
     word = guest_word_document(judge, pairs)
     if word is not None:
         document["guest_word"] = word
-    return document
+    reach = policy_reach(spec, sides["base"].subject.policy, sides["head"].subject.policy)
+    return with_policy_reach(document, results, reach.as_dict())
 
 
 def _with_seed(pointers: Pointers | None, seed: int) -> Pointers | None:
@@ -331,5 +269,14 @@ def _with_seed(pointers: Pointers | None, seed: int) -> Pointers | None:
     return replace(pointers, reproduce=(*pointers.reproduce, "--seed", str(seed)))
 
 
+def _samples(side: GateSide, name: str) -> tuple[Sample, ...]:
+    record = side.records.get(name)
+    return record.samples if record is not None else ()
+
+
 def _describe(side: GateSide) -> dict[str, Any]:
-    return {**side.subject.describe(), "subject": side.session.subject, "machine": side.session.machine}
+    return {
+        **side.subject.describe(),
+        "subject": side.session.subject.to_json(),
+        "machine": side.session.machine.to_json(),
+    }

@@ -18,7 +18,7 @@ from harness.errors import SpecError, UsageError
 from harness.files import read_input_text
 from harness.paths import package_data
 from harness.spec import Cell, make_cell
-from harness.subject.policy import Policy
+from harness.subject.policy import Completed, Policy
 from harness.untrusted import toml_loads
 from harness.workloads import metric_info
 
@@ -61,7 +61,12 @@ class GateCell:
         return str(self.values.get("measure", "guest")) == "replay"
 
     def resolve(self, policy: Policy) -> Cell:
-        return make_cell(**{**policy.defaults_for(self.values), **self.values})
+        return self.complete(policy).cell
+
+    def complete(self, policy: Policy) -> Completed:
+        """The cell under ``policy``, with the policy's values it cannot take (see
+        :meth:`harness.subject.policy.Policy.complete`)."""
+        return policy.complete(self.values)
 
 
 @dataclass(frozen=True)

@@ -82,6 +82,11 @@ def resolve_rev(repo: Path, rev: str, what: str) -> str:
     return result.stdout.strip()
 
 
+#: where a build command leaves a side's binaries, in its checkout (a QEMU tree's ``build/``)
+BUILT_QEMU = "build/qemu-system-x86_64"
+BUILT_QEMU_IMG = "build/qemu-img"
+
+
 def prepare_subject(
     repo: Path,
     source: SubjectSource,
@@ -89,8 +94,6 @@ def prepare_subject(
     *,
     default_policy: Path,
     build_command: str | None = None,
-    built_qemu: str = "build/qemu-system-x86_64",
-    built_qemu_img: str = "build/qemu-img",
     log: Callable[[str], None] = lambda _m: None,
     vet: Callable[[str, Policy], None] | None = None,
 ) -> Subject:
@@ -126,8 +129,8 @@ def prepare_subject(
             raise BuildError(
                 f"the build command failed for {source.label} ({source.rev}): {exc.message}"
             ) from exc
-        qemu = str(into / built_qemu)
-        qemu_img = qemu_img or str(into / built_qemu_img)
+        qemu = str(into / BUILT_QEMU)
+        qemu_img = qemu_img or str(into / BUILT_QEMU_IMG)
         for path in (qemu, qemu_img):
             if not os.access(path, os.X_OK):
                 raise BuildError(f"the build command of {source.label} made no executable {path}: check it")

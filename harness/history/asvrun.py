@@ -44,7 +44,7 @@ from harness.history.history_progress import LogFollower
 from harness.history.pages import localize
 from harness.host import proc
 from harness.paths import default_work_dir
-from harness.subject.binaries import ON_PATH, Binaries
+from harness.subject.binaries import Binaries
 
 Log = Callable[[str], None]
 
@@ -235,7 +235,7 @@ def asv_command() -> list[str]:
     return [sys.executable, "-m", "asv"]
 
 
-def detect_accel(log: Log, binaries: Binaries = ON_PATH) -> str:
+def detect_accel(log: Log, binaries: Binaries) -> str:
     """The accelerator guests really run under here with ``binaries`` (a KVM probe boot, cached
     per host boot)."""
     from harness.guest import build_guest
@@ -267,34 +267,42 @@ def machine_args(name: str) -> list[str]:
     ]
 
 
-def run_history(
-    *,
-    config: Path,
-    commits: int | None = None,
-    range_: str | None = None,
-    machine: str | None = None,
-    publish_only: bool = False,
-    html_dir: Path | None = None,
-    repo: Path | None = None,
-    work_dir: Path | None = None,
-    accel: str | None = None,
-    spec: Path | None = None,
-    repeat: int | None = None,
-    log: Log = lambda _msg: None,
-    binaries: Binaries = ON_PATH,
-    suite_environ: Mapping[str, str] | None = None,
-) -> HistoryResult:
+@dataclass(frozen=True)
+class HistoryOptions:
+    """What ``diskbench history`` was asked for, built once by the CLI.
+
+    ``config`` is the asv config; ``commits`` (the last N) or ``range_`` (``A..B``) select the
+    commits of the tracked checkout (``repo``, else the config's own), ``publish_only`` runs
+    nothing.  ``accel`` skips the detection (tests, or a caller that has just probed), which
+    boots ``binaries``' QEMU.  The suite runs in asv's own process: ``suite_environ`` is what it
+    is handed besides the machine and where records go (the caller's binaries, in the variables
+    the suite reads).  ``spec`` and ``repeat`` replace the history matrix and its samples per
+    cell (the suite reads them from its environment).
+    """
+
+    config: Path
+    binaries: Binaries
+    commits: int | None = None
+    range_: str | None = None
+    machine: str | None = None
+    publish_only: bool = False
+    html_dir: Path | None = None
+    repo: Path | None = None
+    work_dir: Path | None = None
+    accel: str | None = None
+    spec: Path | None = None
+    repeat: int | None = None
+    suite_environ: Mapping[str, str] = field(default_factory=dict)
+
+
+def run_history(options: HistoryOptions, *, log: Log = lambda _msg: None) -> HistoryResult:
     """Measure the commits with asv and publish the pages; return where they are.
 
-    ``accel`` skips the detection (tests, or a caller that has just probed), which
-    boots ``binaries``' QEMU.  The suite runs in asv's own process: ``suite_environ``
-    is what it is handed besides the machine and where records go (the caller's
-    binaries, in the variables the suite reads).  ``spec`` and ``repeat`` replace the
-    history matrix and its samples per cell (the suite reads them from its environment).
     While asv runs, progress lines (counts, ETA) go to ``log``.
     """
-    conf = load_asv_config(config)
-    matrix = matrix_environ(spec, repeat)
+    repo = options.repo
+    conf = load_asv_config(options.config)
+    matrix = matrix_environ(options.spec, options.repeat)
     if repo is not None and not (repo / ".git").exists():
         raise UsageError(f"--repo {repo}: not a git checkout: clone the repository there first")
     logs_dir = conf.results_dir.parent / "logs"
@@ -308,24 +316,28 @@ def run_history(
         tracked = repo.resolve() if repo is not None else conf.repo_path
         name: str | None = None
         hashes: list[str] = []
-        if not publish_only:
+        if not options.publish_only:
             if tracked is None:
                 raise UsageError(
                     f"{conf.path} tracks {conf.repo}: clone it and pass --repo PATH (history reads its commits)"
                 )
-            hashes = select_commits(tracked, conf.branch, commits=commits, range_=range_)
-            here = accel or detect_accel(log, binaries)
-            name = check_machine(machine, here) if machine else machine_name(socket.gethostname(), here)
+            hashes = select_commits(tracked, conf.branch, commits=options.commits, range_=options.range_)
+            here = options.accel or detect_accel(log, options.binaries)
+            name = (
+                check_machine(options.machine, here)
+                if options.machine
+                else machine_name(socket.gethostname(), here)
+            )
             log(f"history: {len(hashes)} commit(s) of {tracked} on asv machine {name}; asv log: {log_path}")
             _asv(asv, ["machine", "--config", str(config_path), *machine_args(name)], log_path, "asv machine")
             hashfile = Path(tmp) / "commits.txt"
             hashfile.write_text("\n".join(hashes) + "\n", encoding="utf-8")
             env = {
-                **(suite_environ or {}),
+                **options.suite_environ,
                 **matrix,
                 ENV_MACHINE: name,
                 ENV_RECORDS: str(conf.results_dir.parent / "history"),
-                "DISKBENCH_WORK_DIR": str((work_dir or default_work_dir()).resolve()),
+                "DISKBENCH_WORK_DIR": str((options.work_dir or default_work_dir()).resolve()),
             }
             with LogFollower(log_path, log):
                 _asv(
@@ -345,7 +357,7 @@ def run_history(
                     env=env,
                     timeout_s=ASV_TIMEOUT_S,
                 )
-        pages = html_dir.resolve() if html_dir else conf.html_dir
+        pages = options.html_dir.resolve() if options.html_dir else conf.html_dir
         _asv(
             asv,
             ["publish", "--config", str(config_path), "--html-dir", str(pages)],
@@ -406,7 +418,7 @@ def _asv(
     timeout_s: float | None = 600.0,
 ) -> None:
     try:
-        result = proc.run([*asv, *args], timeout_s=timeout_s, check=False, env=env, log_path=log_path)
+        result = proc.run_logged([*asv, *args], log_path, timeout_s=timeout_s, check=False, env=env)
     except CommandError as exc:
         raise InfraError(f"{what} did not finish ({exc.message}): see {log_path}") from exc
     if not result.ok:
@@ -420,11 +432,7 @@ def failed_cells(records_root: Path, machine: str, commits: Sequence[str]) -> di
     out: dict[str, tuple[str, ...]] = {}
     for commit in commits:
         found = scan_records(sweep_dir(records_root / machine / commit, "history"))
-        bad = tuple(
-            cell_id
-            for cell_id, (_path, record) in sorted(found.items())
-            if any(s.get("status") != "ok" for s in record["samples"])
-        )
+        bad = tuple(cell_id for cell_id, record in sorted(found.items()) if record.failed)
         if bad:
             out[commit] = bad
     return out

@@ -15,7 +15,7 @@ from typing import Any
 
 from harness.errors import CommandError
 from harness.host import confine, proc
-from harness.subject.binaries import ON_PATH, Binaries
+from harness.subject.binaries import Binaries
 
 
 def cpu_model() -> str:
@@ -70,9 +70,7 @@ def short_version(text: str) -> str:
     return match.group(1) if match else text
 
 
-def machine_info(
-    work_dir: Path, *, accel: str, accel_reason: str, binaries: Binaries = ON_PATH
-) -> dict[str, Any]:
+def machine_info(work_dir: Path, *, accel: str, accel_reason: str, binaries: Binaries) -> dict[str, Any]:
     """Everything that makes two samples comparable or not, ``binaries`` among it, as given."""
     qemu = binaries.qemu
     qemu_img = binaries.qemu_img

@@ -8,7 +8,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,42 +56,74 @@ def run(
     cwd: str | os.PathLike[str] | None = None,
     input_text: str | None = None,
     error_cls: type[CommandError] = CommandError,
-    log_path: Path | None = None,
     confined: Mapping[str, Any] | None = None,
 ) -> CommandResult:
-    """Run ``argv`` (never through a shell) and return what it did; the child dies with the harness.
+    """Run ``argv`` (never through a shell), its output captured, and return what it did; the
+    child dies with the harness.
 
     ``timeout_s=None`` waits forever; a timeout raises ``error_cls``.
     With ``check=True`` a non-zero exit raises ``error_cls`` carrying argv,
-    exit code and the tail of stderr.  With ``log_path``, stdout and stderr
-    are appended to that file as they come (a long command can be followed
-    there) instead of being captured; the result's ``stderr`` is then the
-    tail of what this command wrote.  The command runs in the C locale (:data:`TOOL_LOCALE`),
+    exit code and the tail of stderr.  The command runs in the C locale (:data:`TOOL_LOCALE`),
     with ``env`` added to the harness's environment.  ``confined`` holds the extra
     ``subprocess`` arguments of :meth:`harness.host.confine.Handoff.popen_kwargs`
     (the account to run as, the descriptors it inherits).
     """
     extra = dict(confined or {})
+
+    def child(args: list[str], full_env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            args,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout_s,
+            env=full_env,
+            cwd=cwd,
+            input=input_text,
+            check=False,
+            preexec_fn=die_with_parent,
+            **extra,
+        )
+
+    return _run(argv, child, timeout_s=timeout_s, check=check, env=env, error_cls=error_cls)
+
+
+def run_logged(
+    argv: Sequence[str | os.PathLike[str]],
+    log_path: Path,
+    *,
+    timeout_s: float | None = 600.0,
+    check: bool = True,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    error_cls: type[CommandError] = CommandError,
+    confined: Mapping[str, Any] | None = None,
+) -> CommandResult:
+    """:func:`run`, with stdout and stderr appended to ``log_path`` as they come (a long command
+    can be followed there) instead of being captured; the result's ``stderr`` is the tail of what
+    this command wrote."""
+
+    def child(args: list[str], full_env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        return _run_logged(args, log_path, timeout_s=timeout_s, env=full_env, cwd=cwd, extra=confined)
+
+    return _run(argv, child, timeout_s=timeout_s, check=check, env=env, error_cls=error_cls)
+
+
+def _run(
+    argv: Sequence[str | os.PathLike[str]],
+    child: Callable[[list[str], dict[str, str]], subprocess.CompletedProcess[str]],
+    *,
+    timeout_s: float | None,
+    check: bool,
+    env: Mapping[str, str] | None,
+    error_cls: type[CommandError],
+) -> CommandResult:
+    """``child`` run on ``argv`` in the tools' locale, its failures as ``error_cls`` with the evidence."""
     args = [os.fspath(a) for a in argv]
     full_env = {**os.environ, **TOOL_LOCALE, **(env or {})}
     start = time.monotonic()
     try:
-        if log_path is None:
-            proc = subprocess.run(
-                args,
-                capture_output=True,
-                text=True,
-                errors="replace",
-                timeout=timeout_s,
-                env=full_env,
-                cwd=cwd,
-                input=input_text,
-                check=False,
-                preexec_fn=die_with_parent,
-                **extra,
-            )
-        else:
-            proc = _run_logged(args, log_path, timeout_s=timeout_s, env=full_env, cwd=cwd, extra=extra)
+        proc = child(args, full_env)
     except FileNotFoundError as exc:
         raise error_cls(
             f"{args[0]}: command not found; run scripts/setup.sh to install it",

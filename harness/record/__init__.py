@@ -1,10 +1,14 @@
 """Records: the typed record and sample, the one store that finds, loads, scans and writes them,
 and machine identity with its views.
 
-- :mod:`~harness.record.model`: :class:`Record`, :class:`Sample`, :func:`new_record` (pure);
+- :mod:`~harness.record.model`: :class:`Record`, :class:`Sample` and the record's typed parts
+  (:class:`CellInfo`, :class:`MachineInfo`, :class:`SubjectInfo`, :class:`VMInfo`),
+  :func:`new_record` (pure);
 - :mod:`~harness.record.schema`: the JSON schema and the finite-number check;
-- :mod:`~harness.record.store`: :func:`record_path`, :func:`load_record`, :func:`read_record`,
-  :func:`record_files`, :func:`find_records`, :func:`scan_records`, :func:`write_record`;
+- :mod:`~harness.record.store`: where records live (:class:`RecordDir`: :func:`run_records`,
+  :func:`sweep_records`, :func:`gate_records`), the one way in (:func:`find_records`,
+  :func:`load_record`, :func:`scan_records`, :func:`record_files`) and the one writer
+  (:func:`write_record`); JSON stops there;
 - :mod:`~harness.record.identity`: what makes samples one series, per use (pure).
 """
 
@@ -16,15 +20,29 @@ from harness.record.identity import (
     record_fingerprint,
     series_identity,
 )
-from harness.record.model import SCHEMA, VERSION, Record, Sample, new_record
+from harness.record.model import (
+    SCHEMA,
+    VERSION,
+    CellInfo,
+    MachineInfo,
+    Record,
+    Sample,
+    SubjectInfo,
+    VMInfo,
+    new_record,
+)
 from harness.record.schema import non_finite_problem, schema_problem
 from harness.record.store import (
+    RecordDir,
     find_records,
+    gate_records,
     load_record,
-    read_record,
     record_files,
     record_path,
+    run_records,
     scan_records,
+    sweep_dir,
+    sweep_records,
     write_record,
 )
 
@@ -32,21 +50,29 @@ __all__ = [
     "MACHINE_KEYS",
     "SCHEMA",
     "VERSION",
+    "CellInfo",
+    "MachineInfo",
     "Record",
+    "RecordDir",
     "Sample",
+    "SubjectInfo",
+    "VMInfo",
     "find_records",
     "fingerprint",
+    "gate_records",
     "identity_warnings",
     "load_record",
     "merge_identity",
     "new_record",
     "non_finite_problem",
-    "read_record",
     "record_files",
     "record_fingerprint",
     "record_path",
+    "run_records",
     "scan_records",
     "schema_problem",
     "series_identity",
+    "sweep_dir",
+    "sweep_records",
     "write_record",
 ]

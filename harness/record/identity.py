@@ -11,7 +11,7 @@ subset or an addition said once here:
   counts, the binary's path does not;
 - :func:`identity_warnings` (compare): what differs between the two sides' machines.
 
-Pure: no I/O.  A record is given as its JSON document (a mapping).
+Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-Document = Mapping[str, Any]
+from harness.record.model import MachineInfo, Record, SubjectInfo, VMInfo
 
 # what must be equal for two samples to be one series
 MACHINE_KEYS = (
@@ -40,34 +40,30 @@ MERGE_MACHINE_KEYS = tuple(k for k in MACHINE_KEYS if k not in ("hostname", "qem
 SERIES_MACHINE_KEYS = ("accel", "hostname", "cpu", "qemu_version", "qemu_img_version", "work_dir_fs")
 
 
-def _parts(record: Document) -> tuple[Document, Document, Document]:
-    return record.get("machine") or {}, record.get("subject") or {}, record.get("vm") or {}
-
-
-def fingerprint(machine: Document, subject: Document, vm: Document) -> str:
+def fingerprint(machine: MachineInfo, subject: SubjectInfo, vm: VMInfo) -> str:
     """A short hash of what makes samples comparable: machine identity, subject, guest size."""
     identity = {
         "machine": {k: machine.get(k) for k in MACHINE_KEYS},
-        "guest": (subject.get("guest") or {}).get("recipe_hash"),
-        "policy": subject.get("policy"),
-        "vm": {k: vm.get(k) for k in ("mem_mib", "smp")},
+        "guest": subject.guest.get("recipe_hash"),
+        "policy": subject.policy,
+        "vm": {"mem_mib": vm.mem_mib, "smp": vm.smp},
     }
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def record_fingerprint(record: Document) -> str:
-    return fingerprint(*_parts(record))
+def record_fingerprint(record: Record) -> str:
+    return fingerprint(record.machine, record.subject, record.vm)
 
 
-def merge_identity(record: Document) -> dict[str, Any]:
+def merge_identity(record: Record) -> dict[str, Any]:
     """What must be equal for two records to be part of one merged sweep."""
-    machine, subject, vm = _parts(record)
+    machine, subject, vm = record.machine, record.subject, record.vm
     return {
         **{k: machine.get(k) for k in MERGE_MACHINE_KEYS},
-        "guest": (subject.get("guest") or {}).get("recipe_hash"),
-        "policy": subject.get("policy"),
-        "mem_mib": vm.get("mem_mib"),
-        "smp": vm.get("smp"),
+        "guest": subject.guest.get("recipe_hash"),
+        "policy": subject.policy,
+        "mem_mib": vm.mem_mib,
+        "smp": vm.smp,
     }
 
 
@@ -82,24 +78,24 @@ def describe_identity(identity: Mapping[str, Any], keys: Sequence[str]) -> str:
     return ", ".join(f"{k} {identity.get(k)!r}" for k in keys)
 
 
-def series_identity(record: Document) -> tuple[Any, ...]:
+def series_identity(record: Record) -> tuple[Any, ...]:
     """The report's series key: :data:`SERIES_MACHINE_KEYS` (accel as the guest ran) and guest size."""
-    machine, _subject, vm = _parts(record)
+    machine, vm = record.machine, record.vm
     return (
         *(
             machine.get(k) if k != "accel" else vm.get("accel", machine.get("accel"))
             for k in SERIES_MACHINE_KEYS
         ),
-        vm.get("mem_mib"),
-        vm.get("smp"),
+        vm.mem_mib,
+        vm.smp,
     )
 
 
-def identity_warnings(base: Sequence[Document], head: Sequence[Document]) -> list[str]:
+def identity_warnings(base: Sequence[Record], head: Sequence[Record]) -> list[str]:
     """What differs between the machines of the two sides (and within one side)."""
 
-    def values(records: Sequence[Document], key: str) -> list[str]:
-        return sorted({str((r.get("machine") or {}).get(key)) for r in records})
+    def values(records: Sequence[Record], key: str) -> list[str]:
+        return sorted({str(r.machine.get(key)) for r in records})
 
     between = []
     within = []

@@ -1,17 +1,31 @@
 """The one store of records: where a record lives, how every reader finds, loads and scans them,
 and how they are written (atomically: a crash leaves the old file or the new one, never half).
 
-A record lives at ``RESULTS/records/RUN_ID/CELL_ID.json`` (``run``), ``RESULTS/sweeps/NAME/
-CELL_ID.json`` (``sweep``) or under a gate's output.  Every reader goes through
-:func:`load_record`, so a damaged file (binary bytes, truncated JSON, a directory named
+JSON is this module's business only: everything above it builds, passes and reads
+:class:`~harness.record.model.Record` values.
+
+Where records live (:class:`RecordDir`, one file per cell and its logs beside):
+
+- a run: ``RESULTS/records/RUN_ID/CELL_ID.json``, logs in ``RESULTS/logs/RUN_ID/CELL_ID/``
+  (:func:`run_records`);
+- a sweep: ``RESULTS/sweeps/NAME/CELL_ID.json``, logs in ``RESULTS/sweeps/NAME/logs/CELL_ID/``
+  (:func:`sweep_records`); a merge's output and the records a sweep sets aside have the same
+  shape (:meth:`RecordDir.flat`);
+- a gate's side: ``OUT/records/SIDE/CELL_ID.json``, logs in ``OUT/logs/SIDE/CELL_ID/``
+  (:func:`gate_records`).
+
+One way in: :func:`find_records` (files and directories a person names), :func:`load_record`
+(one file), :func:`scan_records` (a directory's records by cell id).  Every one of them goes
+through :func:`load_record`, so a damaged file (binary bytes, truncated JSON, a directory named
 ``x.json``, ``"samples": "oops"``, a NaN figure) is one :class:`RecordError` naming the file
-and the field, never merged, resumed from or compared.
+and the field, never merged, resumed from or compared.  One way out: :func:`write_record`.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,18 +39,57 @@ from harness.record.schema import non_finite_problem, schema_problem
 NOT_RECORDS = ("previous", "probes", "logs")
 
 
+@dataclass(frozen=True)
+class RecordDir:
+    """A directory of records, one ``CELL_ID.json`` per cell, and where the cells' logs go."""
+
+    directory: Path
+    logs: Path
+
+    @classmethod
+    def flat(cls, directory: Path) -> RecordDir:
+        """A sweep's shape: the records in ``directory``, their logs in ``directory/logs``."""
+        return cls(directory, directory / "logs")
+
+    def path(self, cell_id: str) -> Path:
+        return self.directory / f"{cell_id}.json"
+
+    def log_root(self, cell_id: str) -> Path:
+        return self.logs / cell_id
+
+    def previous(self, fingerprint: str) -> RecordDir:
+        """Where records of another machine or subject are set aside: ``DIR/previous/FINGERPRINT``."""
+        return RecordDir.flat(self.directory / "previous" / fingerprint)
+
+    def write(self, record: Record) -> Path:
+        """Write ``record`` as its cell's file here; returns the file."""
+        path = self.path(record.cell_id)
+        write_record(path, record)
+        return path
+
+
+def run_records(results_dir: Path, run_id: str) -> RecordDir:
+    return RecordDir(results_dir / "records" / run_id, results_dir / "logs" / run_id)
+
+
+def sweep_records(results_dir: Path, name: str) -> RecordDir:
+    return RecordDir.flat(results_dir / "sweeps" / name)
+
+
+def gate_records(out_dir: Path, side: str) -> RecordDir:
+    return RecordDir(out_dir / "records" / side, out_dir / "logs" / side)
+
+
 def record_path(results_dir: Path, run_id: str, cell_id: str) -> Path:
-    return results_dir / "records" / run_id / f"{cell_id}.json"
+    return run_records(results_dir, run_id).path(cell_id)
 
 
-def load_record(path: Path) -> dict[str, Any]:
-    """Read a record and validate it against ``harness/data/record.schema.json``.
+def sweep_dir(results_dir: Path, name: str) -> Path:
+    return sweep_records(results_dir, name).directory
 
-    Every reader goes through here, so a damaged file (binary bytes, truncated
-    JSON, a directory named ``x.json``, ``"samples": "oops"``, a NaN figure)
-    is one :class:`RecordError` naming the file and the field, never merged,
-    resumed from or compared.
-    """
+
+def _load_document(path: Path) -> dict[str, Any]:
+    """A record file's JSON document, checked (see :func:`load_record`)."""
     if path.is_dir():
         raise RecordError(f"record {path} is a directory, not a record file: move it out of the way")
     try:
@@ -73,14 +126,20 @@ def load_record(path: Path) -> dict[str, Any]:
     return data
 
 
-def read_record(path: Path) -> Record:
-    """:func:`load_record` as a typed :class:`Record`."""
-    return Record.from_json(load_record(path), path=path)
+def load_record(path: Path) -> Record:
+    """Read a record, checked against ``harness/data/record.schema.json``, as a :class:`Record`.
+
+    Every reader goes through here, so a damaged file (binary bytes, truncated
+    JSON, a directory named ``x.json``, ``"samples": "oops"``, a NaN figure)
+    is one :class:`RecordError` naming the file and the field, never merged,
+    resumed from or compared.
+    """
+    return Record.from_json(_load_document(path), path=path)
 
 
-def write_record(path: Path, record: Record | dict[str, Any]) -> None:
-    """Write a record atomically, byte for byte as :meth:`Record.to_json` gives it."""
-    write_json_atomic(path, record.to_json() if isinstance(record, Record) else record)
+def write_record(path: Path, record: Record) -> None:
+    """Write a record atomically, byte for byte as :meth:`Record.to_json` gives it: the one writer."""
+    write_json_atomic(path, record.to_json())
 
 
 def _foreign(path: Path) -> bool:
@@ -114,7 +173,7 @@ def record_files(path: Path, *, recursive: bool = False) -> list[Path]:
 
 def find_records(paths: Sequence[Path], *, recursive: bool = False) -> list[Record]:
     """The records of record files and directories; none at all is a :class:`UsageError`."""
-    records = [read_record(p) for path in paths for p in record_files(path, recursive=recursive)]
+    records = [load_record(p) for path in paths for p in record_files(path, recursive=recursive)]
     if not records:
         deep = ", searched recursively" if recursive else ""
         raise UsageError(
@@ -124,16 +183,16 @@ def find_records(paths: Sequence[Path], *, recursive: bool = False) -> list[Reco
     return records
 
 
-def scan_records(directory: Path) -> dict[str, tuple[Path, dict[str, Any]]]:
-    """The records directly in ``directory`` (a sweep's) by cell id, as documents to update.
+def scan_records(directory: Path) -> dict[str, Record]:
+    """The records directly in ``directory`` (a sweep's) by cell id (each knows its ``path``).
 
     A record that cannot be read is a :class:`RecordError`: records are written atomically, so
     an unreadable one was damaged by something else; the message says which file.
     """
-    found: dict[str, tuple[Path, dict[str, Any]]] = {}
+    found: dict[str, Record] = {}
     if not directory.is_dir():
         return found
     for path in sorted(directory.glob("*.json")):
         record = load_record(path)
-        found[str(record["cell"].get("id", path.stem))] = (path, record)
+        found[record.cell_id] = record
     return found

@@ -131,7 +131,7 @@ def cells_table(series: Series, spec: TableSpec) -> Table | None:
     for cell in cells:
         row = [display_value(a, cell.values.get(a)) for a in axes]
         row += [format_stats(cell.stats(name), metric_of(name).unit) for name in spec.metrics]
-        row.append(f"{len(cell.ok)}/{len(cell.record['samples'])}")
+        row.append(f"{len(cell.ok)}/{len(cell.record.samples)}")
         rows.append(tuple(row))
     caption = "median ± coefficient of variation over the ok samples; (n=1): a single sample, no spread"
     return Table(tuple(header), tuple(rows), caption=f"{spec.title}: {caption}" if spec.title else caption)
@@ -388,7 +388,7 @@ def series_blocks(series: Series, index: int) -> list[Block]:
         if series.preset
         else f"sweep {series.sweep}"
     )
-    samples = sum(len(c.record["samples"]) for c in series.cells)
+    samples = sum(len(c.record.samples) for c in series.cells)
     failed = sum(len(c.failed) for c in series.cells)
     blocks: list[Block] = [Heading(2, title)]
     if series.preset is not None:
@@ -436,7 +436,8 @@ def series_blocks(series: Series, index: int) -> list[Block]:
         blocks.append(
             Bullets(
                 tuple(
-                    f"{c.id} sample {s.get('index', '?')}: {s.get('reason', '?')} (console: {s.get('logs', {}).get('console', '-')})"
+                    f"{c.id} sample {'?' if s.index is None else s.index}: {'?' if s.reason is None else s.reason} "
+                    f"(console: {s.logs.get('console', '-')})"
                     for c, s in failures
                 )
             )

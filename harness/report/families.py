@@ -79,7 +79,7 @@ def metrics_of(cells: Sequence[CellResult]) -> list[str]:
     names: dict[str, None] = {}
     for cell in cells:
         for sample in cell.ok:
-            names.update(dict.fromkeys(sample.get("metrics", {})))
+            names.update(dict.fromkeys(sample.metrics))
     return list(names)
 
 

@@ -30,7 +30,7 @@ from harness.presets import (
     read_probes,
     split_scaled_name,
 )
-from harness.record import load_record, record_files
+from harness.record import MachineInfo, Record, Sample, VMInfo, find_records
 from harness.record.identity import series_identity
 from harness.spec import Cell
 from harness.sweep import canonical
@@ -39,18 +39,15 @@ from harness.workloads import Metric, metric_info
 # -- figures of a sample ----------------------------------------------------------------------
 
 
-def _host(path: tuple[str, ...]) -> Callable[[dict[str, Any]], float | None]:
-    def get(sample: dict[str, Any]) -> float | None:
-        value: Any = sample.get("host", {})
-        for key in path:
-            value = value.get(key) if isinstance(value, dict) else None
-        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+def _host(path: tuple[str, ...]) -> Callable[[Sample], float | None]:
+    def get(sample: Sample) -> float | None:
+        return sample.host_figure(*path)
 
     return get
 
 
 # Figures read from a sample's host fields rather than its metrics.
-EXTRA_FIGURES: dict[str, tuple[Metric, Callable[[dict[str, Any]], float | None]]] = {
+EXTRA_FIGURES: dict[str, tuple[Metric, Callable[[Sample], float | None]]] = {
     "image.allocated_before_bytes": (
         Metric(
             "image.allocated_before_bytes", "B", False, "host bytes allocated to the image before the run"
@@ -84,11 +81,10 @@ def metric_of(name: str) -> Metric:
         return Metric(name, "", False, name)
 
 
-def sample_value(sample: dict[str, Any], name: str) -> float | None:
+def sample_value(sample: Sample, name: str) -> float | None:
     if name in EXTRA_FIGURES:
         return EXTRA_FIGURES[name][1](sample)
-    value = sample.get("metrics", {}).get(name)
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    return sample.figure(name)
 
 
 _LABELS = {"mib_per_s": "rate", "total_s": "total", "host.write_amplification": "write amplification"}
@@ -113,7 +109,7 @@ def label_of(name: str) -> str:
 
 @dataclass
 class CellResult:
-    record: dict[str, Any]
+    record: Record
     cell: Cell
     values: dict[str, Any]
 
@@ -122,26 +118,26 @@ class CellResult:
         return self.cell.id
 
     @property
-    def ok(self) -> list[dict[str, Any]]:
-        return [s for s in self.record["samples"] if s.get("status") == "ok"]
+    def ok(self) -> list[Sample]:
+        return self.record.ok
 
     @property
-    def failed(self) -> list[dict[str, Any]]:
-        return [s for s in self.record["samples"] if s.get("status") != "ok"]
+    def failed(self) -> list[Sample]:
+        return self.record.failed
 
     def stats(self, name: str) -> Stats:
         return Stats.of([v for s in self.ok if (v := sample_value(s, name)) is not None])
 
     def too_fast(self, name: str) -> bool:
         """Whether bonnie++ printed ``+++++`` for this figure in every ok sample."""
-        return bool(self.ok) and all(name in s.get("too_fast", ()) for s in self.ok)
+        return bool(self.ok) and all(name in s.too_fast for s in self.ok)
 
 
 @dataclass
 class Series:
     sweep: str
-    machine: dict[str, Any]
-    vm: dict[str, Any]
+    machine: MachineInfo
+    vm: VMInfo
     cells: list[CellResult]
     preset: Preset | None = None
     scale: float = 1.0
@@ -173,35 +169,32 @@ def spec_position(preset: Preset, values: Mapping[str, Any]) -> tuple[int, ...]:
     return tuple(position)
 
 
-def sweep_name(record: dict[str, Any]) -> str:
+def sweep_name(record: Record) -> str:
     """The sweep a record belongs to (its run id ``sweep-NAME``), or its run id."""
-    run_id = str(record.get("run_id", ""))
+    run_id = record.run_id or ""
     return run_id.removeprefix("sweep-") if run_id.startswith("sweep-") else run_id
 
 
-def load_records(paths: Sequence[Path]) -> tuple[list[dict[str, Any]], list[Path]]:
-    """Records of files and directories (the records directly inside, through the record store);
+def load_records(paths: Sequence[Path]) -> tuple[list[Record], list[Path]]:
+    """Records of files and directories (the records directly inside, found by the record store);
     the directories too, for probes."""
-    records: list[dict[str, Any]] = []
-    dirs: list[Path] = []
     for path in paths:
         if not path.exists():
             raise UsageError(
                 f"{path} does not exist: pass record files or directories such as results/sweeps/NAME"
             )
-        if path.is_dir():
-            dirs.append(path)
-        records += [load_record(p) for p in record_files(path)]
-    if not records:
+    try:
+        records = find_records(paths)
+    except UsageError:
         raise UsageError(
             f"no records in {', '.join(map(str, paths))}: pass record files or sweep directories"
-        )
-    return records, dirs
+        ) from None
+    return records, [p for p in paths if p.is_dir()]
 
 
-def group_series(records: Iterable[dict[str, Any]], dirs: Sequence[Path] = ()) -> list[Series]:
+def group_series(records: Iterable[Record], dirs: Sequence[Path] = ()) -> list[Series]:
     """Records grouped by sweep and machine identity; a preset's series gets its seed reference."""
-    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    groups: dict[tuple[Any, ...], list[Record]] = {}
     for record in records:
         groups.setdefault((sweep_name(record), series_identity(record)), []).append(record)
     known = set(list_presets())
@@ -210,7 +203,7 @@ def group_series(records: Iterable[dict[str, Any]], dirs: Sequence[Path] = ()) -
     for (name, _ident), members in groups.items():
         cells = []
         for record in members:
-            cell = Cell.from_dict(record["cell"])
+            cell = Cell.from_dict(record.cell.data)
             cells.append(CellResult(record=record, cell=cell, values=cell_values(cell)))
         base, scale = split_scaled_name(name)
         preset = load_preset(base) if base in known else None
@@ -222,8 +215,8 @@ def group_series(records: Iterable[dict[str, Any]], dirs: Sequence[Path] = ()) -
         out.append(
             Series(
                 sweep=name,
-                machine=members[0].get("machine", {}),
-                vm=members[0].get("vm", {}),
+                machine=members[0].machine,
+                vm=members[0].vm,
                 cells=cells,
                 preset=preset,
                 scale=scale,

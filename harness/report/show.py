@@ -1,6 +1,6 @@
 """What ``diskbench show`` prints: each cell's figures as an aligned table, as Markdown, or as JSON.
 
-Pure: records (as their JSON dicts) in, text out.  Text and Markdown scale the values for a person
+Pure: records in, text out.  Text and Markdown scale the values for a person
 (:func:`harness.units.human`); JSON keeps the raw values of every sample.
 """
 
@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import fnmatch
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from harness.compare.samplestats import Stats
 from harness.errors import HarnessError, UsageError
+from harness.record import Record, Sample
 from harness.report.tables import metric_order, render_summary, render_time_split
 from harness.units import PLAIN, Style, human, table
 from harness.untrusted import clean_line, inert_markdown
@@ -28,12 +29,12 @@ def unit_of(name: str) -> str:
         return ""
 
 
-def select_metrics(records: Sequence[Mapping[str, Any]], patterns: Sequence[str]) -> list[str] | None:
+def select_metrics(records: Sequence[Record], patterns: Sequence[str]) -> list[str] | None:
     """The metric names matching any glob of ``patterns`` (None: all); a glob that matches no
     metric of any record is a :class:`UsageError` naming a few that exist."""
     if not patterns:
         return None
-    names = list(dict.fromkeys(n for r in records for n in metric_order(dict(r))))
+    names = list(dict.fromkeys(n for r in records for n in metric_order(r)))
     chosen: list[str] = []
     for pattern in patterns:
         hits = [n for n in names if fnmatch.fnmatchcase(n, pattern)]
@@ -46,11 +47,11 @@ def select_metrics(records: Sequence[Mapping[str, Any]], patterns: Sequence[str]
     return list(dict.fromkeys(chosen))
 
 
-def _ok(record: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return [s for s in record["samples"] if s.get("status") == "ok"]
+def _ok(record: Record) -> list[Sample]:
+    return record.ok
 
 
-def _rows(record: Mapping[str, Any], metrics: Sequence[str] | None, samples: bool) -> list[list[str]]:
+def _rows(record: Record, metrics: Sequence[str] | None, samples: bool) -> list[list[str]]:
     """One row per shown metric: name, median ± spread, min, max, n (and each sample's value)."""
     rows = []
     for name in _names(record, metrics):
@@ -70,13 +71,13 @@ def _rows(record: Mapping[str, Any], metrics: Sequence[str] | None, samples: boo
     return rows
 
 
-def _names(record: Mapping[str, Any], wanted: Sequence[str] | None) -> list[str]:
-    names = metric_order(dict(record))
+def _names(record: Record, wanted: Sequence[str] | None) -> list[str]:
+    names = metric_order(record)
     return names if wanted is None else [n for n in names if n in wanted]
 
 
-def _values(record: Mapping[str, Any], name: str) -> list[float]:
-    return [float(s["metrics"][name]) for s in _ok(record) if name in s.get("metrics", {})]
+def _values(record: Record, name: str) -> list[float]:
+    return [float(s.metrics[name]) for s in _ok(record) if name in s.metrics]
 
 
 def _figure(values: Sequence[float], unit: str) -> str:
@@ -88,28 +89,28 @@ def _figure(values: Sequence[float], unit: str) -> str:
     return f"{head} (n=1)" if stats.n < 2 else f"{head} ± {stats.cv_pct:.1f}%"
 
 
-def _sample_cells(record: Mapping[str, Any], name: str, unit: str) -> list[str]:
+def _sample_cells(record: Record, name: str, unit: str) -> list[str]:
     cells = []
-    for sample in record["samples"]:
-        if sample.get("status") != "ok":
+    for sample in record.samples:
+        if not sample.ok:
             cells.append("failed")
         else:
-            value = sample.get("metrics", {}).get(name)
+            value = sample.metrics.get(name)
             cells.append("-" if value is None else human(float(value), unit))
     return cells
 
 
-def _heading(record: Mapping[str, Any]) -> str:
-    samples = record["samples"]
-    vm = record.get("vm", {})
+def _heading(record: Record) -> str:
+    samples = record.samples
+    vm = record.vm
     return (
-        f"cell {record['cell']['id']}  [{len(_ok(record))}/{len(samples)} ok, "
+        f"cell {record.cell.id}  [{len(_ok(record))}/{len(samples)} ok, "
         f"accel {vm.get('accel', '?')}, {vm.get('mem_mib', '?')} MiB, {vm.get('smp', '?')} vCPU]"
     )
 
 
 def render_text(
-    records: Sequence[Mapping[str, Any]],
+    records: Sequence[Record],
     *,
     metrics: Sequence[str] | None = None,
     samples: bool = False,
@@ -122,28 +123,31 @@ def render_text(
     for record in records:
         lines.append(style(clean_line(_heading(record)), "bold"))
         header = ["metric", "median ± spread", "min", "max", "n"]
-        count = len(record["samples"])
+        count = len(record.samples)
         if samples:
-            header += [f"#{s.get('index', i)}" for i, s in enumerate(record["samples"])]
+            header += [f"#{_index(s, i)}" for i, s in enumerate(record.samples)]
         rows = _rows(record, metrics, samples)
         if rows:
             numeric = {2, 3, 4, *range(5, 5 + (count if samples else 0))}
             lines += ["  " + line for line in table(header, rows, numeric=numeric)]
-        for sample in record["samples"]:
-            if sample.get("status") != "ok":
-                reason = clean_line(str(sample.get("reason", "?")))
-                lines.append(style(f"  sample {sample['index']}: FAILED: {reason}", "red"))
-                lines.append(f"    console: {sample.get('logs', {}).get('console', '-')}")
+        for sample in record.samples:
+            if not sample.ok:
+                reason = clean_line(str("?" if sample.reason is None else sample.reason))
+                lines.append(style(f"  sample {sample.index}: FAILED: {reason}", "red"))
+                lines.append(f"    console: {sample.logs.get('console', '-')}")
         lines.append("")
     text = "\n".join(lines).rstrip() + "\n"
-    plain = [dict(r) for r in records]
     if len(records) > 1:
-        text += "\n" + render_summary(plain)
-    return text + render_time_split(plain)
+        text += "\n" + render_summary(records)
+    return text + render_time_split(records)
+
+
+def _index(sample: Sample, position: int) -> int:
+    return position if sample.index is None else sample.index
 
 
 def render_markdown(
-    records: Sequence[Mapping[str, Any]], *, metrics: Sequence[str] | None = None, samples: bool = False
+    records: Sequence[Record], *, metrics: Sequence[str] | None = None, samples: bool = False
 ) -> str:
     """The same tables in Markdown, every record's text made inert."""
     out: list[str] = []
@@ -151,39 +155,35 @@ def render_markdown(
         out += [f"### {inert_markdown(_heading(record))}", ""]
         header = ["metric", "median ± spread", "min", "max", "n"]
         if samples:
-            header += [f"#{s.get('index', i)}" for i, s in enumerate(record["samples"])]
+            header += [f"#{_index(s, i)}" for i, s in enumerate(record.samples)]
         out.append("| " + " | ".join(header) + " |")
         out.append("| --- | --- |" + " ---: |" * (len(header) - 2))
         for row in _rows(record, metrics, samples):
             out.append("| " + " | ".join(inert_markdown(c) for c in row) + " |")
-        failed = [s for s in record["samples"] if s.get("status") != "ok"]
+        failed = record.failed
         if failed:
             out.append("")
             out += [
-                f"- sample {s['index']}: FAILED: {inert_markdown(clean_line(str(s.get('reason', '?'))))}"
+                f"- sample {s.index}: FAILED: {inert_markdown(clean_line(str('?' if s.reason is None else s.reason)))}"
                 for s in failed
             ]
         out.append("")
     return "\n".join(out)
 
 
-def figures(records: Sequence[Mapping[str, Any]], *, metrics: Sequence[str] | None = None) -> dict[str, Any]:
+def figures(records: Sequence[Record], *, metrics: Sequence[str] | None = None) -> dict[str, Any]:
     """The records' figures as plain data: per cell and metric its unit, median, spread and every
     ok sample's raw value (``values``, in sample order), and the failed samples with their reason."""
     cells = []
     for record in records:
         entry: dict[str, Any] = {
-            "cell_id": record["cell"]["id"],
-            "run_id": record.get("run_id"),
-            "accel": (record.get("vm") or {}).get("accel"),
-            "samples": len(record["samples"]),
+            "cell_id": record.cell.id,
+            "run_id": record.run_id,
+            "accel": record.vm.accel,
+            "samples": len(record.samples),
             "ok": len(_ok(record)),
             "metrics": {},
-            "failed": [
-                {"index": s.get("index"), "reason": s.get("reason")}
-                for s in record["samples"]
-                if s.get("status") != "ok"
-            ],
+            "failed": [{"index": s.index, "reason": s.reason} for s in record.failed],
         }
         for name in _names(record, metrics):
             values = _values(record, name)
@@ -194,5 +194,5 @@ def figures(records: Sequence[Mapping[str, Any]], *, metrics: Sequence[str] | No
     return {"schema": "diskbench-show", "version": 1, "cells": cells}
 
 
-def render_json(records: Sequence[Mapping[str, Any]], *, metrics: Sequence[str] | None = None) -> str:
+def render_json(records: Sequence[Record], *, metrics: Sequence[str] | None = None) -> str:
     return json.dumps(figures(records, metrics=metrics), indent=2, allow_nan=False) + "\n"

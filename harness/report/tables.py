@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from harness.compare.samplestats import Stats
 from harness.errors import HarnessError
+from harness.record import Record
 from harness.workloads import metric_info
 
 HOST_ROWS = (
@@ -21,11 +21,11 @@ HOST_ROWS = (
 )
 
 
-def metric_order(record: dict[str, Any]) -> list[str]:
+def metric_order(record: Record) -> list[str]:
     """Phases in the order the guest ran them, then totals, guest figures, host figures."""
     names: list[str] = []
-    for sample in record["samples"]:
-        for key in sample.get("metrics", {}):
+    for sample in record.samples:
+        for key in sample.metrics:
             if key not in names:
                 names.append(key)
     phases = [n for n in names if n.startswith("phase.")]
@@ -52,25 +52,25 @@ def _digits(unit: str) -> int:
     return {"s": 2, "MiB/s": 1, "ratio": 3, "%": 0, "ms": 3}.get(unit, 0)
 
 
-def cell_rows(record: dict[str, Any]) -> list[tuple[str, str]]:
-    ok = [s for s in record["samples"] if s.get("status") == "ok"]
+def cell_rows(record: Record) -> list[tuple[str, str]]:
+    ok = record.ok
     rows = []
     for name in metric_order(record):
-        values = [s["metrics"][name] for s in ok if name in s.get("metrics", {})]
+        values = [s.metrics[name] for s in ok if name in s.metrics]
         label, unit = _unit(name)
         rows.append((label, Stats.of(values).format(unit, digits=_digits(unit))))
     return rows
 
 
-def render_table(records: Sequence[dict[str, Any]]) -> str:
+def render_table(records: Sequence[Record]) -> str:
     """A plain-text report: one block per cell, failures listed under it."""
     lines: list[str] = []
     for record in records:
-        samples = record["samples"]
-        ok = sum(1 for s in samples if s.get("status") == "ok")
-        vm = record.get("vm", {})
+        samples = record.samples
+        ok = record.ok_samples
+        vm = record.vm
         lines.append(
-            f"cell {record['cell']['id']}  [{ok}/{len(samples)} ok, "
+            f"cell {record.cell.id}  [{ok}/{len(samples)} ok, "
             f"accel {vm.get('accel', '?')}, {vm.get('mem_mib', '?')} MiB, {vm.get('smp', '?')} vCPU]"
         )
         rows = cell_rows(record)
@@ -79,22 +79,22 @@ def render_table(records: Sequence[dict[str, Any]]) -> str:
             for label, text in rows:
                 lines.append(f"  {label:<{width}}  {text}")
         for sample in samples:
-            if sample.get("status") != "ok":
-                lines.append(f"  sample {sample['index']}: FAILED: {sample.get('reason', '?')}")
-                lines.append(f"    console: {sample.get('logs', {}).get('console', '-')}")
+            if not sample.ok:
+                lines.append(
+                    f"  sample {sample.index}: FAILED: {'?' if sample.reason is None else sample.reason}"
+                )
+                lines.append(f"    console: {sample.logs.get('console', '-')}")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 
 
-def render_summary(records: Sequence[dict[str, Any]], metric: str = "total_s") -> str:
+def render_summary(records: Sequence[Record], metric: str = "total_s") -> str:
     """One line per cell: the headline figure, for a sweep's overview."""
     rows = []
     for record in records:
-        ok = [s for s in record["samples"] if s.get("status") == "ok"]
-        values = [s["metrics"][metric] for s in ok if metric in s.get("metrics", {})]
-        rows.append(
-            (record["cell"]["id"], Stats.of(values).format("s"), f"{len(ok)}/{len(record['samples'])}")
-        )
+        ok = record.ok
+        values = [s.metrics[metric] for s in ok if metric in s.metrics]
+        rows.append((str(record.cell.id), Stats.of(values).format("s"), f"{len(ok)}/{len(record.samples)}"))
     if not rows:
         return ""
     w0 = max(len(r[0]) for r in [*rows, ("cell", "", "")])
@@ -104,16 +104,15 @@ def render_summary(records: Sequence[dict[str, Any]], metric: str = "total_s") -
     return "\n".join(out) + "\n"
 
 
-def time_split(records: Sequence[dict[str, Any]]) -> dict[str, float]:
+def time_split(records: Sequence[Record]) -> dict[str, float]:
     """Where the wall time of a run went: boot, workload, the host's overhead, failed samples."""
     split = {"wall_s": 0.0, "boot_s": 0.0, "workload_s": 0.0, "overhead_s": 0.0, "failed_s": 0.0}
     for record in records:
-        for sample in record["samples"]:
-            host = sample.get("host", {})
-            wall = float(host.get("wall_s", 0.0))
+        for sample in record.samples:
+            wall = float(sample.host.get("wall_s", 0.0))
             split["wall_s"] += wall
-            metrics = sample.get("metrics")
-            if sample.get("status") != "ok" or not metrics:
+            metrics = sample.metrics
+            if not sample.ok or not metrics:
                 split["failed_s"] += wall
                 continue
             split["boot_s"] += float(metrics.get("host.boot_s", 0.0))
@@ -126,11 +125,11 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f} min"
 
 
-def render_time_split(records: Sequence[dict[str, Any]]) -> str:
+def render_time_split(records: Sequence[Record]) -> str:
     """One line: ``time: 72 samples, 41.2 min of samples: boot 8.1 min (20%), ...``."""
     split = time_split(records)
     wall = split["wall_s"]
-    count = sum(len(r["samples"]) for r in records)
+    count = sum(len(r.samples) for r in records)
     if not wall:
         return ""
     parts = [
@@ -146,7 +145,7 @@ def render_time_split(records: Sequence[dict[str, Any]]) -> str:
     return f"time: {count} samples, {_minutes(wall)} in samples: " + ", ".join(parts) + "\n"
 
 
-def render(records: Sequence[dict[str, Any]]) -> str:
+def render(records: Sequence[Record]) -> str:
     """The per-cell tables, one line per cell when there are several, and the time split."""
     table = render_table(records)
     if len(records) > 1:

@@ -9,13 +9,22 @@ from __future__ import annotations
 
 import datetime as dt
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
-from harness.files import write_json_atomic
 from harness.host import confine
-from harness.record import new_record, record_path
+from harness.record import (
+    CellInfo,
+    MachineInfo,
+    Record,
+    RecordDir,
+    Sample,
+    SubjectInfo,
+    VMInfo,
+    new_record,
+    run_records,
+    write_record,
+)
 from harness.sample.guest_sampler import Guest, RunOptions, Sampler, run_sample
 from harness.spec import Cell
 
@@ -30,17 +39,16 @@ def run_cell(
     guest: Guest,
     opts: RunOptions,
     *,
-    machine: dict[str, Any],
-    subject: dict[str, Any],
+    machine: MachineInfo,
+    subject: SubjectInfo,
     progress: Callable[[str], None] = lambda _msg: None,
     label: str = "",
-    path: Path | None = None,
-    existing: dict[str, Any] | None = None,
-    log_root: Path | None = None,
+    where: RecordDir | None = None,
+    existing: Record | None = None,
     of: int | None = None,
     upto: int | None = None,
     sampler: Sampler | None = None,
-) -> tuple[Path, dict[str, Any]]:
+) -> tuple[Path, Record]:
     """Run the samples of ``cell`` up to sample number ``upto``; write the record after each.
 
     ``sampler`` measures one sample (default :func:`run_sample`, a guest; a replay cell's
@@ -51,52 +59,49 @@ def run_cell(
     :mod:`harness.sweep.rounds`).  ``of`` is the number of samples the cell
     will have in the end, for the progress lines (default ``upto``).
 
-    ``path`` defaults to ``RESULTS/records/RUN_ID/CELL_ID.json``.  With
-    ``existing`` (a record of this cell, same machine and subject) the run
-    goes on from its next sample instead of starting over: records are the
-    checkpoint of a sweep.
+    ``where`` the record and the logs go (:mod:`harness.record.store`) defaults to a
+    run's: ``RESULTS/records/RUN_ID/CELL_ID.json``, logs in ``RESULTS/logs/RUN_ID/CELL_ID``.
+    With ``existing`` (a record of this cell, same machine and subject) the run goes on
+    from its next sample instead of starting over: records are the checkpoint of a sweep.
     """
-    path = path or record_path(opts.results_dir, opts.run_id, cell.id)
+    where = where or run_records(opts.results_dir, opts.run_id)
+    path = where.path(cell.id)
     record = existing or new_record(
-        cell=cell.as_dict(),
+        cell=CellInfo(cell.as_dict()),
         machine=machine,
         subject=subject,
-        vm={
-            "accel": opts.accel,
-            "accel_reason": opts.accel_reason,
-            "mem_mib": opts.mem_mib,
-            "smp": opts.smp,
-            "boot_timeout_s": opts.boot_timeout_s,
-            "workload_timeout_s": opts.workload_timeout_s,
-            "confinement": confine.describe(),
-            "start": opts.start,
-        },
+        vm=VMInfo(
+            {
+                "accel": opts.accel,
+                "accel_reason": opts.accel_reason,
+                "mem_mib": opts.mem_mib,
+                "smp": opts.smp,
+                "boot_timeout_s": opts.boot_timeout_s,
+                "workload_timeout_s": opts.workload_timeout_s,
+                "confinement": confine.describe(),
+                "start": opts.start,
+            }
+        ),
         run_id=opts.run_id,
     )
-    log_root = log_root or opts.results_dir / "logs" / opts.run_id / cell.id
+    log_root = where.log_root(cell.id)
     upto = opts.repeat if upto is None else upto
     of = of or upto
-    for count in range(len(record["samples"]), upto):
-        index = next_sample_index(record)
+    for count in range(len(record.samples), upto):
+        index = record.next_sample_index()
         progress(f"{label}{cell.id} sample {count + 1}/{of} ...")
         sample = (sampler or run_sample)(cell, guest, opts, index, log_root / f"sample-{index}")
-        record["samples"].append(sample)
-        write_json_atomic(path, record)
+        record = record.with_sample(sample)
+        write_record(path, record)
         progress(f"{label}{cell.id} sample {count + 1}/{of}: {describe_sample(sample)}")
     return path, record
 
 
-def next_sample_index(record: dict[str, Any]) -> int:
-    """One more than any index of the record, retried samples included: logs never collide."""
-    indices = [s.get("index", -1) for s in (*record["samples"], *record.get("retried", []))]
-    return max((i for i in indices if isinstance(i, int)), default=-1) + 1
-
-
-def describe_sample(sample: dict[str, Any]) -> str:
-    if sample["status"] != "ok":
-        return f"FAILED: {sample.get('reason', 'unknown reason')}"
-    metrics = sample["metrics"]
-    if sample.get("measure") == "replay":
+def describe_sample(sample: Sample) -> str:
+    if not sample.ok:
+        return f"FAILED: {'unknown reason' if sample.reason is None else sample.reason}"
+    metrics = sample.metrics
+    if sample.measure == "replay":
         parts = [f"replay {metrics['replay.wall_s']:.2f} s"]
         if "replay.write_p90_ms" in metrics:
             parts.append(f"write p90 {metrics['replay.write_p90_ms']:.2f} ms")
@@ -113,7 +118,7 @@ DISAGREE_FRACTION = 0.20
 DISAGREE_S = 0.5
 
 
-def clock_disagreement(metrics: dict[str, Any]) -> str | None:
+def clock_disagreement(metrics: Mapping[str, float]) -> str | None:
     """Where the guest's word on its time and the host's clock disagree, the line that says so.
 
     The guest's time is its phases with fsck (``total_s`` leaves fsck out, the

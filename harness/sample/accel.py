@@ -20,7 +20,6 @@ from harness.host import confine
 from harness.host.hostinfo import boot_id, tool_version
 from harness.paths import cache_dir
 from harness.sample.vm import Machine, VMConfig
-from harness.subject.binaries import QEMU
 
 ACCELS = ("auto", "kvm", "tcg")
 KVM_PROBE_TIMEOUT_S = 30.0
@@ -45,9 +44,7 @@ def kvm_device_problem(dev: str = "/dev/kvm") -> str | None:
     return confine.device_problem(dev, confine.account())
 
 
-def probe_kvm(
-    kernel: Path, initrd: Path, *, qemu: str = QEMU, timeout_s: float = KVM_PROBE_TIMEOUT_S
-) -> str | None:
+def probe_kvm(kernel: Path, initrd: Path, *, qemu: str, timeout_s: float = KVM_PROBE_TIMEOUT_S) -> str | None:
     """Boot the guest under KVM with ``qemu``; None if it reached ready, else why not."""
     problem = kvm_device_problem()
     if problem:
@@ -118,7 +115,7 @@ def choose_accel(
     *,
     warn: Callable[[str], None],
     use_cache: bool = True,
-    qemu: str = QEMU,
+    qemu: str,
 ) -> AccelChoice:
     """Resolve ``auto|kvm|tcg`` into the accelerator that really works here for ``qemu``.
 

@@ -14,7 +14,7 @@ from harness.errors import CommandError
 from harness.files import write_json_atomic
 from harness.host import confine, proc
 from harness.spec import Aio, Cache, Cell
-from harness.subject.binaries import ON_PATH, Binaries
+from harness.subject.binaries import Binaries
 
 _QMP_QUIT = '{"execute":"qmp_capabilities"}\n{"execute":"quit"}\n'
 
@@ -64,7 +64,7 @@ def encryption_problem(qemu_img: str, encrypt: str, work_dir: Path) -> str | Non
     return None
 
 
-def unsupported_reason(cell: Cell, work_dir: Path, binaries: Binaries = ON_PATH) -> str | None:
+def unsupported_reason(cell: Cell, work_dir: Path, binaries: Binaries) -> str | None:
     """Why ``binaries`` cannot run ``cell`` here: aio modes other than threads and encryption are probed."""
     if cell.image.encrypted:
         problem = encryption_problem(binaries.qemu_img, cell.image.encrypt, work_dir.resolve())
@@ -81,7 +81,7 @@ def unsupported_reason(cell: Cell, work_dir: Path, binaries: Binaries = ON_PATH)
 # -- probes: what a preset reports but cannot run ------------------------------------------------------
 
 
-def probe_compressed_writes(work_dir: Path, binaries: Binaries = ON_PATH) -> dict[str, Any]:
+def probe_compressed_writes(work_dir: Path, binaries: Binaries) -> dict[str, Any]:
     """Whether a guest could write to a compressed qcow2: QEMU's compress filter, probed.
 
     qcow2 compresses only what ``qemu-img convert -c`` writes or what goes
@@ -125,9 +125,7 @@ PROBES: dict[str, Callable[[Path, Binaries], dict[str, Any]]] = {"compressed-wri
 PROBE_LABELS = {"compressed-writes": "qcow2 compressed (compress filter)"}
 
 
-def record_probes(
-    probes: Sequence[str], directory: Path, work_dir: Path, binaries: Binaries = ON_PATH
-) -> list[str]:
+def record_probes(probes: Sequence[str], directory: Path, work_dir: Path, binaries: Binaries) -> list[str]:
     """Run ``probes`` (names of :data:`PROBES`); write each to ``DIR/probes/NAME.json``; say what."""
     notes = []
     for probe in probes:

@@ -20,14 +20,16 @@ from typing import Any, Protocol
 
 from harness.errors import GuestBuildError, HarnessError, ProtocolError
 from harness.host.workdir import image_path as sample_image_path
+from harness.record.model import Sample
 from harness.sample import images, snapshot
 from harness.sample.pairing import Pairing, meet
 from harness.sample.protocol import GuestReport, parse_ready, parse_report
 from harness.sample.vm import PAYLOAD_SERIAL, TOOLS_SERIAL, Drive, Machine, VMConfig
 from harness.sample.vm.cpu import CpuTimes
 from harness.spec import Aio, CacheState, Cell, Interface, Workload
-from harness.subject.binaries import ON_PATH, Binaries
-from harness.untrusted import STRING_CHARS, clean_sample
+from harness.subject.binaries import Binaries
+from harness.subject.policy import options_for
+from harness.untrusted import LOG_TAIL_CHARS, STRING_CHARS, clean_json, clean_line, clean_text
 from harness.workloads import parse_outputs
 from harness.workloads.latency import BOUNDARIES_NS, histograms_from_blockstats, latency_metrics
 
@@ -52,6 +54,8 @@ class RunOptions:
     work_dir: Path
     results_dir: Path
     run_id: str
+    # the QEMU and qemu-img every sample runs
+    binaries: Binaries
     repeat: int = 3
     boot_timeout_s: float = 120.0
     workload_timeout_s: float = 1800.0
@@ -64,8 +68,6 @@ class RunOptions:
     latency_histograms: bool = True
     # cold | snapshot | auto (see harness.sample.snapshot)
     start: str = "cold"
-    # the QEMU and qemu-img every sample runs
-    binaries: Binaries = ON_PATH
 
 
 def vm_config(cell: Cell, guest: Guest, opts: RunOptions, image: Path) -> VMConfig:
@@ -106,7 +108,8 @@ def vm_config(cell: Cell, guest: Guest, opts: RunOptions, image: Path) -> VMConf
             interface=cell.drive.interface,
             cache=cell.drive.cache,
             aio=cell.drive.aio,
-            options=opts.drive_options,
+            # the policy's options this cell takes (qcow2's cache options not on a raw image)
+            options=options_for(cell, opts.drive_options),
             key_secret=cell.image.encrypted,
         )
     )
@@ -282,10 +285,11 @@ def boot_and_run(
         name=cell.id,
         start=snapshot.parse_start(opts.start),
         cell=cell,
-        recipe_hash=guest.recipe_hash,
-        disk_bytes=cell.image.size,
-        make_scratch=lambda path: _create_scratch(path, cell, opts.binaries.qemu_img),
-        scratch_path=scratch,
+        plan=snapshot.SnapshotPlan(
+            recipe_hash=guest.recipe_hash,
+            scratch_path=scratch,
+            make_scratch=lambda path: _create_scratch(path, cell, opts.binaries.qemu_img),
+        ),
         boot_timeout_s=opts.boot_timeout_s,
         wait_ready=wait_ready,
     ) as started:
@@ -359,15 +363,50 @@ def touch_guest(guest: Guest) -> None:
         ) from exc
 
 
-# one sample of a cell: (cell, guest, options, sample index, log dir) -> the sample's dict
-Sampler = Callable[[Cell, "Guest", "RunOptions", int, Path], dict[str, Any]]
+def clean_sample(sample: Sample) -> Sample:
+    """A sample as a record stores it: every string cleaned (:mod:`harness.untrusted`), reason one
+    line, log tail capped."""
+
+    def text(value: str | None) -> str | None:
+        return clean_text(value) if isinstance(value, str) else value
+
+    def part(value: Any) -> Any:
+        # the sample's own fields are one level down its JSON object
+        return clean_json(value, depth=1) if value is not None else None
+
+    return replace(
+        sample,
+        status=clean_text(sample.status),
+        metrics=part(sample.metrics),
+        host=part(sample.host),
+        logs=part(sample.logs),
+        reason=clean_line(sample.reason) if isinstance(sample.reason, str) else None,
+        error_type=text(sample.error_type),
+        log_tail=(
+            clean_text(sample.log_tail, max_chars=LOG_TAIL_CHARS, keep="tail")
+            if isinstance(sample.log_tail, str)
+            else None
+        ),
+        warning=text(sample.warning),
+        started_at=text(sample.started_at),
+        measure=text(sample.measure),
+        argv=part(sample.argv),
+        guest_ready=part(sample.guest_ready),
+        report=part(sample.report),
+        replay=part(sample.replay),
+        details=clean_json(dict(sample.details)),
+    )
+
+
+# one sample of a cell: (cell, guest, options, sample index, log dir) -> the sample
+Sampler = Callable[[Cell, "Guest", "RunOptions", int, Path], Sample]
 
 
 def paired_sampler(together: Pairing) -> Sampler:
     """A sampler of guest samples taken with a partner's (the other side of a gate's pair):
     both guests on one CPU, their workloads started at the same moment (:mod:`harness.sample.pairing`)."""
 
-    def sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: Path) -> dict[str, Any]:
+    def sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: Path) -> Sample:
         return run_sample(cell, guest, opts, index, log_dir, together=together)
 
     return sample
@@ -381,7 +420,7 @@ def run_sample(
     log_dir: Path,
     *,
     together: Pairing | None = None,
-) -> dict[str, Any]:
+) -> Sample:
     """One measured run of ``cell``; never raises for a failure of the sample itself.
 
     ``together``: see :func:`boot_and_run` (the priming run of a warm or cold sample runs alone)."""
@@ -390,18 +429,19 @@ def run_sample(
     # a name of its own: the two sides of a pair may run the same cell in one work dir at once
     name = cell.id if together is None else f"{cell.id}.{uuid.uuid4().hex[:8]}"
     image_path = sample_image_path(opts.work_dir, name, cell.image.format.value)
+    # the host's own figures: free-form, as QEMU and qemu-img give them
     host: dict[str, Any] = {"cache_state": cell.cache_state.value}
-    sample: dict[str, Any] = {
-        "index": index,
-        "status": "error",
-        "started_at": started,
-        "host": host,
-        "logs": {
+    sample = Sample(
+        index=index,
+        status="error",
+        started_at=started,
+        host=host,
+        logs={
             "console": str(log_dir / "console.log"),
             "qemu_stderr": str(log_dir / "qemu.stderr"),
             "report": str(log_dir / "report.jsonl"),
         },
-    }
+    )
     try:
         touch_guest(guest)
         created = images.create(image_path, cell.image, qemu_img=opts.binaries.qemu_img)
@@ -417,9 +457,7 @@ def run_sample(
             host["together"] = {"cpu": together.cpu, "met": run.met}
         if run.cpu is not None:
             host["cpu"] = run.cpu
-        sample["argv"] = run.argv
-        sample["guest_ready"] = run.ready
-        sample["report"] = run.event
+        sample = replace(sample, argv=run.argv, guest_ready=run.ready, report=run.event)
         host.update(
             boot_s=run.boot_s,
             workload_s=run.workload_s,
@@ -446,16 +484,17 @@ def run_sample(
             # the guest failed and says why below; what it sent of its outputs adds to that
             report = replace(report, error=f"{report.error or 'no reason given'} ({exc.message})")
             extra_metrics, extra_fields = {}, {}
-        sample.update(extra_fields)
-        outputs = sample["report"].get("outputs") if isinstance(sample["report"], dict) else None
+        sample = replace(sample, details=extra_fields)
+        outputs = run.event.get("outputs")
         if extra_fields and isinstance(outputs, dict):
             # an output the record could keep only cut (fio's JSON) is kept parsed, not as a stub
-            sample["report"]["outputs"] = {
+            outputs = {
                 k: f"[{len(v)} chars, parsed into the sample's fields]"
                 if isinstance(v, str) and len(v) > STRING_CHARS
                 else v
                 for k, v in outputs.items()
             }
+            sample = replace(sample, report={**run.event, "outputs": outputs})
         check = images.check(
             image_path, cell.image.format, qemu_img=opts.binaries.qemu_img, encrypted=cell.image.encrypted
         )
@@ -467,31 +506,36 @@ def run_sample(
         host["wall_s"] = time.monotonic() - t0
         host["overhead_s"] = host["wall_s"] - run.boot_s - report.total_s
         host["written_bytes_source"] = "wchar" if cell.drive.aio is Aio.THREADS else "write_bytes"
-        sample["metrics"] = sample_metrics(report, host, cell.drive.aio) | extra_metrics
+        sample = replace(sample, metrics=sample_metrics(report, host, cell.drive.aio) | extra_metrics)
         if report.status != "ok":
-            sample["reason"] = f"guest workload failed: {report.error or 'no reason given'}"
-            sample["log_tail"] = run.console_tail
+            reason = f"guest workload failed: {report.error or 'no reason given'}"
+            sample = replace(sample, reason=reason, log_tail=run.console_tail)
         elif report.fsck_rc not in (None, 0):
-            sample["reason"] = f"e2fsck -fn in the guest found errors (exit {report.fsck_rc})"
-            sample["log_tail"] = run.console_tail
+            reason = f"e2fsck -fn in the guest found errors (exit {report.fsck_rc})"
+            sample = replace(sample, reason=reason, log_tail=run.console_tail)
         elif check.fails_sample:
-            sample["reason"] = f"qemu-img check says {check.verdict} (exit {check.returncode})"
+            sample = replace(sample, reason=f"qemu-img check says {check.verdict} (exit {check.returncode})")
         else:
-            sample["status"] = "ok"
-            if check.verdict == "leaks":
-                sample["warning"] = "qemu-img check found leaked clusters (exit 3)"
+            warning = "qemu-img check found leaked clusters (exit 3)" if check.verdict == "leaks" else None
+            sample = replace(sample, status="ok", warning=warning)
     except HarnessError as exc:
-        sample["reason"] = exc.message
-        sample["error_type"] = type(exc).__name__
-        sample["log_tail"] = exc.log_tail or _tail_of(log_dir / "console.log")
+        sample = replace(
+            sample,
+            reason=exc.message,
+            error_type=type(exc).__name__,
+            log_tail=exc.log_tail or _tail_of(log_dir / "console.log"),
+        )
         host["wall_s"] = time.monotonic() - t0
     except OSError as exc:
         # a file of the sample itself (its image vanished, its log dir is gone):
         # the sample's failure with its cause, not the sweep's
         where = f" ({exc.filename})" if exc.filename else ""
-        sample["reason"] = f"file error in the sample{where}: {exc.strerror or exc}"
-        sample["error_type"] = "WorkDirFull" if exc.errno == errno.ENOSPC else type(exc).__name__
-        sample["log_tail"] = _tail_of(log_dir / "console.log")
+        sample = replace(
+            sample,
+            reason=f"file error in the sample{where}: {exc.strerror or exc}",
+            error_type="WorkDirFull" if exc.errno == errno.ENOSPC else type(exc).__name__,
+            log_tail=_tail_of(log_dir / "console.log"),
+        )
         host["wall_s"] = time.monotonic() - t0
     finally:
         if not opts.keep_images:

@@ -19,7 +19,6 @@ from harness.errors import CommandError, ImageError, UsageError
 from harness.host import confine, proc
 from harness.host.hostinfo import filesystem_type
 from harness.spec import SECRET_ID, Cache, Format, ImageSpec, secret_object
-from harness.subject.binaries import QEMU_IMG
 
 MEMORY_FILESYSTEMS = {"tmpfs", "ramfs"}
 
@@ -118,7 +117,7 @@ def image_args(path: Path, fmt: Format, *, encrypted: bool = False) -> list[str]
     return ["--object", secret_object(), "--image-opts", opts]
 
 
-def create(path: Path, spec: ImageSpec, *, qemu_img: str = QEMU_IMG) -> CreatedImage:
+def create(path: Path, spec: ImageSpec, *, qemu_img: str) -> CreatedImage:
     """Create a fresh image (replacing any old one) and time it.
 
     ``create_s`` is the time of ``qemu-img create`` plus, for the raw
@@ -170,7 +169,7 @@ def create(path: Path, spec: ImageSpec, *, qemu_img: str = QEMU_IMG) -> CreatedI
     )
 
 
-def info(path: Path, *, qemu_img: str = QEMU_IMG) -> dict[str, Any]:
+def info(path: Path, *, qemu_img: str) -> dict[str, Any]:
     with confine.Handoff(confine.account()) as handoff:
         result = proc.run(
             [qemu_img, "info", "-U", "--output=json", handoff.read(path)],
@@ -182,9 +181,7 @@ def info(path: Path, *, qemu_img: str = QEMU_IMG) -> dict[str, Any]:
     return data
 
 
-def mapped_bytes(
-    path: Path, fmt: Format, *, qemu_img: str = QEMU_IMG, encrypted: bool = False
-) -> dict[str, int]:
+def mapped_bytes(path: Path, fmt: Format, *, qemu_img: str, encrypted: bool = False) -> dict[str, int]:
     """What ``qemu-img map`` says is data vs zero, in guest-visible bytes."""
     with confine.Handoff(confine.account()) as handoff:
         result = proc.run(
@@ -209,7 +206,7 @@ def mapped_bytes(
     return {"data_bytes": data, "zero_bytes": zero}
 
 
-def check(path: Path, fmt: Format, *, qemu_img: str = QEMU_IMG, encrypted: bool = False) -> CheckResult:
+def check(path: Path, fmt: Format, *, qemu_img: str, encrypted: bool = False) -> CheckResult:
     """``qemu-img check --output=json``; exit codes are figures, not failures."""
     with confine.Handoff(confine.account()) as handoff:
         result = proc.run(

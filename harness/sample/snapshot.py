@@ -381,6 +381,17 @@ class Started:
     snapshot_key: str | None = None
 
 
+@dataclass(frozen=True)
+class SnapshotPlan:
+    """What a snapshot start needs besides the guest's config: the guest recipe's hash (part of
+    the snapshot's key) and the scratch image the snapshot is built on (``make_scratch`` creates
+    it at ``scratch_path`` with the side's qemu-img)."""
+
+    recipe_hash: str
+    scratch_path: Path
+    make_scratch: Callable[[Path], None]
+
+
 @contextlib.contextmanager
 def start_guest(
     config: VMConfig,
@@ -389,10 +400,7 @@ def start_guest(
     name: str,
     start: Start,
     cell: Cell,
-    recipe_hash: str,
-    disk_bytes: int,
-    make_scratch: Callable[[Path], None],
-    scratch_path: Path,
+    plan: SnapshotPlan,
     boot_timeout_s: float,
     wait_ready: Callable[[Machine], dict[str, Any]],
 ) -> Iterator[Started]:
@@ -405,24 +413,24 @@ def start_guest(
             try:
                 material = key_material(
                     config,
-                    recipe_hash=recipe_hash,
+                    recipe_hash=plan.recipe_hash,
                     qemu_version=tool_version(config.qemu),
-                    disk_bytes=disk_bytes,
+                    disk_bytes=cell.image.size,
                 )
                 key = snapshot_key(material)
                 snap = load(key)
                 if snap is None:
-                    make_scratch(scratch_path)
+                    plan.make_scratch(plan.scratch_path)
                     try:
                         snap = build(
-                            replace(config, drives=_on_scratch(config, scratch_path)),
+                            replace(config, drives=_on_scratch(config, plan.scratch_path)),
                             key,
                             material,
                             log_dir / "snapshot-build",
                             boot_timeout_s=boot_timeout_s,
                         )
                     finally:
-                        scratch_path.unlink(missing_ok=True)
+                        plan.scratch_path.unlink(missing_ok=True)
                 vm = Machine(replace(for_snapshot(config), incoming=True), log_dir, name=name)
                 try:
                     vm.launch()

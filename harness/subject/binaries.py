@@ -1,10 +1,11 @@
 """The QEMU binaries a run uses: a value handed down from the command, never process-wide state.
 
 The CLI resolves them once (its flags, else the environment, else the names on
-PATH) and passes :class:`Binaries` to everything that starts QEMU or qemu-img,
-as QEMU's own ``QEMUMachine`` takes its binary as an argument.  A gate's two
-sides each get their own.  Library callers that pass none get
-:data:`ON_PATH`.
+PATH: :meth:`Binaries.on_path`) and passes :class:`Binaries` to everything that
+starts QEMU or qemu-img, as QEMU's own ``QEMUMachine`` takes its binary as an
+argument.  A gate's two sides each get their own.  Below the CLI they are a
+required argument: nothing falls back to PATH on its own, so no call can run
+another side's qemu-img by leaving its binaries out.
 """
 
 from __future__ import annotations
@@ -25,13 +26,13 @@ class Binaries:
     the binaries exactly so.
     """
 
-    qemu: str = QEMU
-    qemu_img: str = QEMU_IMG
+    qemu: str
+    qemu_img: str
 
     @classmethod
-    def default(cls) -> Binaries:
-        """The names on PATH."""
-        return ON_PATH
+    def on_path(cls) -> Binaries:
+        """The names on PATH: what the CLI runs when no flag or variable names others."""
+        return cls(qemu=QEMU, qemu_img=QEMU_IMG)
 
     @property
     def qemu_io(self) -> str:
@@ -39,6 +40,3 @@ class Binaries:
         if "/" in self.qemu_img:
             return str(Path(self.qemu_img).with_name(QEMU_IO))
         return QEMU_IO
-
-
-ON_PATH = Binaries()

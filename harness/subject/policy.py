@@ -12,7 +12,17 @@ Rules of use:
 - Cells a spec leaves unset take the policy's values.  Image options that only
   make sense for one format (preallocation, cluster_size, compat,
   lazy_refcounts) are taken only by cells of the policy's format; drive
-  options (cache, aio, interface, the extra ``[drive.options]``) by every cell.
+  options (cache, aio, interface, the extra ``[drive.options]``) by every cell
+  where QEMU accepts them with that cell's own axes.
+- Where QEMU does not (``aio=native`` with a cache mode that is not direct,
+  qcow2's cache options on a raw image), the cell keeps what a platform falls
+  back to: ``aio=threads``, QEMU's default for an option (it is left out).  That
+  depends on the cell alone, so both sides of a gate hold back the same values
+  in the same cells; :meth:`Policy.complete` says which (:class:`Held`), and the
+  sweep's plan and the gate's summary say it too.
+- A policy is refused (exit 2) when its own cell cannot take one of its values
+  (it is invalid in itself), and a spec under it when one of its values reaches
+  no cell of the spec (:func:`check_reach`).
 - The extra drive options are not part of a cell's id: a cell is the same
   point of the matrix under two policies, and that is what lets base and head
   be compared cell by cell.  They are part of the record's subject (and so of
@@ -27,14 +37,14 @@ import hashlib
 import json
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.errors import SpecError
 from harness.files import read_input_text
-from harness.spec import Cell, Format, make_cell
+from harness.spec import Aio, Cache, Cell, Format, make_cell
 from harness.untrusted import toml_loads
 
 POLICY_FILE = "policy.toml"
@@ -63,6 +73,53 @@ ON_OFF = ("on", "off")
 
 
 @dataclass(frozen=True)
+class Refusal:
+    """Why QEMU refuses a policy's value with one cell's axes: the axis, QEMU's rule, the fix."""
+
+    axis: str  # the cell's value that rules it out: "cache=writeback", "format=raw"
+    why: str
+    fix: str  # what the policy could do instead, for a policy whose own cell is refused
+
+
+@dataclass(frozen=True)
+class Held:
+    """A value of the policy that one cell cannot take with its own axes, and what it keeps instead."""
+
+    key: str  # "aio", or a [drive.options] name
+    value: str  # the policy's value
+    keeps: str  # the cell's value instead: aio's fallback, or QEMU's default for an option
+    axis: str  # the cell's value that rules it out
+    why: str  # QEMU's rule
+
+    @property
+    def setting(self) -> str:
+        return f"{self.key}={self.value}"
+
+    def as_dict(self) -> dict[str, str]:
+        return {"key": self.key, "value": self.value, "keeps": self.keeps, "axis": self.axis, "why": self.why}
+
+
+#: what a cell keeps for an option of the policy it cannot take: the option is left out
+QEMU_DEFAULT = "QEMU's default"
+
+#: the [drive] keys whose value depends on the cell's other axes, and the value a cell falls back
+#: to where QEMU refuses the policy's: threads, QEMU's and libvirt's default aio, opens any image
+DRIVE_FALLBACK: Mapping[str, str] = {"aio": Aio.THREADS.value}
+
+
+def drive_refusal(key: str, value: str, cell: Cell) -> Refusal | None:
+    """Why QEMU refuses ``[drive] key = value`` with ``cell``'s own axes (its cache mode), or None."""
+    if key == "aio" and value == Aio.NATIVE.value and not cell.drive.cache.direct:
+        direct = " or ".join(c.value for c in Cache if c.direct)
+        return Refusal(
+            axis=f"cache={cell.drive.cache.value}",
+            why=f"aio=native needs a direct cache mode ({direct})",
+            fix="use cache=none or cache=directsync, or aio=threads",
+        )
+    return None
+
+
+@dataclass(frozen=True)
 class OptionRule:
     """One ``-drive`` option a policy may set: its value is a number in a range or one of a set.
 
@@ -77,6 +134,21 @@ class OptionRule:
     minimum: int | None = None  # a number from minimum to maximum when choices is empty
     maximum: int | None = None
     why: str = ""
+    #: the image formats whose driver takes the option (empty: every format); QEMU refuses it
+    #: for another format's image, so a cell of another format keeps QEMU's default
+    formats: tuple[Format, ...] = ()
+
+    def refusal(self, cell: Cell) -> Refusal | None:
+        """Why QEMU refuses this option with ``cell``'s own axes, or None where it takes it."""
+        fmt = cell.image.format
+        if self.formats and fmt not in self.formats:
+            takers = " and ".join(f.value for f in self.formats)
+            return Refusal(
+                axis=f"format={fmt.value}",
+                why=f"{self.name} is an option of the {takers} driver, which a {fmt.value} image does not have",
+                fix=f"drop it, or use format = {self.formats[0].value!r}",
+            )
+        return None
 
     def value(self, raw: Any, source: str) -> str:
         """The value as QEMU is given it; a bad one is a SpecError naming the option."""
@@ -121,12 +193,47 @@ DRIVE_OPTIONS: Mapping[str, OptionRule] = {
         OptionRule("werror", ("report", "ignore", "enospc", "stop")),
         OptionRule("rerror", ("report", "ignore", "stop")),
         # qcow2's metadata caches, the format's main tuning knob (bytes; 32 MiB covers 256 GiB
-        # of 64K clusters): a qcow2-only option, which QEMU refuses for a raw cell
-        OptionRule("l2-cache-size", minimum=0, maximum=1 << 32),
-        OptionRule("refcount-cache-size", minimum=0, maximum=1 << 32),
-        OptionRule("cache-clean-interval", minimum=0, maximum=(1 << 32) - 1),
+        # of 64K clusters): a qcow2-only option, which QEMU refuses for a raw cell ("Block
+        # format 'raw' does not support the option"), so raw cells keep QEMU's default
+        OptionRule("l2-cache-size", minimum=0, maximum=1 << 32, formats=(Format.QCOW2,)),
+        OptionRule("refcount-cache-size", minimum=0, maximum=1 << 32, formats=(Format.QCOW2,)),
+        OptionRule("cache-clean-interval", minimum=0, maximum=(1 << 32) - 1, formats=(Format.QCOW2,)),
     ]
 }
+
+
+def option_refusal(name: str, cell: Cell) -> Refusal | None:
+    """Why QEMU refuses the ``-drive`` option ``name`` with ``cell``'s own axes, or None.
+
+    Every option this allowlist holds is taken by every cache mode, aio and bus (checked against
+    QEMU by tests/integration/test_policy_qemu.py); qcow2's cache options need a qcow2 image.
+    """
+    rule = DRIVE_OPTIONS.get(name)
+    return rule.refusal(cell) if rule is not None else None
+
+
+def options_for(cell: Cell, options: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """The policy's extra ``-drive`` options that ``cell`` takes: what its drive is given."""
+    return tuple((name, value) for name, value in options if option_refusal(name, cell) is None)
+
+
+def held_options(cell: Cell, options: Sequence[tuple[str, str]]) -> tuple[Held, ...]:
+    """The policy's extra ``-drive`` options that ``cell`` cannot take, each with QEMU's reason."""
+    held = []
+    for name, value in options:
+        refusal = option_refusal(name, cell)
+        if refusal is not None:
+            held.append(Held(name, value, QEMU_DEFAULT, refusal.axis, refusal.why))
+    return tuple(held)
+
+
+@dataclass(frozen=True)
+class Completed:
+    """A cell completed from a policy: the cell, the extra options its drive gets, what it holds back."""
+
+    cell: Cell
+    options: tuple[tuple[str, str], ...] = ()
+    held: tuple[Held, ...] = ()
 
 
 def _shown(value: Any) -> str:
@@ -166,7 +273,11 @@ class Policy:
             raise SpecError(f"[image] format {value!r} is not a format: use one of {allowed}") from None
 
     def defaults_for(self, values: Mapping[str, Any]) -> dict[str, Any]:
-        """The ``make_cell`` keywords the policy adds to ``values`` (which win)."""
+        """The ``make_cell`` keywords the policy adds to ``values`` (which win): a drive value
+        the cell cannot take is its fallback instead (see :meth:`complete`)."""
+        return self._defaults(values)[0]
+
+    def _defaults(self, values: Mapping[str, Any]) -> tuple[dict[str, Any], list[Held]]:
         fmt = str(values.get("format", self.format.value)).strip().lower()
         out: dict[str, Any] = {}
         for key, value in self.image.items():
@@ -174,11 +285,53 @@ class Policy:
                 continue
             out[key] = value
         out.update(self.drive)
-        return out
+        held = []
+        for key, fallback in DRIVE_FALLBACK.items():
+            if key in values or key not in self.drive:
+                continue
+            try:
+                # the cell as it would be with the fallback: its other axes decide
+                probe = make_cell(**{**out, **values, key: fallback})
+            except (SpecError, TypeError):
+                continue  # the cell is bad for another reason, which make_cell will say
+            value = str(self.drive[key]).strip().lower()
+            refusal = drive_refusal(key, value, probe)
+            if refusal is not None:
+                out[key] = fallback
+                held.append(Held(key, value, fallback, refusal.axis, refusal.why))
+        return out, held
+
+    def complete(self, values: Mapping[str, Any]) -> Completed:
+        """The cell of ``values`` with what it leaves unset from the policy, its drive's extra
+        options, and the policy's values it cannot take (each kept at its fallback)."""
+        defaults, held = self._defaults(values)
+        cell = make_cell(**{**defaults, **values})
+        return Completed(
+            cell=cell,
+            options=options_for(cell, self.drive_options),
+            held=(*held, *held_options(cell, self.drive_options)),
+        )
 
     def cell(self, **values: Any) -> Cell:
         """The policy's own cell for a workload: ``policy.cell(workload="dd", dd_mib=64)``."""
-        return make_cell(**{**self.defaults_for(values), **values})
+        return self.complete(values).cell
+
+    def own_refusal(self) -> str | None:
+        """Why the policy's own cell cannot take one of its values (the policy is invalid in
+        itself), or None."""
+        own = self.complete({"workload": "dd", "dd_mib": 2})
+        for held in own.held:
+            drive = held.key in DRIVE_FALLBACK
+            # the cell keeps the fallback, and its other axes still refuse the policy's value
+            refusal = (
+                drive_refusal(held.key, held.value, own.cell) if drive else option_refusal(held.key, own.cell)
+            )
+            fix = f": {refusal.fix}" if refusal is not None else ""
+            return (
+                f"{'[drive]' if drive else '[drive.options]'} {held.setting} cannot apply to the policy's "
+                f"own cell ({held.axis}): {held.why}{fix}"
+            )
+        return None
 
     def as_dict(self) -> dict[str, Any]:
         """What a record's subject says of the policy."""
@@ -232,10 +385,30 @@ def parse_policy(text: str, *, source: str = POLICY_FILE) -> Policy:
         text=text,
     )
     try:
-        policy.cell(workload="dd", dd_mib=2)
+        refusal = policy.own_refusal()
     except SpecError as exc:
         raise SpecError(f"{source}: {exc.message}") from None
+    if refusal is not None:
+        raise SpecError(f"{source}: {refusal}")
     return policy
+
+
+def check_reach(policy: Policy, held: Sequence[Sequence[Held]], where: str) -> None:
+    """Refuse a policy value that none of the cells of ``where`` takes (``held``: each cell's).
+
+    A spec under which the policy's value reaches no cell would measure the policy without it:
+    exit 2, naming the value, the cells' axis and the rule.
+    """
+    if not held:
+        return
+    for first in held[0]:
+        everywhere = [next((h for h in cell if h.setting == first.setting), None) for cell in held]
+        if all(h is not None for h in everywhere):
+            axes = sorted({h.axis for h in everywhere if h is not None})
+            raise SpecError(
+                f"{policy.source}: {first.setting} reaches no cell of {where} (every cell has "
+                f"{' or '.join(axes)}: {first.why}): add a cell that takes it, or drop it from the policy"
+            )
 
 
 def load_policy(path: Path) -> Policy:
@@ -299,6 +472,11 @@ def _check_throttling(options: Mapping[str, str], source: str) -> None:
         return int(options.get(f"throttling.{name}", "0"))
 
     where = f"{source}: [drive.options]"
+    if value("iops-size") and not any(value(f"iops-{op}") for op in ("total", "read", "write")):
+        # QEMU: "iops size requires an iops value to be set"
+        raise SpecError(
+            f"{where} throttling.iops-size needs an iops limit: set throttling.iops-total, -read or -write"
+        )
     for kind in ("bps", "iops"):
         for suffix in ("", "-max"):
             total = value(f"{kind}-total{suffix}")

@@ -42,7 +42,7 @@ shown before a run), :mod:`~harness.sweep.rounds` (the order of samples in
 rounds) and :mod:`~harness.sweep.running` (records and the loop).
 """
 
-from harness.record import scan_records
+from harness.record import scan_records, sweep_dir
 from harness.sweep.planning import (
     MIB,
     PREALLOCATED,
@@ -75,7 +75,6 @@ from harness.sweep.running import (
     run_sweep,
     set_aside,
     set_corrupt_aside,
-    sweep_dir,
 )
 from harness.sweep.specfile import (
     AXES,

@@ -15,7 +15,6 @@ from pathlib import Path
 
 from harness.errors import ImageError, SpecError
 from harness.spec import Cell, Format, format_size
-from harness.subject.binaries import QEMU_IMG
 
 # the least guest RAM the guest boots with: with 96 MiB its kernel panics
 # unpacking the initramfs; 128 MiB boots and runs dd
@@ -66,7 +65,7 @@ def check_images(
     cells: Sequence[Cell],
     work_dir: Path,
     *,
-    qemu_img: str = QEMU_IMG,
+    qemu_img: str,
     max_disk_bytes: int = MAX_DISK_BYTES,
 ) -> None:
     """Every image size within qemu-img's limits, the work dir's filesystem and ``max_disk_bytes``

@@ -21,13 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UsageError
-from harness.files import write_json_atomic
-from harness.record import load_record, store
+from harness.record import Record, RecordDir, load_record, store
 from harness.record.identity import describe_identity, identity_slug, merge_identity
 
 
-def ok_samples(record: dict[str, Any]) -> int:
-    return sum(1 for s in record.get("samples", []) if s.get("status") == "ok")
+def ok_samples(record: Record) -> int:
+    return record.ok_samples
 
 
 @dataclass
@@ -62,7 +61,7 @@ def merge_dirs(
     if out_dir.is_dir() and any(out_dir.rglob("*.json")):
         raise UsageError(f"merge: --out {out_dir} holds records already: pass an empty or new directory")
 
-    loaded: list[tuple[Path, Path, dict[str, Any]]] = []
+    loaded: list[tuple[Path, Path, Record]] = []
     for directory in dirs:
         files = _record_files(directory)
         if not files:
@@ -90,20 +89,20 @@ def merge_dirs(
         log(f"merge: WARNING: MIXED records, kept apart per identity under {out_dir}/<identity>/: {sides}")
 
     # per identity, per cell: the record with the most ok samples (then the most samples)
-    chosen: dict[tuple[str, str], tuple[Path, Path, dict[str, Any]]] = {}
+    chosen: dict[tuple[str, str], tuple[Path, Path, Record]] = {}
     result = MergeResult(out_dir=out_dir, mixed=mixed)
     for directory, path, record in loaded:
         slug = identity_slug(merge_identity(record))
-        key = (slug, str(record["cell"].get("id", path.stem)))
+        key = (slug, record.cell_id)
         if key not in chosen:
             chosen[key] = (directory, path, record)
             continue
         _, kept_path, kept = chosen[key]
-        better = (ok_samples(record), len(record["samples"])) > (ok_samples(kept), len(kept["samples"]))
+        better = (ok_samples(record), len(record.samples)) > (ok_samples(kept), len(kept.samples))
         winner, loser = ((path, record), (kept_path, kept)) if better else ((kept_path, kept), (path, record))
         note = (
             f"duplicate cell {key[1]}: kept {winner[0]} ({ok_samples(winner[1])} ok of "
-            f"{len(winner[1]['samples'])}) over {loser[0]} ({ok_samples(loser[1])} ok of {len(loser[1]['samples'])})"
+            f"{len(winner[1].samples)}) over {loser[0]} ({ok_samples(loser[1])} ok of {len(loser[1].samples)})"
         )
         result.notes.append(note)
         log(f"merge: {note}")
@@ -111,28 +110,29 @@ def merge_dirs(
             chosen[key] = (directory, path, record)
 
     for (slug, cell_id), (directory, _path, record) in sorted(chosen.items()):
-        target_dir = out_dir / slug if mixed else out_dir
-        _copy_logs(directory, cell_id, target_dir, record)
-        dest = target_dir / f"{cell_id}.json"
-        write_json_atomic(dest, record)
+        target = RecordDir.flat(out_dir / slug if mixed else out_dir)
+        record = _copy_logs(RecordDir.flat(directory), cell_id, target, record)
+        dest = target.path(cell_id)
+        store.write_record(dest, record)
         result.written.append(dest)
         result.groups[slug] = result.groups.get(slug, 0) + 1
     return result
 
 
-def _copy_logs(directory: Path, cell_id: str, target_dir: Path, record: dict[str, Any]) -> None:
-    """Bring a cell's logs along (a sweep dir keeps them in ``logs/CELL_ID``) and point the record at them."""
-    source = directory / "logs" / cell_id
+def _copy_logs(source_dir: RecordDir, cell_id: str, target: RecordDir, record: Record) -> Record:
+    """Bring a cell's logs along (a sweep dir keeps them in ``logs/CELL_ID``); the record pointing
+    at them."""
+    source = source_dir.log_root(cell_id)
     if not source.is_dir():
-        return
-    dest = target_dir / "logs" / cell_id
+        return record
+    dest = target.log_root(cell_id)
     if dest.exists():
         shutil.rmtree(dest)
     shutil.copytree(source, dest)
     marker = f"/logs/{cell_id}/"
-    for sample in record.get("samples", []):
-        logs = sample.get("logs", {})
-        for key, value in logs.items():
-            # the paths are the runner's; the part after logs/CELL_ID/ is the same here
-            if isinstance(value, str) and marker in value:
-                logs[key] = str(dest / value.split(marker, 1)[1])
+
+    def moved(value: str) -> str:
+        # the paths are the runner's; the part after logs/CELL_ID/ is the same here
+        return str(dest / value.split(marker, 1)[1]) if marker in value else value
+
+    return record.with_log_paths(moved)

@@ -22,7 +22,7 @@ from harness.spec import (
     Format,
     split_list,
 )
-from harness.subject.binaries import ON_PATH, QEMU_IMG, Binaries
+from harness.subject.binaries import Binaries
 from harness.sweep.specfile import Excluded, Plan
 from harness.untrusted import clean_line
 
@@ -199,7 +199,7 @@ def image_need_bytes(cell: Cell, measure: Measure) -> int:
 LUKS_HEADER_BYTES = 4 * MIB
 
 
-def measure_image(cell: Cell, *, qemu_img: str = QEMU_IMG) -> Measure:
+def measure_image(cell: Cell, *, qemu_img: str) -> Measure:
     """``qemu-img measure`` for the image ``cell`` would create.
 
     An encrypted image is measured without its encryption plus :data:`LUKS_HEADER_BYTES`:
@@ -239,10 +239,8 @@ def free_bytes(path: Path) -> int:
     return st.f_bavail * st.f_frsize
 
 
-def largest_image(
-    cells: Iterable[Cell], measure: Callable[[Cell], Measure] = measure_image
-) -> tuple[Cell, int]:
-    """The cell whose image can take the most host space, and that figure."""
+def largest_image(cells: Iterable[Cell], measure: Callable[[Cell], Measure]) -> tuple[Cell, int]:
+    """The cell whose image can take the most host space (``measure`` says what each takes), and that figure."""
     cache: dict[tuple[str, ...], Measure] = {}
     best: tuple[Cell, int] | None = None
     for cell in cells:
@@ -257,7 +255,7 @@ def largest_image(
     return best
 
 
-def check_free_space(work_dir: Path, cells: Sequence[Cell], *, qemu_img: str = QEMU_IMG) -> str:
+def check_free_space(work_dir: Path, cells: Sequence[Cell], *, qemu_img: str) -> str:
     """Refuse to start when the work dir cannot hold the largest image (``qemu_img`` measures it);
     say the figures.
 
@@ -280,7 +278,7 @@ def _gib(n: int) -> str:
 
 
 def drop_unsupported(
-    cells: Sequence[Cell], work_dir: Path, binaries: Binaries = ON_PATH
+    cells: Sequence[Cell], work_dir: Path, binaries: Binaries
 ) -> tuple[list[Cell], list[tuple[str, str]]]:
     """Leave out cells ``binaries`` cannot run here (io_uring, native aio, encryption), with the reason.
 
@@ -342,6 +340,12 @@ def describe_plan(
         by_reason.setdefault(ex.reason, []).append(ex)
     for reason, items in by_reason.items():
         lines.append(f"  excluded {_common_label(items)}: {reason}")
+    held: dict[tuple[str, str, str, str], int] = {}
+    for _, h in plan.held:
+        key = (h.setting, h.keeps, h.axis, h.why)
+        held[key] = held.get(key, 0) + 1
+    for (setting, keeps, axis, why), count in held.items():
+        lines.append(f"  keeps {keeps}, not the policy's {setting}, in the {axis} cells ({count}): {why}")
     todo_cells = [c for c in cells if min(recorded.get(c.id, 0), repeat) < repeat]
     builds, build_s = estimate_builds_s(todo_cells, accel=accel, start=start)
     seconds += build_s

@@ -6,33 +6,36 @@ nothing has been built, booted or created when it does.
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Sequence
 from pathlib import Path
 
 from harness.errors import SpecError
 from harness.spec import Cell, Workload
-from harness.subject.binaries import QEMU_IMG
 from harness.sweep import limits
+
+if typing.TYPE_CHECKING:
+    from harness.rounds.session import MachineOptions
 
 
 def check_numbers(
     cells: Sequence[Cell],
+    machine: MachineOptions,
     *,
-    work_dir: Path,
-    boot_timeout_s: float | None,
-    workload_timeout_s: float,
+    max_disk_bytes: int,
     mem_mib: int | None = None,
     smp: int | None = None,
-    qemu_img: str = QEMU_IMG,
-    max_disk_bytes: int = limits.MAX_DISK_BYTES,
 ) -> None:
-    """Every numeric flag and image size (see :mod:`harness.sweep.limits`, measured with ``qemu_img``,
-    none over ``max_disk_bytes``); the guest's size if given."""
+    """Every numeric flag and image size (see :mod:`harness.sweep.limits`, measured with the
+    machine's qemu-img, none over ``max_disk_bytes``); the machine's deadlines; the guest's size
+    if given."""
     if mem_mib is not None or smp is not None:
         limits.check_guest(mem_mib=256 if mem_mib is None else mem_mib, smp=1 if smp is None else smp)
-    limits.check_deadline("--boot-timeout-s", boot_timeout_s)
-    limits.check_deadline("--workload-timeout-s", workload_timeout_s, none_ok=False)
-    limits.check_images(cells, work_dir, qemu_img=qemu_img, max_disk_bytes=max_disk_bytes)
+    limits.check_deadline("--boot-timeout-s", machine.boot_timeout_s)
+    limits.check_deadline("--workload-timeout-s", machine.workload_timeout_s, none_ok=False)
+    limits.check_images(
+        cells, machine.work_dir, qemu_img=machine.binaries.qemu_img, max_disk_bytes=max_disk_bytes
+    )
 
 
 def check_tools(cells: Sequence[Cell], recipe_dir: Path | None = None) -> None:

@@ -8,11 +8,10 @@ import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from harness.errors import InfraError, RecordError, WorkDirFull
-from harness.files import write_json_atomic, write_text_atomic
-from harness.record import load_record, scan_records
+from harness.files import write_text_atomic
+from harness.record import Record, RecordDir, Sample, load_record, scan_records, sweep_records, write_record
 from harness.spec import Cell
 from harness.sweep.planning import estimate_sample_s
 from harness.sweep.rounds import rounds
@@ -25,47 +24,39 @@ if typing.TYPE_CHECKING:
 # -- records: the checkpoint ------------------------------------------------------
 
 
-def sweep_dir(results_dir: Path, name: str) -> Path:
-    return results_dir / "sweeps" / name
-
-
-def set_aside(
-    directory: Path, fingerprint: str, fingerprint_of: Callable[[dict[str, Any]], str]
-) -> list[Path]:
+def set_aside(directory: Path, fingerprint: str, fingerprint_of: Callable[[Record], str]) -> list[Path]:
     """Move records of another machine or subject (and their logs) out of the way.
 
     They go to ``DIR/previous/FINGERPRINT/`` with their log paths rewritten:
     kept for reading, never resumed from or mixed into this sweep's table.
     Returns where they went.
     """
+    here = RecordDir.flat(directory)
     moved: list[Path] = []
-    for cell_id, (path, record) in scan_records(directory).items():
+    for cell_id, record in scan_records(directory).items():
         theirs = fingerprint_of(record)
         if theirs == fingerprint:
             continue
-        dest_dir = directory / "previous" / theirs
-        old_logs = directory / "logs" / cell_id
-        new_logs = dest_dir / "logs" / cell_id
+        there = here.previous(theirs)
+        old_logs = here.log_root(cell_id)
+        new_logs = there.log_root(cell_id)
         if old_logs.exists():
             new_logs.parent.mkdir(parents=True, exist_ok=True)
             if new_logs.exists():
                 shutil.rmtree(new_logs)
             shutil.move(old_logs, new_logs)
-            _rewrite_log_paths(record, old_logs, new_logs)
-        dest = dest_dir / path.name
-        write_json_atomic(dest, record)
-        path.unlink()
+            record = record.with_log_paths(_moved(old_logs, new_logs))
+        assert record.path is not None  # scanned from a file
+        dest = there.directory / record.path.name
+        write_record(dest, record)
+        record.path.unlink()
         moved.append(dest)
     return moved
 
 
-def _rewrite_log_paths(record: dict[str, Any], old: Path, new: Path) -> None:
+def _moved(old: Path, new: Path) -> Callable[[str], str]:
     prefix = str(old)
-    for sample in record.get("samples", []):
-        logs = sample.get("logs", {})
-        for key, value in logs.items():
-            if isinstance(value, str) and value.startswith(prefix):
-                logs[key] = str(new) + value[len(prefix) :]
+    return lambda value: str(new) + value[len(prefix) :] if value.startswith(prefix) else value
 
 
 CORRUPT_DIR = Path("previous") / "corrupt"
@@ -112,8 +103,7 @@ def recorded_samples(directory: Path, *, keep_failures: bool) -> dict[str, int]:
             record = load_record(path)
         except RecordError:
             continue
-        cell_id = str(record["cell"].get("id", path.stem))
-        counts[cell_id] = sum(1 for s in record["samples"] if keep_failures or s.get("status") == "ok")
+        counts[record.cell_id] = sum(1 for s in record.samples if keep_failures or s.ok)
     return counts
 
 
@@ -127,51 +117,46 @@ def clean_stale_temp_files(directory: Path) -> None:
 # -- the loop ---------------------------------------------------------------------
 
 
-def set_failures_aside(record: dict[str, Any]) -> int:
-    """Move a record's failed samples to its ``retried`` list, so a resume runs them again.
+def set_failures_aside(record: Record) -> tuple[Record, int]:
+    """``record`` with its failed samples moved to its ``retried`` list, so a resume runs them
+    again, and how many were moved.
 
     Their reasons and logs stay in the record as evidence; the good samples
-    stay where they are.  Returns how many were moved.
+    stay where they are.
     """
-    failed = [s for s in record["samples"] if s.get("status") != "ok"]
-    if failed:
-        record.setdefault("retried", []).extend(failed)
-        record["samples"] = [s for s in record["samples"] if s.get("status") == "ok"]
-    return len(failed)
+    return record.with_failures_aside()
 
 
 def _plural(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
-def work_dir_full(sample: dict[str, Any]) -> bool:
+def work_dir_full(sample: Sample) -> bool:
     """Whether a failed sample failed because the work dir is full (QEMU's ENOSPC, qemu-img's)."""
-    if sample.get("status") == "ok":
+    if sample.ok:
         return False
-    return sample.get("error_type") == "WorkDirFull" or "No space left on device" in str(
-        sample.get("reason", "")
-    )
+    return sample.error_type == "WorkDirFull" or "No space left on device" in str(sample.reason or "")
 
 
 @dataclass(frozen=True)
 class SweepResult:
     directory: Path
-    records: list[dict[str, Any]]
+    records: list[Record]
     skipped_samples: int
     ran_samples: int
     set_aside: list[Path]
 
     @property
     def total_samples(self) -> int:
-        return sum(len(r["samples"]) for r in self.records)
+        return sum(len(r.samples) for r in self.records)
 
     @property
     def failed_samples(self) -> int:
-        return sum(1 for r in self.records for s in r["samples"] if s.get("status") != "ok")
+        return sum(len(r.failed) for r in self.records)
 
     @property
     def failed_cells(self) -> list[str]:
-        return [r["cell"]["id"] for r in self.records if any(s.get("status") != "ok" for s in r["samples"])]
+        return [r.cell_id for r in self.records if r.failed]
 
 
 def run_sweep(
@@ -194,7 +179,8 @@ def run_sweep(
     """
     from harness.record import record_fingerprint
 
-    directory = sweep_dir(results_dir, name)
+    where = sweep_records(results_dir, name)
+    directory = where.directory
     clean_stale_temp_files(directory)
     for dest, why in set_corrupt_aside(directory):
         progress.note(f"set aside a record that cannot be read: {dest} ({why}); its cell runs again")
@@ -202,20 +188,21 @@ def run_sweep(
     for dest in moved:
         progress.note(f"set aside a record of another machine or subject: {dest}")
     found = scan_records(directory)
-    records: dict[str, dict[str, Any]] = {}
+    records: dict[str, Record] = {}
     done = 0
     retried = 0
     for cell in cells:
         if cell.id in found:
-            _path, record = found[cell.id]
+            record = found[cell.id]
             if retry_failures:
-                retried += set_failures_aside(record)
+                record, moved_samples = set_failures_aside(record)
+                retried += moved_samples
             records[cell.id] = record
-            done += min(len(record["samples"]), repeat)
+            done += min(len(record.samples), repeat)
     total = len(cells) * repeat
     # one more sample for each cell per round, the cells in their order (numbered for
     # the progress lines): a resume takes what the records lack in the order of a first run
-    recorded = {cell_id: len(record["samples"]) for cell_id, record in records.items()}
+    recorded = {cell_id: len(record.samples) for cell_id, record in records.items()}
     numbered = list(enumerate(cells, start=1))
     turns = list(
         rounds(
@@ -243,9 +230,9 @@ def run_sweep(
     for turn in turns:
         (number, cell), round_number = turn.cell, turn.round
         existing = records.get(cell.id)
-        if existing is not None and len(existing["samples"]) >= round_number:
+        if existing is not None and len(existing.samples) >= round_number:
             continue  # a cell listed twice: its first turn of the round took the sample
-        path = directory / f"{cell.id}.json"
+        path = where.path(cell.id)
         label = (
             f"[round {round_number}/{repeat}, cell {number}/{len(cells)}] "
             if repeat > 1
@@ -256,9 +243,8 @@ def run_sweep(
         try:
             _, record = turn.side.run_cell(
                 cell,
-                path=path,
+                where=where,
                 existing=existing,
-                log_root=directory / "logs" / cell.id,
                 progress=progress.note,
                 label=label,
                 of=repeat,
@@ -268,13 +254,12 @@ def run_sweep(
             raise InfraError(f"cannot write the record {path}: {exc.strerror or exc}") from exc
         records[cell.id] = record
         ran += 1
-        last = record["samples"][-1]
-        ok = last.get("status") == "ok"
-        progress.end(cell.id, time.monotonic() - t0, ok=ok, kind=cell.workload.slug)
+        last = record.samples[-1]
+        progress.end(cell.id, time.monotonic() - t0, ok=last.ok, kind=cell.workload.slug)
         if work_dir_full(last):
             progress.finish()
             raise WorkDirFull(
-                f"stopping the sweep: {last.get('reason', 'the work dir is full')}; "
+                f"stopping the sweep: {'the work dir is full' if last.reason is None else last.reason}; "
                 f"every later sample would fail the same way. {len(records)} record(s) "
                 f"kept in {directory}: free some space or pass --work-dir on a larger disk, "
                 "then run the same command to resume"

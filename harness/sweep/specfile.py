@@ -25,7 +25,7 @@ from harness.spec import (
     make_cell,
     parse_size,
 )
-from harness.subject.policy import Policy
+from harness.subject.policy import Held, Policy, check_reach
 from harness.untrusted import toml_loads
 from harness.workloads import registry
 
@@ -85,6 +85,8 @@ class Plan:
     spec: SweepSpec
     cells: tuple[Cell, ...]
     excluded: tuple[Excluded, ...]
+    #: (cell id, a value of the policy the cell cannot take and keeps its fallback for)
+    held: tuple[tuple[str, Held], ...] = ()
 
 
 def canonical(key: str, value: Any) -> Any:
@@ -416,17 +418,19 @@ def expand_spec(spec: SweepSpec, *, policy: Policy | None = None) -> Plan:
     """Every combination of the axes, in spec order; exclusions kept with their reasons.
 
     With ``policy``, what the spec leaves unset comes from the policy (see
-    :mod:`harness.subject.policy` for which of its values apply to which cells).
+    :mod:`harness.subject.policy` for which of its values apply to which cells): a cell that
+    cannot take one of its drive values keeps the fallback (``Plan.held`` says which), and a
+    value that no cell takes is refused.
     """
     names = list(spec.axes)
     cells: dict[str, Cell] = {}
+    held: dict[str, tuple[Held, ...]] = {}
     excluded: list[Excluded] = []
     used = [False] * len(spec.excludes)
     for combo in itertools.product(*(spec.axes[n] for n in names)):
         shown = dict(zip(names, combo, strict=True))
-        values = {**spec.params, **shown}
-        if policy is not None:
-            values = {**policy.defaults_for(values), **values}
+        own = {**spec.params, **shown}
+        values = own if policy is None else {**policy.defaults_for(own), **own}
         hit = next((i for i, ex in enumerate(spec.excludes) if ex.matches(values)), None)
         if hit is not None:
             used[hit] = True
@@ -434,7 +438,12 @@ def expand_spec(spec: SweepSpec, *, policy: Policy | None = None) -> Plan:
             excluded.append(Excluded(shown, f"{ex.reason} ({spec.source}:{ex.line})"))
             continue
         try:
-            cell = make_cell(**values)
+            if policy is None:
+                cell = make_cell(**values)
+            else:
+                done = policy.complete(own)
+                cell = done.cell
+                held.setdefault(cell.id, done.held)
         except SpecError as exc:
             excluded.append(Excluded(shown, exc.message))
             continue
@@ -445,4 +454,11 @@ def expand_spec(spec: SweepSpec, *, policy: Policy | None = None) -> Plan:
     if not cells:
         first = excluded[0].reason if excluded else "no axis value"
         raise SpecError(f"{spec.source}: every combination is excluded, so nothing would run: {first}")
-    return Plan(spec=spec, cells=tuple(cells.values()), excluded=tuple(excluded))
+    if policy is not None:
+        check_reach(policy, list(held.values()), spec.source)
+    return Plan(
+        spec=spec,
+        cells=tuple(cells.values()),
+        excluded=tuple(excluded),
+        held=tuple((cell_id, h) for cell_id, items in held.items() for h in items),
+    )

@@ -49,5 +49,5 @@ def test_a_second_sweep_into_the_same_dirs_is_refused_and_the_first_loses_nothin
         kill_all(procs)
     records = [load_record(p) for p in sorted(directory.glob("*.json"))]
     assert len(records) == 2
-    assert all(len(r["samples"]) == 1 and r["samples"][0]["status"] == "ok" for r in records)
+    assert all(len(r.samples) == 1 and r.samples[0].status == "ok" for r in records)
     assert "2 samples run, 0 resumed" in (tmp_path / "first.log").read_text()

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 from faultkit import run_diskbench
 
-from harness.files import write_json_atomic
-from harness.record import load_record, new_record
+from harness.record import Record, Sample, load_record, new_record, write_record
 from harness.spec import make_cell
 
 pytestmark = [pytest.mark.integration]
@@ -26,12 +25,13 @@ MACHINE = {
 SPEC = '[axes]\nformat = ["raw", "qcow2"]\n\n[params]\nworkload = "dd"\ndd_mib = 16\nsize = "256M"\n'
 
 
-def good_record(fmt: str) -> dict[str, object]:
+def good_record(fmt: str) -> Record:
     cell = make_cell(format=fmt, workload="dd", dd_mib=16, size="256M")
     record = new_record(
         cell=cell.as_dict(), machine=MACHINE, subject={}, vm={"mem_mib": 256, "smp": 1}, run_id="r"
     )
-    record["samples"] = [{"index": i, "status": "ok", "metrics": {"total_s": 2.0 + i / 10}} for i in range(3)]
+    for i in range(3):
+        record = record.with_sample(Sample(index=i, status="ok", metrics={"total_s": 2.0 + i / 10}))
     return record
 
 
@@ -99,9 +99,9 @@ def test_a_corrupt_record_stops_every_reader_with_one_line_and_exit_2(tmp_path: 
     other = tmp_path / "other"
     for fmt in ("raw", "qcow2"):
         record = good_record(fmt)
-        cell_id = record["cell"]["id"]  # type: ignore[index]
-        write_json_atomic(sweep_dir / f"{cell_id}.json", record)
-        write_json_atomic(other / f"{cell_id}.json", record)
+        cell_id = record.cell_id
+        write_record(sweep_dir / f"{cell_id}.json", record)
+        write_record(other / f"{cell_id}.json", record)
     bad, good = sorted(sweep_dir.glob("*.json"))
     good_bytes = good.read_bytes()
     message = damage(bad, case)
@@ -115,7 +115,7 @@ def test_a_corrupt_record_stops_every_reader_with_one_line_and_exit_2(tmp_path: 
         errors = [line for line in done.stderr.splitlines() if line.startswith("diskbench: error:")]
         assert len(errors) == 1 and str(bad) in errors[0] and message in errors[0], (command, done.stderr)
         assert "Traceback" not in done.stderr + done.stdout
-        assert good.read_bytes() == good_bytes and load_record(good)["samples"][0]["status"] == "ok"
+        assert good.read_bytes() == good_bytes and load_record(good).samples[0].status == "ok"
     assert not (tmp_path / "merged").exists() or not list((tmp_path / "merged").rglob("*.json"))
     # a dry run of the sweep names the record it would set aside, and moves nothing
     done = run_diskbench(*sweep_argv(tmp_path, "--dry-run"), timeout_s=120)
@@ -131,9 +131,9 @@ def test_a_sweep_that_resumes_sets_a_corrupt_record_aside_with_a_note_and_runs_i
 ) -> None:
     sweep_dir = tmp_path / "results" / "sweeps" / "c"
     record = good_record("raw")
-    cell_id = str(record["cell"]["id"])  # type: ignore[index]
+    cell_id = record.cell_id
     bad = sweep_dir / f"{cell_id}.json"
-    write_json_atomic(bad, record)
+    write_record(bad, record)
     message = damage(bad, "truncated")
     done = run_diskbench(*sweep_argv(tmp_path, "--only", "raw-*", "--repeat", "1"), timeout_s=600)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -145,4 +145,4 @@ def test_a_sweep_that_resumes_sets_a_corrupt_record_aside_with_a_note_and_runs_i
     assert f"set aside a record that cannot be read: {aside[0]}" in done.stderr
     # the cell ran again into a new record, its one sample ok
     fresh = load_record(bad)
-    assert [s["status"] for s in fresh["samples"]] == ["ok"]
+    assert [s.status for s in fresh.samples] == ["ok"]

@@ -71,9 +71,9 @@ def test_a_full_work_dir_fails_the_sample_at_once_and_stops_the_sweep(
     assert not wait_gone(procs), "a child outlived the sweep"
     for name, data in kept.items():
         assert (directory / name).read_bytes() == data, f"{name} changed"
-        assert load_record(directory / name)["samples"][0]["status"] == "ok"
+        assert load_record(directory / name).samples[0].status == "ok"
     failed = [load_record(p) for p in directory.glob("*.json") if p.name not in kept]
     assert len(failed) == 1, "the sample in flight is recorded, and no later one ran"
-    (sample,) = failed[0]["samples"]
-    assert sample["status"] == "error"
-    assert "No space left on device" in sample["reason"]
+    (sample,) = failed[0].samples
+    assert sample.status == "error"
+    assert "No space left on device" in str(sample.reason)

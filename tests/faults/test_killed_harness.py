@@ -74,7 +74,7 @@ def test_qemu_img_dies_with_a_killed_harness_and_earlier_records_stay(
     assert len(kept) == 1
     for name, data in kept.items():
         assert (directory / name).read_bytes() == data
-        assert load_record(directory / name)["samples"][0]["status"] == "ok"
+        assert load_record(directory / name).samples[0].status == "ok"
     # the half-made image of the dead run goes at the next start
     leftovers = [p for p in disk_dir.glob(f"*.{sweep.pid}.qcow2")]
     removed = clean_dead_runs(disk_dir)

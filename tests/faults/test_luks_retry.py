@@ -10,6 +10,7 @@ import pytest
 from harness.errors import ImageError
 from harness.sample import images
 from harness.spec import make_cell
+from harness.subject.binaries import QEMU_IMG
 from harness.sweep import measure_image
 from harness.sweep.planning import LUKS_HEADER_BYTES
 
@@ -92,7 +93,8 @@ def test_measuring_a_luks_image_derives_no_key(tmp_path: Path, qemu_reachable_di
     for _ in range(images.LUKS_CREATE_TRIES * 2):
         try:
             real_luks = measure_image(
-                make_cell(format="qcow2", encrypt="luks", size="128M", workload="dd", dd_mib=16)
+                make_cell(format="qcow2", encrypt="luks", size="128M", workload="dd", dd_mib=16),
+                qemu_img=QEMU_IMG,
             )
         except ImageError:
             continue

@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 from faultkit import run_diskbench
 
-from harness.files import write_json_atomic
-from harness.record import new_record
+from harness.record import new_record, write_record
 from harness.spec import make_cell
 
 pytestmark = [pytest.mark.integration]
@@ -31,7 +30,7 @@ def test_a_bad_number_creates_nothing(tmp_path: Path, flags: list[str], message:
     record = new_record(
         cell=make_cell(workload="dd").as_dict(), machine={}, subject={}, vm={}, run_id="earlier"
     )
-    write_json_atomic(earlier, record)
+    write_record(earlier, record)
     before = earlier.read_bytes()
     done = run_diskbench(*RUN, *flags, "--work-dir", str(work), "--results-dir", str(results), timeout_s=120)
     print(f"numeric flag {' '.join(flags)}: exit {done.returncode} in {done.wall_s:.2f} s")

@@ -40,10 +40,11 @@ def test_a_vanished_image_is_the_samples_failure_not_the_sweeps(
     out = (tmp_path / "sweep.log").read_text()
     assert sweep.returncode == 3, out[-3000:]
     assert "cannot write the record" not in out and "Traceback" not in out
-    records = {r["cell"]["drive"]["interface"]: r for r in map(load_record, directory.glob("*.json"))}
+    records = {r.cell.get("drive")["interface"]: r for r in map(load_record, directory.glob("*.json"))}
     assert set(records) == {"virtio-blk", "ide"}, "the sweep went on to the next cell"
-    (failed,) = records["virtio-blk"]["samples"]
-    assert failed["status"] == "error"
-    assert str(image) in failed["reason"] or "No such file" in failed["reason"], failed["reason"]
-    assert records["ide"]["samples"][0]["status"] == "ok"
+    (failed,) = records["virtio-blk"].samples
+    assert failed.status == "error"
+    reason = str(failed.reason)
+    assert str(image) in reason or "No such file" in reason, reason
+    assert records["ide"].samples[0].status == "ok"
     assert "1 of 2 samples failed" in out

@@ -11,7 +11,9 @@ from gitrepo import git
 
 from harness.bisect import STATE_FILE, Outcome, run_bisect
 from harness.compare import Settings
-from harness.gate import GateOptions, parse_gate_spec, settings_for
+from harness.gate import GateAsked, GateOptions, parse_gate_spec, settings_for
+from harness.rounds.session import MachineOptions
+from harness.subject.binaries import Binaries
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
 
@@ -68,13 +70,15 @@ def test_bisect_names_the_commit_that_throttles_the_policy(
     lines: list[str] = []
     result = run_bisect(
         repo=repo,
-        good="good",
-        bad="bad",
+        ends=("good", "bad"),
         spec=spec,
         settings=settings_for(spec, Settings()),
-        options=GateOptions.decide(spec, seed=3, canary=False, accel="tcg"),
+        options=GateOptions.decide(
+            spec,
+            MachineOptions(binaries=Binaries.on_path(), work_dir=disk_dir, results_dir=out, accel="tcg"),
+            GateAsked(seed=3, canary=False),
+        ),
         out_dir=out,
-        work_dir=disk_dir,
         progress=lines.append,
     )
     print("\n".join(lines))

@@ -18,10 +18,11 @@ import pytest
 from harness.errors import ImageError, VMBootError
 from harness.host import confine
 from harness.record import load_record
-from harness.rounds.session import run_cells
+from harness.rounds.session import MachineOptions, SessionOptions, run_cells
 from harness.sample import images
 from harness.sample.vm import Drive, Machine, VMConfig
 from harness.spec import make_cell
+from harness.subject.binaries import QEMU, QEMU_IMG, Binaries
 
 pytestmark = [
     pytest.mark.integration,
@@ -42,9 +43,12 @@ def test_qemu_runs_as_the_unprivileged_account_with_the_full_sandbox(
     assert account.name == confine.ACCOUNT and account.uid != 0
     disk_dir.mkdir(parents=True, exist_ok=True)
     image = disk_dir / "disk.qcow2"
-    images.create(image, make_cell(format="qcow2", workload="dd", dd_mib=8, size="256M").image)
+    images.create(
+        image, make_cell(format="qcow2", workload="dd", dd_mib=8, size="256M").image, qemu_img=QEMU_IMG
+    )
     assert image.stat().st_uid == account.uid, "qemu-img created the image as the account"
     config = VMConfig(
+        qemu=QEMU,
         kernel=guest.kernel,
         initrd=guest.initrd,
         append=["diskbench.workload=sleep"],
@@ -82,7 +86,9 @@ def test_a_backing_file_that_got_past_the_parser_cannot_be_opened(
 ) -> None:
     disk_dir.mkdir(parents=True, exist_ok=True)
     image = disk_dir / "disk.qcow2"
-    images.create(image, make_cell(format="qcow2", workload="dd", dd_mib=8, size="256M").image)
+    images.create(
+        image, make_cell(format="qcow2", workload="dd", dd_mib=8, size="256M").image, qemu_img=QEMU_IMG
+    )
     # the options of the attack, handed to QEMU as if no allowlist existed
     options = (
         ("backing.driver", "raw"),
@@ -90,6 +96,7 @@ def test_a_backing_file_that_got_past_the_parser_cannot_be_opened(
         ("backing.file.filename", hostile),
     )
     config = VMConfig(
+        qemu=QEMU,
         kernel=guest.kernel,
         initrd=guest.initrd,
         append=["diskbench.workload=sleep"],
@@ -105,11 +112,22 @@ def test_the_record_says_who_ran_qemu_and_with_which_sandbox(
 ) -> None:
     cell = make_cell(format="raw", workload="dd", dd_mib=8, size="256M")
     result = run_cells(
-        [cell], repeat=1, work_dir=disk_dir, results_dir=tmp_path / "results", guest=guest, accel="tcg"
+        [cell],
+        SessionOptions(
+            MachineOptions(
+                binaries=Binaries.on_path(),
+                work_dir=disk_dir,
+                results_dir=tmp_path / "results",
+                accel="tcg",
+                start="cold",
+            ),
+            repeat=1,
+        ),
+        guest=guest,
     )
     record = load_record(next(result.run_dir.glob("*.json")))
-    assert record["samples"][0]["status"] == "ok", record["samples"][0].get("reason")
-    assert record["vm"]["confinement"] == {
+    assert record.samples[0].status == "ok", record.samples[0].reason
+    assert record.vm.get("confinement") == {
         "user": confine.ACCOUNT,
         "uid": confine.account().uid,
         "runs": ["qemu-system", "qemu-img"],

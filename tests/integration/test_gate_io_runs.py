@@ -9,7 +9,9 @@ import pytest
 
 from harness.compare import Settings
 from harness.errors import ExitCode
-from harness.gate import SubjectSource, parse_gate_spec, run_gate, settings_for
+from harness.gate import GateAsked, GateOptions, SubjectSource, parse_gate_spec, run_gate, settings_for
+from harness.rounds.session import MachineOptions
+from harness.subject.binaries import Binaries
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
 
@@ -39,15 +41,17 @@ def test_a_writethrough_head_is_not_inconclusive_and_the_summary_names_the_cache
     spec = parse_gate_spec(SPEC, source="test-gate-io.toml")
     result = run_gate(
         repo=writethrough_repo,
-        base=SubjectSource("base", "base"),
-        head=SubjectSource("head", "writethrough"),
+        sources=(SubjectSource("base", "base"), SubjectSource("head", "writethrough")),
         spec=spec,
         settings=settings_for(spec, Settings()),
+        options=GateOptions.decide(
+            spec,
+            MachineOptions(
+                binaries=Binaries.on_path(), work_dir=disk_dir, results_dir=tmp_path / "out", accel="tcg"
+            ),
+            GateAsked(seed=11, canary=False),
+        ),
         out_dir=tmp_path / "out",
-        work_dir=disk_dir,
-        accel="tcg",
-        seed=11,
-        canary=False,
     )
     doc, lines = result.document, result.markdown.splitlines()
     (cell,) = doc["cells"]

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from harness.compare import Settings
-from harness.gate import SubjectSource, parse_gate_spec, run_gate, settings_for
+from harness.gate import GateAsked, GateOptions, SubjectSource, parse_gate_spec, run_gate, settings_for
+from harness.rounds.session import MachineOptions
+from harness.subject.binaries import Binaries
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
 
@@ -40,15 +42,15 @@ def test_a_writethrough_head_is_seen_by_the_replay_of_bases_stream(
     out = tmp_path / "out"
     result = run_gate(
         repo=writethrough_repo,
-        base=SubjectSource("base", "base"),
-        head=SubjectSource("head", "writethrough"),
+        sources=(SubjectSource("base", "base"), SubjectSource("head", "writethrough")),
         spec=spec,
         settings=settings_for(spec, Settings()),
+        options=GateOptions.decide(
+            spec,
+            MachineOptions(binaries=Binaries.on_path(), work_dir=disk_dir, results_dir=out, accel="tcg"),
+            GateAsked(seed=5, canary=False),
+        ),
         out_dir=out,
-        work_dir=disk_dir,
-        accel="tcg",
-        seed=5,
-        canary=False,
     )
     doc = result.document
     (cell,) = doc["cells"]
@@ -57,9 +59,15 @@ def test_a_writethrough_head_is_seen_by_the_replay_of_bases_stream(
     assert cell["rounds"] == 8
     metrics = {m["metric"]: m for m in cell["metrics"]}
     assert metrics["replay.write_mean_ms"]["n_base"] == metrics["replay.write_mean_ms"]["n_head"] == 8
-    # every gated metric says what it could see, and the summary's first lines say it
+    # every gated metric says what it could see, and the summary says it after the table; its
+    # first lines name the regressed cell, its deciding metric and change
     assert all(m["could_see_pct"] is not None for m in cell["metrics"])
-    assert any(line.startswith("Could see ") for line in result.markdown.splitlines()[:6])
+    lines = result.markdown.splitlines()
+    assert lines[4].startswith(f"- **{cell['title']}**: `replay.") and lines[4].endswith(", regression")
+    assert any(
+        line.startswith("Could see ")
+        for line in lines[lines.index("| cell | metric | base | head | change (95% CI) | verdict |") :]
+    )
     # base's stream replayed by both sides; head's recorded too (writethrough is guest-visible: the
     # device says it has no volatile write cache) and compared with base's
     assert len(list((out / "streams").glob("*.key.json"))) == 2

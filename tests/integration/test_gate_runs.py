@@ -12,7 +12,9 @@ from gitrepo import git
 from harness.compare import Settings
 from harness.compare.comparison import load_comparison
 from harness.errors import ExitCode
-from harness.gate import SubjectSource, parse_gate_spec, run_gate, settings_for
+from harness.gate import GateAsked, GateOptions, SubjectSource, parse_gate_spec, run_gate, settings_for
+from harness.rounds.session import MachineOptions
+from harness.subject.binaries import Binaries
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
 
@@ -58,15 +60,17 @@ def gate(
     spec = parse_gate_spec(SPEC, source="test-gate.toml")
     result = run_gate(
         repo=repo,
-        base=base,
-        head=head,
+        sources=(base, head),
         spec=spec,
         settings=settings_for(spec, Settings()),
+        options=GateOptions.decide(
+            spec,
+            MachineOptions(
+                binaries=Binaries.on_path(), work_dir=disk_dir, results_dir=tmp_path / "out", accel="tcg"
+            ),
+            GateAsked(seed=7, canary=False),
+        ),
         out_dir=tmp_path / "out",
-        work_dir=disk_dir,
-        accel="tcg",
-        seed=7,
-        canary=False,
     )
     doc = load_comparison(tmp_path / "out" / "comparison.json")
     assert doc == json.loads(json.dumps(result.document))

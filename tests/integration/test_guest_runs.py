@@ -12,10 +12,11 @@ import pytest
 from harness.cli import main
 from harness.host.workdir import image_path
 from harness.record import load_record
-from harness.rounds.session import run_cells
+from harness.rounds.session import MachineOptions, SessionOptions, run_cells
 from harness.sample import images
 from harness.sample.guest_sampler import RunOptions, run_sample
 from harness.spec import make_cell
+from harness.subject.binaries import QEMU, QEMU_IMG, Binaries
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
 
@@ -28,14 +29,16 @@ def qemu_pids(marker: Path) -> set[int]:
 
 def run_one(cell: Any, guest: Any, tmp_path: Path, disk_dir: Path, **kw: Any) -> dict[str, Any]:
     kw.setdefault("accel", "tcg")
-    result = run_cells(
-        [cell], repeat=1, work_dir=disk_dir, results_dir=tmp_path / "results", guest=guest, **kw
+    kw.setdefault("start", "cold")
+    machine = MachineOptions(
+        binaries=Binaries.on_path(), work_dir=disk_dir, results_dir=tmp_path / "results", **kw
     )
+    result = run_cells([cell], SessionOptions(machine, repeat=1), guest=guest)
     records = sorted(result.run_dir.glob("*.json"))
     assert len(records) == 1
     record = load_record(records[0])
     assert record == result.records[0]
-    return record
+    return record.to_json()
 
 
 def test_install_small_payload_on_qcow2_virtio_blk(guest: Any, tmp_path: Path, disk_dir: Path) -> None:
@@ -110,6 +113,7 @@ def test_a_guest_that_never_reports_fails_after_its_deadline(
 ) -> None:
     cell = make_cell(format="qcow2", workload="dd", dd_mib=16, size="256M")
     opts = RunOptions(
+        binaries=Binaries.on_path(),
         accel="tcg",
         accel_reason="test",
         work_dir=disk_dir,
@@ -121,7 +125,7 @@ def test_a_guest_that_never_reports_fails_after_its_deadline(
         keep_images=True,
         extra_append=("diskbench.workload=sleep",),
     )
-    sample = run_sample(cell, guest, opts, 0, tmp_path / "logs")
+    sample = run_sample(cell, guest, opts, 0, tmp_path / "logs").to_json()
     assert sample["status"] == "error"
     assert sample["error_type"] == "GuestTimeout"
     assert sample["reason"] == "no workload report from the guest within 5 s"
@@ -130,12 +134,13 @@ def test_a_guest_that_never_reports_fails_after_its_deadline(
     image = image_path(disk_dir, cell.id, "qcow2")
     # no write lock left behind: a locking open of the image succeeds
     subprocess.run(["qemu-img", "info", str(image)], check=True, capture_output=True)
-    assert images.check(image, cell.image.format).returncode in (0, 3)
+    assert images.check(image, cell.image.format, qemu_img=QEMU_IMG).returncode in (0, 3)
 
 
 def test_a_kernel_panic_ends_the_wait_at_once(guest: Any, tmp_path: Path, disk_dir: Path) -> None:
     cell = make_cell(format="raw", workload="dd", dd_mib=16, size="256M")
     opts = RunOptions(
+        binaries=Binaries.on_path(),
         accel="tcg",
         accel_reason="test",
         work_dir=disk_dir,
@@ -145,7 +150,7 @@ def test_a_kernel_panic_ends_the_wait_at_once(guest: Any, tmp_path: Path, disk_d
         boot_timeout_s=300,
         extra_append=("rdinit=/nonexistent",),
     )
-    sample = run_sample(cell, guest, opts, 0, tmp_path / "logs")
+    sample = run_sample(cell, guest, opts, 0, tmp_path / "logs").to_json()
     assert sample["status"] == "error"
     assert sample["error_type"] in ("GuestPanic", "VMBootError")
     assert "Kernel panic" in sample["log_tail"]
@@ -157,7 +162,7 @@ def test_accel_kvm_where_kvm_does_not_work_exits_3(
 ) -> None:
     from harness.sample.accel import probe_kvm
 
-    if probe_kvm(guest.kernel, guest.initrd, timeout_s=20) is None:
+    if probe_kvm(guest.kernel, guest.initrd, qemu=QEMU, timeout_s=20) is None:
         pytest.skip("KVM works on this machine")
     os.environ.setdefault("DISKBENCH_CACHE", str(Path.home() / ".cache" / "diskbench"))
     rc = main(

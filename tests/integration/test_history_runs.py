@@ -27,11 +27,12 @@ from typing import Any
 import pytest
 from gitrepo import git, new_repo
 
-from harness.history.asvrun import HistoryResult, run_history
+from harness.history.asvrun import HistoryOptions, HistoryResult, run_history
 from harness.host.hostinfo import filesystem_type
 from harness.paths import cache_dir
 from harness.record import load_record
 from harness.sample.images import MEMORY_FILESYSTEMS
+from harness.subject.binaries import Binaries
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
 
@@ -140,7 +141,10 @@ def published(
     repo, _ = three_commits
     work = scratch_dir(tmp_path_factory.mktemp("work"))
     notes: list[str] = []
-    return run_history(config=repo / "asv.conf.json", commits=3, work_dir=work, log=notes.append)
+    options = HistoryOptions(
+        config=repo / "asv.conf.json", binaries=Binaries.on_path(), commits=3, work_dir=work
+    )
+    return run_history(options, log=notes.append)
 
 
 def test_asv_flags_the_throttled_commit_and_no_other(
@@ -176,7 +180,7 @@ def test_the_suite_measured_each_commits_own_policy(
     options = {}
     for commit in commits:
         (path,) = (records / commit / "sweeps" / "history").glob("*.json")
-        record = load_record(path)
+        record = load_record(path).to_json()
         assert record["machine"]["accel"] == "tcg"
         options[commit] = record["subject"]["policy"]["drive_options"]
     assert options[commits[0]] == options[commits[1]] == {}
@@ -307,11 +311,14 @@ def test_qemu_config_builds_each_commit_and_the_suite_runs_its_binaries(
     commit = make_standin_qemu(reachable / "qemu", calls_log)
     config = project / "benchmarks" / "qemu" / "asv.conf.json"
     result = run_history(
-        config=config,
-        repo=reachable / "qemu",
-        commits=1,
-        work_dir=scratch_dir(tmp_path / "work"),
-        html_dir=tmp_path / "html",
+        HistoryOptions(
+            config=config,
+            binaries=Binaries.on_path(),
+            repo=reachable / "qemu",
+            commits=1,
+            work_dir=scratch_dir(tmp_path / "work"),
+            html_dir=tmp_path / "html",
+        )
     )
     assert result.commits == (commit,)
     assert result.index == tmp_path / "html" / "index.html"
@@ -326,7 +333,7 @@ def test_qemu_config_builds_each_commit_and_the_suite_runs_its_binaries(
     (path,) = (project / "results" / "history" / str(result.machine) / commit / "sweeps" / "history").glob(
         "*.json"
     )
-    record = load_record(path)
+    record = load_record(path).to_json()
     assert record["machine"]["qemu"] == subject["qemu"]
     assert record["machine"]["qemu_img"] == subject["qemu_img"]
     assert record["samples"][0]["status"] == "ok"

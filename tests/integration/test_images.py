@@ -10,6 +10,7 @@ import pytest
 from harness.errors import UsageError
 from harness.sample import images
 from harness.spec import Cache, Format, make_cell
+from harness.subject.binaries import QEMU_IMG
 
 pytestmark = pytest.mark.integration
 MIB = 1024**2
@@ -18,7 +19,7 @@ SIZE = 64 * MIB
 
 def create(tmp_path: Path, fmt: str, prealloc: str, **kw: object) -> images.CreatedImage:
     spec = make_cell(format=fmt, preallocation=prealloc, size=SIZE, **kw).image  # type: ignore[arg-type]
-    return images.create(tmp_path / f"{fmt}-{prealloc}.img", spec)
+    return images.create(tmp_path / f"{fmt}-{prealloc}.img", spec, qemu_img=QEMU_IMG)
 
 
 @pytest.mark.parametrize(
@@ -37,7 +38,7 @@ def test_allocation_after_create(tmp_path: Path, fmt: str, prealloc: str, low: i
     img = create(tmp_path, fmt, prealloc)
     assert low <= img.allocated_bytes <= high
     assert img.create_s > 0
-    info = images.info(img.path)
+    info = images.info(img.path, qemu_img=QEMU_IMG)
     assert info["format"] == fmt
     assert info["virtual-size"] == SIZE
 
@@ -46,22 +47,22 @@ def test_metadata_preallocation_allocates_more_than_sparse_qcow2(tmp_path: Path)
     sparse = create(tmp_path, "qcow2", "off")
     meta = create(tmp_path, "qcow2", "metadata")
     assert meta.allocated_bytes > sparse.allocated_bytes
-    mapped = images.mapped_bytes(meta.path, Format.QCOW2)
+    mapped = images.mapped_bytes(meta.path, Format.QCOW2, qemu_img=QEMU_IMG)
     assert mapped["data_bytes"] + mapped["zero_bytes"] >= 0
 
 
 def test_cluster_size_and_lazy_refcounts_reach_the_image(tmp_path: Path) -> None:
     img = create(tmp_path, "qcow2", "off", cluster_size="2M", lazy_refcounts=True)
-    specific = images.info(img.path)["format-specific"]["data"]
-    assert images.info(img.path)["cluster-size"] == 2 * MIB
+    specific = images.info(img.path, qemu_img=QEMU_IMG)["format-specific"]["data"]
+    assert images.info(img.path, qemu_img=QEMU_IMG)["cluster-size"] == 2 * MIB
     assert specific["lazy-refcounts"] is True
 
 
 def test_check_verdicts(tmp_path: Path) -> None:
     qcow2 = create(tmp_path, "qcow2", "off")
-    assert images.check(qcow2.path, Format.QCOW2).verdict == "clean"
+    assert images.check(qcow2.path, Format.QCOW2, qemu_img=QEMU_IMG).verdict == "clean"
     raw = create(tmp_path, "raw", "off")
-    result = images.check(raw.path, Format.RAW)
+    result = images.check(raw.path, Format.RAW, qemu_img=QEMU_IMG)
     assert result.returncode == 63 and result.verdict == "not-applicable"
     assert not result.fails_sample
 
@@ -75,7 +76,7 @@ def test_check_finds_corruption(tmp_path: Path) -> None:
         l1 = int.from_bytes(fh.read(8), "big")
         fh.seek(l1)
         fh.write((1 << 40).to_bytes(8, "big"))
-    result = images.check(img.path, Format.QCOW2)
+    result = images.check(img.path, Format.QCOW2, qemu_img=QEMU_IMG)
     assert result.returncode == 2 and result.fails_sample
 
 
@@ -105,7 +106,7 @@ def test_disk_work_dir_is_accepted(tmp_path: Path) -> None:
 def test_written_raw_has_every_byte_allocated_and_no_holes(tmp_path: Path) -> None:
     img = create(tmp_path, "raw", "written")
     assert img.allocated_bytes >= SIZE
-    mapped = images.mapped_bytes(img.path, Format.RAW)
+    mapped = images.mapped_bytes(img.path, Format.RAW, qemu_img=QEMU_IMG)
     assert mapped["data_bytes"] == SIZE
     # falloc leaves unwritten extents that read as zero; written has real data extents
     falloc = create(tmp_path, "raw", "falloc")
@@ -114,9 +115,9 @@ def test_written_raw_has_every_byte_allocated_and_no_holes(tmp_path: Path) -> No
 
 def test_huge_sparse_images_cost_nothing_to_create(tmp_path: Path) -> None:
     spec = make_cell(format="qcow2", size="100G").image
-    img = images.create(tmp_path / "big.qcow2", spec)
+    img = images.create(tmp_path / "big.qcow2", spec, qemu_img=QEMU_IMG)
     assert img.allocated_bytes < 2 * MIB
-    raw = images.create(tmp_path / "big.raw", make_cell(format="raw", size="100G").image)
+    raw = images.create(tmp_path / "big.raw", make_cell(format="raw", size="100G").image, qemu_img=QEMU_IMG)
     assert raw.allocated_bytes < 64 * 1024 and raw.file_bytes == 100 * 1024**3
 
 

@@ -14,15 +14,15 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from harness.files import write_json_atomic
 from harness.paths import REPO_ROOT
 from harness.presets import load_preset
-from harness.record import new_record
+from harness.record import Record, Sample, new_record, write_record
 from harness.spec import make_cell
 from harness.sweep import expand_spec
 
@@ -42,7 +42,7 @@ def _can_build_wheels() -> bool:
     return any(importlib.util.find_spec(name) for name in ("setuptools.command.bdist_wheel", "wheel"))
 
 
-def _record(cell: dict[str, Any], run_id: str, totals: list[dict[str, float]]) -> dict[str, Any]:
+def _record(cell: dict[str, Any], run_id: str, totals: list[dict[str, float]]) -> Record:
     record = new_record(
         cell=cell,
         machine={"hostname": "h", "accel": "tcg", "qemu_version": "7.2.22", "qemu_img_version": "7.2.22"},
@@ -50,8 +50,10 @@ def _record(cell: dict[str, Any], run_id: str, totals: list[dict[str, float]]) -
         vm={"accel": "tcg", "mem_mib": 256, "smp": 1},
         run_id=run_id,
     )
-    record["samples"] = [{"index": i, "status": "ok", "metrics": metrics} for i, metrics in enumerate(totals)]
-    return record
+    return replace(
+        record,
+        samples=tuple(Sample(index=i, status="ok", metrics=metrics) for i, metrics in enumerate(totals)),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -140,7 +142,7 @@ def test_the_installed_package_reads_its_own_data_outside_a_checkout(installed: 
     for cell in expand_spec(load_preset("booth-2010").at_scale(0.25)).cells:
         times = BOOTH_WRITE[f"{cell.image.format.value}-{cell.image.preallocation}"]
         metrics = [{"phase.write_s": t, "mib_per_s": 64 / t} for t in times]
-        write_json_atomic(
+        write_record(
             sweep / f"{cell.id}.json", _record(cell.as_dict(), "sweep-booth-2010-scale0.25", metrics)
         )
     shown = _run(installed, diskbench, "show", str(sweep), cwd=outside)
@@ -164,7 +166,7 @@ def test_the_installed_package_reads_its_own_data_outside_a_checkout(installed: 
     cell = make_cell(workload="dd", dd_mib=64).as_dict()
     for side, scale in (("base", 1.0), ("head", 1.3)):
         totals = [{"total_s": scale * (10 + 0.05 * i)} for i in range(8)]
-        write_json_atomic(outside / side / f"{cell['id']}.json", _record(cell, side, totals))
+        write_record(outside / side / f"{cell['id']}.json", _record(cell, side, totals))
     compared = _run(installed, diskbench, "compare", "base", "head", "--out", "cmp", cwd=outside)
     assert compared.returncode == 1, compared.stderr
     assert "REGRESSION" in compared.stdout

@@ -8,10 +8,11 @@ from typing import Any
 import pytest
 
 from harness.record import load_record
-from harness.rounds.session import run_cells
+from harness.rounds.session import MachineOptions, SessionOptions, run_cells
 from harness.sample import images
 from harness.sample.vm import Drive, Machine, VMConfig
 from harness.spec import Interface, make_cell
+from harness.subject.binaries import QEMU, QEMU_IMG, Binaries
 from harness.workloads.latency import BOUNDARIES_NS, Histogram
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
@@ -22,10 +23,21 @@ def test_histograms_of_a_dd_run_are_parsed_and_match_qemus_counts(
 ) -> None:
     cell = make_cell(format="qcow2", workload="dd", dd_mib=32, size="256M", cache="none")
     result = run_cells(
-        [cell], repeat=1, accel="tcg", work_dir=disk_dir, results_dir=tmp_path / "results", guest=guest
+        [cell],
+        SessionOptions(
+            MachineOptions(
+                binaries=Binaries.on_path(),
+                work_dir=disk_dir,
+                results_dir=tmp_path / "results",
+                accel="tcg",
+                start="cold",
+            ),
+            repeat=1,
+        ),
+        guest=guest,
     )
     (path,) = sorted(result.run_dir.glob("*.json"))
-    sample = load_record(path)["samples"][0]
+    sample = load_record(path).to_json()["samples"][0]
     assert sample["status"] == "ok", sample.get("reason")
     kept = sample["host"]["latency_histograms"]
     assert sorted(kept) == ["flush", "read", "write"]
@@ -51,9 +63,9 @@ def test_histograms_can_be_set_on_the_disk_of_every_interface(
     # QMP names the guest device that holds the drive: virtio-blk-pci's is a child of the proxy
     image = tmp_path / "disk.raw"
     # made by qemu-img as the QEMU account (harness.host.confine), as every disk under test is
-    images.create(image, make_cell(format="raw", size="64M").image)
+    images.create(image, make_cell(format="raw", size="64M").image, qemu_img=QEMU_IMG)
     disk = Drive(node="disk0", path=image, format="raw", interface=interface)
-    config = VMConfig(kernel=guest.kernel, initrd=guest.initrd, append=[], drives=[disk])
+    config = VMConfig(kernel=guest.kernel, initrd=guest.initrd, append=[], drives=[disk], qemu=QEMU)
     with Machine(config, tmp_path / "logs") as vm:
         vm.set_latency_histograms(disk, BOUNDARIES_NS)
         stats = vm.blockstats("disk0")

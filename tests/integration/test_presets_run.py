@@ -63,7 +63,7 @@ class Runs:
         return self.done[name]
 
     def records(self, name: str) -> list[dict[str, Any]]:
-        return [load_record(p) for p in sorted(self.sweep_dir(name).glob("*.json"))]
+        return [load_record(p).to_json() for p in sorted(self.sweep_dir(name).glob("*.json"))]
 
     def sweep_dir(self, name: str) -> Path:
         return self.results / "sweeps" / f"{name}-scale{TINY}"

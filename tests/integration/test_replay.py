@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from harness.errors import HarnessError
 from harness.sample.guest_sampler import RunOptions
 from harness.sample.replay.record import record
-from harness.sample.replay.replay import Pairing, qemu_io_beside, replay
+from harness.sample.replay.replay import Pairing, Replayer, qemu_io_beside, replay
 from harness.sample.replay.script import ReplayMismatch
 from harness.sample.replay.stream import Kind, Request, Stream, parse_stream
 from harness.spec import make_cell
+from harness.subject.binaries import QEMU_IMG, Binaries
 
 pytestmark = [pytest.mark.integration]
 
@@ -23,7 +27,14 @@ CELL = make_cell(format="qcow2", cache="none", aio="threads", workload="dd", dd_
 
 
 def options(work: Path, results: Path) -> RunOptions:
-    return RunOptions(accel="tcg", accel_reason="test", work_dir=work, results_dir=results, run_id="t")
+    return RunOptions(
+        binaries=Binaries.on_path(),
+        accel="tcg",
+        accel_reason="test",
+        work_dir=work,
+        results_dir=results,
+        run_id="t",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +54,7 @@ def test_a_recorded_dd_stream_is_replayed_request_for_request(recorded: Stream, 
     back = parse_stream(recorded.to_json(), source="recorded")
     assert back.digest == recorded.digest
 
-    sample = replay(back, CELL, qemu_io=qemu_io_beside("qemu-img"), work_dir=disk_dir)
+    sample = replay(back, CELL, replayer=Replayer(qemu_io_beside("qemu-img"), QEMU_IMG, disk_dir))
     # what qemu-io completed, request for request, is what the stream holds
     assert sample.completions == {
         "wrote": counts["write"] + counts["write_zeroes"],
@@ -56,6 +67,31 @@ def test_a_recorded_dd_stream_is_replayed_request_for_request(recorded: Stream, 
     assert sample.options["cache"] == "none" and not sample.notes
     assert 0 < sample.figures["replay.write_p50_ms"] <= sample.figures["replay.write_p99_ms"] < 10_000
     assert 0 < sample.figures["replay.wall_s"] < 60
+
+
+def test_the_recording_image_is_made_by_the_sides_own_qemu_img(
+    tmp_path: Path, disk_dir: Path, qemu_reachable_dir: Path
+) -> None:
+    """A side that brings its own qemu-img records its stream on an image its qemu-img made: a
+    wrapper that logs its calls is the side's qemu-img (PATH is left as it is), and the guest's QEMU
+    fails at once, so the test stops after the image is made."""
+    real = shutil.which("qemu-img")
+    assert real
+    qemu_reachable_dir.chmod(0o777)  # QEMU's account runs the wrapper and appends to its log
+    calls = qemu_reachable_dir / "calls.log"
+    wrapper = qemu_reachable_dir / "qemu-img"
+    wrapper.write_text(f'#!/bin/sh\necho "$*" >> {calls}\nexec {real} "$@"\n')
+    wrapper.chmod(0o755)
+    side = Binaries(qemu="/bin/false", qemu_img=str(wrapper))
+    opts = replace(options(disk_dir, tmp_path / "results"), binaries=side)
+    guest = SimpleNamespace(kernel=tmp_path / "vmlinux", initrd=tmp_path / "initrd", tools=None, payloads={})
+    with pytest.raises(HarnessError):
+        record(CELL, guest, opts, tmp_path / "logs")  # type: ignore[arg-type]
+    created = [line.split() for line in calls.read_text().splitlines() if line.startswith("create ")]
+    assert len(created) == 1, calls.read_text()
+    # the cell's image (its path is the descriptor handed to QEMU's account)
+    assert created[0][2:6] == ["-f", "qcow2", "-o", ",".join(CELL.image.create_options())]
+    assert created[0][-1] == str(CELL.image.size)
 
 
 SMALL = Stream(
@@ -79,12 +115,12 @@ def test_a_replay_whose_block_graph_differs_from_the_guests_fails_with_the_reaso
     # with the cell's aio=threads, and its own trace says so
     native = replace(SMALL, graph=(("qcow2", "0xa2"), ("file", "0xa2")))
     with pytest.raises(ReplayMismatch) as caught:
-        replay(native, SMALL_CELL, qemu_io=qemu_io_beside("qemu-img"), work_dir=disk_dir)
+        replay(native, SMALL_CELL, replayer=Replayer(qemu_io_beside("qemu-img"), QEMU_IMG, disk_dir))
     assert caught.value.message == (
         "the replay's block graph qcow2[0x22] > file[0x22] differs from the guest's qcow2[0xa2] > file[0xa2]"
     )
     # the same stream with its true graph replays
-    sample = replay(SMALL, SMALL_CELL, qemu_io=qemu_io_beside("qemu-img"), work_dir=disk_dir)
+    sample = replay(SMALL, SMALL_CELL, replayer=Replayer(qemu_io_beside("qemu-img"), QEMU_IMG, disk_dir))
     assert sample.completions == {"wrote": 1, "read": 1, "discard": 0, "flush": 1}
 
 
@@ -93,9 +129,7 @@ def test_a_drive_option_qemu_io_cannot_apply_fails_the_sample_with_the_reason(di
         replay(
             SMALL,
             SMALL_CELL,
-            qemu_io=qemu_io_beside("qemu-img"),
-            work_dir=disk_dir,
-            drive_options=(("werror", "stop"),),
+            replayer=Replayer(qemu_io_beside("qemu-img"), QEMU_IMG, disk_dir, (("werror", "stop"),)),
         )
 
 
@@ -107,9 +141,7 @@ def test_a_throttle_and_detect_zeroes_are_applied_and_bind(disk_dir: Path) -> No
     sample = replay(
         stream,
         SMALL_CELL,
-        qemu_io=qemu_io_beside("qemu-img"),
-        work_dir=disk_dir,
-        drive_options=policy,
+        replayer=Replayer(qemu_io_beside("qemu-img"), QEMU_IMG, disk_dir, policy),
     )
     assert sample.options["throttling.bps-write"] == str(1024 * 1024)
     assert sample.options["detect-zeroes"] == "on"
@@ -130,7 +162,7 @@ def test_run_measure_replay_records_replay_samples(tmp_path: Path, disk_dir: Pat
     argv += ["--results-dir", str(results), "--work-dir", str(disk_dir)]
     assert main(argv) == 0
     (record,) = find_records([results / "records"], recursive=True)
-    assert record.cell_id.endswith(".dd-16m-2m-ext4.replay") and record.cell["measure"] == "replay"
+    assert record.cell_id.endswith(".dd-16m-2m-ext4.replay") and record.cell.get("measure") == "replay"
     assert [s.status for s in record.samples] == ["ok", "ok"]
     digests = {s.data["host"]["stream"]["digest"] for s in record.samples}
     assert len(digests) == 1  # one recording, replayed twice
@@ -157,8 +189,7 @@ def _pair(streams: tuple[Stream, Stream], cells: tuple[Any, Any], work: Path, pa
             got[label] = replay(
                 stream,
                 cell,
-                qemu_io=qemu_io_beside("qemu-img"),
-                work_dir=work,
+                replayer=Replayer(qemu_io_beside("qemu-img"), QEMU_IMG, work),
                 passes=passes,
                 together=barrier,
             )

@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 
 from harness.record import load_record
-from harness.rounds.session import run_cells
+from harness.rounds.session import MachineOptions, SessionOptions, run_cells
 from harness.sample import images, snapshot
 from harness.sample.guest_sampler import RunOptions, vm_config
 from harness.spec import make_cell
+from harness.subject.binaries import QEMU_IMG, Binaries
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
 
@@ -28,14 +29,19 @@ def test_snapshot_start_runs_dd_on_each_bus(
     cell = make_cell(format="qcow2", interface=interface, workload="dd", dd_mib=8, size="256M")
     result = run_cells(
         [cell],
-        repeat=2,
-        accel="tcg",
-        work_dir=disk_dir,
-        results_dir=tmp_path / "results",
+        SessionOptions(
+            MachineOptions(
+                binaries=Binaries.on_path(),
+                work_dir=disk_dir,
+                results_dir=tmp_path / "results",
+                accel="tcg",
+                start="snapshot",
+            ),
+            repeat=2,
+        ),
         guest=guest,
-        start="snapshot",
     )
-    record = load_record(sorted(result.run_dir.glob("*.json"))[0])
+    record = load_record(sorted(result.run_dir.glob("*.json"))[0]).to_json()
     assert record["vm"]["start"] == "snapshot"
     snapshots = list(snapshot.snapshot_root().iterdir())
     assert len(snapshots) == 1, "one snapshot, built once for both samples"
@@ -60,6 +66,7 @@ def test_every_restore_reseeds_the_guest_kernels_random_numbers(
     cell = make_cell(format="qcow2", workload="dd", dd_mib=8, size="256M")
     # loglevel=7: the kernel's notice of the reseed reaches the console
     opts = RunOptions(
+        binaries=Binaries.on_path(),
         accel="tcg",
         accel_reason="test",
         work_dir=disk_dir,
@@ -70,17 +77,18 @@ def test_every_restore_reseeds_the_guest_kernels_random_numbers(
     ids = []
     for index in range(2):
         image = disk_dir / f"sample-{index}.qcow2"
-        images.create(image, cell.image)
+        images.create(image, cell.image, qemu_img=QEMU_IMG)
         with snapshot.start_guest(
             vm_config(cell, guest, opts, image),
             tmp_path / f"sample-{index}",
             name=f"sample-{index}",
             start=snapshot.Start.SNAPSHOT,
             cell=cell,
-            recipe_hash=guest.recipe_hash,
-            disk_bytes=cell.image.size,
-            make_scratch=lambda path: images.create(path, cell.image),
-            scratch_path=disk_dir / "scratch.qcow2",
+            plan=snapshot.SnapshotPlan(
+                recipe_hash=guest.recipe_hash,
+                scratch_path=disk_dir / "scratch.qcow2",
+                make_scratch=lambda path: images.create(path, cell.image, qemu_img=QEMU_IMG),
+            ),
             boot_timeout_s=300.0,
             wait_ready=lambda _vm: {},
         ) as started:

@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 
 from harness.record import load_record
-from harness.rounds.session import run_cells
+from harness.rounds.session import MachineOptions, SessionOptions, run_cells
 from harness.sample.protocol import parse_report
 from harness.spec import make_cell
+from harness.subject.binaries import Binaries
 from harness.workloads import metric_info, parse_outputs
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
@@ -18,10 +19,21 @@ pytestmark = [pytest.mark.integration, pytest.mark.guest]
 
 def run_one(cell: Any, guest: Any, tmp_path: Path, disk_dir: Path) -> dict[str, Any]:
     result = run_cells(
-        [cell], repeat=1, accel="tcg", work_dir=disk_dir, results_dir=tmp_path / "results", guest=guest
+        [cell],
+        SessionOptions(
+            MachineOptions(
+                binaries=Binaries.on_path(),
+                work_dir=disk_dir,
+                results_dir=tmp_path / "results",
+                accel="tcg",
+                start="cold",
+            ),
+            repeat=1,
+        ),
+        guest=guest,
     )
     (path,) = sorted(result.run_dir.glob("*.json"))
-    record = load_record(path)
+    record = load_record(path).to_json()
     sample: dict[str, Any] = record["samples"][0]
     assert sample["status"] == "ok", sample.get("reason")
     return sample
@@ -155,14 +167,20 @@ def test_fio_with_a_tools_drive_that_does_not_mount(guest: Any, tmp_path: Path, 
     cell = make_cell(format="raw", workload="fio", fio_target="raw", fio_size_mib=8, size="256M")
     result = run_cells(
         [cell],
-        repeat=1,
-        accel="tcg",
-        work_dir=disk_dir,
-        results_dir=tmp_path / "results",
+        SessionOptions(
+            MachineOptions(
+                binaries=Binaries.on_path(),
+                work_dir=disk_dir,
+                results_dir=tmp_path / "results",
+                accel="tcg",
+                start="cold",
+            ),
+            repeat=1,
+        ),
         guest=dataclasses.replace(guest, tools=bogus),
     )
     (path,) = sorted(result.run_dir.glob("*.json"))
-    sample = load_record(path)["samples"][0]
+    sample = load_record(path).to_json()["samples"][0]
     assert sample["status"] == "error"
     report = parse_report(sample["report"], workload="fio")
     assert report.status == "error"

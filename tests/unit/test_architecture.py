@@ -121,6 +121,110 @@ def test_no_import_circle_at_any_level() -> None:
     assert not circles, "\n".join(" -> ".join(circle) for circle in circles)
 
 
+MAX_PARAMETERS = 8
+# still over MAX_PARAMETERS, to be cut down next (the cell loop's record and progress arguments,
+# the comparison document's sides, make_cell taking the cell's spellings by name): a function
+# that grows past the limit, or one of these mended, fails here
+STILL_WIDE = {
+    "harness.compare.document.build_comparison",
+    "harness.rounds.cell.run_cell",
+    "harness.spec.make_cell",
+}
+
+
+def _functions(tree: ast.AST, prefix: str) -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """Every function in ``tree`` with its dotted name (methods under their class)."""
+    found: list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]] = []
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            found.append((f"{prefix}.{node.name}", node))
+            found += _functions(node, f"{prefix}.{node.name}")
+        elif isinstance(node, ast.ClassDef):
+            found += _functions(node, f"{prefix}.{node.name}")
+        else:
+            found += _functions(node, prefix)
+    return found
+
+
+def _parameters(function: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    args = function.args
+    count = len(args.posonlyargs) + len(args.args) + len(args.kwonlyargs)
+    return count - (1 if args.args and args.args[0].arg in ("self", "cls") else 0)
+
+
+def test_no_function_below_the_cli_takes_more_than_eight_parameters() -> None:
+    wide = {
+        name: count
+        for module, path in modules().items()
+        if not module.startswith("harness.cli")
+        for name, function in _functions(ast.parse(path.read_text()), module)
+        if (count := _parameters(function)) > MAX_PARAMETERS
+    }
+    assert set(wide) == STILL_WIDE, wide
+
+
+ON_PATH_NAMES = {"QEMU", "QEMU_IMG", "QEMU_IO", "ON_PATH"}
+ON_PATH_TEXT = {"qemu-system-x86_64", "qemu-img", "qemu-io"}
+
+
+def _names_path(node: ast.expr | None) -> bool:
+    """Whether a default is the binaries on PATH: their names, as constants or as text, or a
+    ``Binaries`` made without saying which."""
+    if node is None:
+        return False
+    if isinstance(node, ast.Name | ast.Attribute):
+        return (node.id if isinstance(node, ast.Name) else node.attr) in ON_PATH_NAMES
+    if isinstance(node, ast.Constant):
+        return node.value in ON_PATH_TEXT
+    if isinstance(node, ast.Call):
+        called = node.func
+        name = called.id if isinstance(called, ast.Name) else getattr(called, "attr", "")
+        return name in ("Binaries", "on_path", "default")
+    return False
+
+
+def test_no_parameter_below_the_cli_defaults_to_the_binaries_on_path() -> None:
+    """Binaries are a required argument below the CLI, which resolves them once: a default would
+    let one side of a gate run the other's (or PATH's) qemu-img unnoticed."""
+    found = []
+    for module, path in modules().items():
+        if module.startswith("harness.cli"):
+            continue
+        tree = ast.parse(path.read_text())
+        for name, function in _functions(tree, module):
+            args = function.args
+            positional = [*args.posonlyargs, *args.args]
+            defaults = list(
+                zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True)
+            )
+            defaults += [
+                (a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None
+            ]
+            found += [f"{name}({arg.arg})" for arg, default in defaults if _names_path(default)]
+        for node in ast.walk(tree):
+            # a dataclass field is a parameter of the class too (VMConfig's qemu, RunOptions' binaries)
+            if isinstance(node, ast.ClassDef):
+                found += [
+                    f"{module}.{node.name}.{item.target.id}"
+                    for item in node.body
+                    if isinstance(item, ast.AnnAssign)
+                    and isinstance(item.target, ast.Name)
+                    and _names_path(item.value)
+                ]
+    assert found == []
+
+
+def test_only_the_cli_asks_for_the_binaries_on_path() -> None:
+    callers = [
+        module
+        for module, path in modules().items()
+        if not module.startswith("harness.cli")
+        and module != "harness.subject.binaries"
+        and "on_path(" in path.read_text()
+    ]
+    assert callers == []
+
+
 # What sits directly under harness/, top to bottom: each imports only from the rows below its
 # own (docs/architecture.md draws the same rows).
 LAYERS: tuple[tuple[str, ...], ...] = (
@@ -132,7 +236,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("presets",),
     ("sweep",),
     ("rounds", "compare"),
-    ("sample", "record"),
+    ("sample",),
+    ("record",),
     ("guest",),
     ("host",),
     ("subject",),
@@ -202,3 +307,15 @@ def test_the_architecture_page_draws_the_rows_of_layers() -> None:
         for number, text in rows.items()
     }
     assert drawn == {len(LAYERS) - 1 - depth: set(row) for depth, row in enumerate(LAYERS)}
+
+
+def test_records_are_written_by_the_store_alone() -> None:
+    """Modules that hold records write files with ``write_json_atomic`` only where the file is not
+    a record: the store writes every record (``write_record``)."""
+    writers = {
+        name
+        for name, path in modules().items()
+        if "write_json_atomic" in path.read_text() and "from harness.record" in path.read_text()
+    }
+    # the store; comparison.json is written beside the records of a compare and of a gate
+    assert writers == {"harness.record.store", "harness.compare.comparison", "harness.gate.run"}

@@ -28,8 +28,14 @@ from harness.bisect import (
 from harness.cli import main
 from harness.compare import Kind, Settings, Verdict
 from harness.errors import UsageError
-from harness.gate import GateOptions, parse_gate_spec
-from harness.subject.binaries import ON_PATH
+from harness.gate import GateAsked, GateOptions, parse_gate_spec
+from harness.rounds.session import MachineOptions
+from harness.subject.binaries import Binaries
+
+
+def machine(work: Path) -> MachineOptions:
+    return MachineOptions(binaries=Binaries.on_path(), work_dir=work, results_dir=work)
+
 
 R, IMP, U, N = Verdict.REGRESSION, Verdict.IMPROVEMENT, Verdict.UNCHANGED, Verdict.INCONCLUSIVE
 
@@ -218,13 +224,11 @@ class Synthetic:
 def run(repo: Path, out: Path, measure: Synthetic) -> object:
     return run_bisect(
         repo=repo,
-        good="good",
-        bad="bad",
+        ends=("good", "bad"),
         spec=SPEC,
         settings=Settings(),
-        options=GateOptions.decide(SPEC, seed=1),
+        options=GateOptions.decide(SPEC, machine(out), GateAsked(seed=1)),
         out_dir=out,
-        work_dir=out,
         measure=measure,
     )
 
@@ -344,7 +348,12 @@ def test_a_step_whose_build_fails_is_skipped_and_one_the_host_fails_stops(tmp_pa
             raise self.error
 
     measure = Failing(
-        tmp_path, SPEC, Settings(), GateOptions.decide(SPEC, seed=1), tmp_path, tmp_path, print, ON_PATH
+        tmp_path,
+        SPEC,
+        Settings(),
+        GateOptions.decide(SPEC, machine(tmp_path), GateAsked(seed=1)),
+        tmp_path,
+        print,
     )
     state = BisectState(good="g", bad="b", commits=("c05", "b"), spec="s", ends=cells(a=R))
     step = measure.step(1, "c05", state)

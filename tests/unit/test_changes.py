@@ -16,6 +16,7 @@ from harness.history.changes.attribution import cause, commit_identity, identity
 from harness.history.changes.find import Settings, find_changes, history_changes, threshold_for
 from harness.history.changes.series import Series, load_series
 from harness.history.changes.table import render_json, render_text
+from harness.record import Record
 
 
 def noisy(level: float, n: int, rng: random.Random, spread: float = 0.1) -> list[float]:
@@ -186,19 +187,20 @@ def test_no_results_is_a_usage_error(tmp_path: Path) -> None:
 
 
 def test_a_commits_identity_and_what_changed() -> None:
-    before = commit_identity(
-        [{"machine": {"qemu_version": "7.2.22", "hostname": "r1"}, "vm": {"accel": "tcg"}}]
-    )
-    after = commit_identity(
-        [{"machine": {"qemu_version": "8.0.0", "hostname": "r1"}, "vm": {"accel": "tcg"}}]
-    )
+    from harness.record import new_record
+
+    def rec(machine: dict[str, str], vm: dict[str, str] | None = None) -> Record:
+        return new_record(cell={"id": "c"}, machine=machine, subject={}, vm=vm or {}, run_id="history")
+
+    before = commit_identity([rec({"qemu_version": "7.2.22", "hostname": "r1"}, {"accel": "tcg"})])
+    after = commit_identity([rec({"qemu_version": "8.0.0", "hostname": "r1"}, {"accel": "tcg"})])
     assert before == {"QEMU version": "7.2.22", "runner": "r1", "accel": "tcg"}
     changes = identity_changes(before, after)
     assert [str(c) for c in changes] == ["QEMU version 7.2.22 → 8.0.0"]
     assert cause(changes, known=True) == "not the commit: lines up with QEMU version 7.2.22 → 8.0.0"
     assert cause([], known=True) == "the commit (nothing else changed)"
     assert cause([], known=False).startswith("the commit? (no records")
-    mixed = commit_identity([{"machine": {"host_kernel": "a"}}, {"machine": {"host_kernel": "b"}}])
+    mixed = commit_identity([rec({"host_kernel": "a"}), rec({"host_kernel": "b"})])
     assert mixed == {"host kernel": "a | b"}
 
 

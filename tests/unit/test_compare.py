@@ -6,6 +6,7 @@ import json
 import math
 import random
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ from harness.compare import (
 from harness.compare.comparison import load_comparison
 from harness.errors import UsageError
 from harness.files import write_json_atomic
-from harness.record import new_record
+from harness.record import Record, Sample, new_record, write_record
 from harness.spec import make_cell
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "docs" / "comparison.schema.json"
@@ -58,19 +59,17 @@ def gauss(seed: int, n: int, mean: float, cv: float) -> list[float]:
     return [mean * rng.gauss(1.0, cv) for _ in range(n)]
 
 
-def samples(
-    values: Sequence[float], metric: str = "total_s", **more: Sequence[float]
-) -> list[dict[str, Any]]:
+def samples(values: Sequence[float], metric: str = "total_s", **more: Sequence[float]) -> list[Sample]:
     """Ok samples of rounds 0..n-1 carrying ``metric`` (and the ``more`` figures, by round)."""
     out = []
     for index, value in enumerate(values):
         figures = {metric: value} | {name.replace("__", "."): vals[index] for name, vals in more.items()}
-        out.append({"index": index, "status": "ok", "metrics": figures})
+        out.append(Sample(index=index, status="ok", metrics=figures))
     return out
 
 
-def failed(n: int, reason: str = "guest workload failed: dd: write error") -> list[dict[str, Any]]:
-    return [{"index": i, "status": "error", "metrics": {}, "reason": reason} for i in range(n)]
+def failed(n: int, reason: str = "guest workload failed: dd: write error") -> list[Sample]:
+    return [Sample(index=i, status="error", reason=reason) for i in range(n)]
 
 
 def cell_dict(**axes: Any) -> dict[str, Any]:
@@ -346,7 +345,7 @@ def test_base_failing_is_an_error() -> None:
 def test_a_minority_of_failed_samples_is_compared_and_mentioned() -> None:
     base = samples(gauss(16, 8, 100.0, 0.02))
     head = samples(gauss(17, 7, 130.0, 0.02)) + failed(1)
-    head[-1]["index"] = 7
+    head[-1] = replace(head[-1], index=7)
     result = compare_cell(cell_dict(), base, head, settings=SETTINGS)
     assert result.verdict is Verdict.REGRESSION
     assert result.kind is Kind.METRIC
@@ -399,9 +398,9 @@ def steady_cell(seed: int = 30, **axes: Any) -> CellResult:
     )
 
 
-def later(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def later(rows: list[Sample]) -> list[Sample]:
     """``rows`` as samples of other rounds than base's (head's, taken after base's)."""
-    return [{**row, "index": row["index"] + 100} for row in rows]
+    return [replace(row, index=(row.index or 0) + 100) for row in rows]
 
 
 def unpaired_regressed_cell(seed: int = 20) -> CellResult:
@@ -507,7 +506,7 @@ def test_overall_verdict_order() -> None:
     assert overall_verdict([]) is Verdict.UNCHANGED
 
 
-def record(cell: Mapping[str, Any], sample_list: list[dict[str, Any]], **machine: Any) -> dict[str, Any]:
+def record(cell: Mapping[str, Any], sample_list: list[Sample], **machine: Any) -> Record:
     rec = new_record(
         cell=dict(cell),
         machine=MACHINE | machine,
@@ -515,8 +514,7 @@ def record(cell: Mapping[str, Any], sample_list: list[dict[str, Any]], **machine
         vm={"accel": "kvm", "mem_mib": 256, "smp": 1},
         run_id="gate",
     )
-    rec["samples"] = sample_list
-    return rec
+    return replace(rec, samples=tuple(sample_list))
 
 
 def test_compare_records_joins_records_of_a_cell_and_reports_missing_cells() -> None:
@@ -652,6 +650,24 @@ def sample_document(accel: str = "kvm") -> dict[str, Any]:
     )
 
 
+def test_a_gate_documents_policy_reach_is_valid_against_its_schema(schema: dict[str, Any]) -> None:
+    from harness.compare.document import with_policy_reach
+    from harness.gate.reach import policy_reach
+    from harness.gate.spec import GATE_SPEC, load_gate_spec
+    from harness.subject.policy import parse_policy
+
+    own = (Path(__file__).resolve().parents[2] / "policy.toml").read_text()
+    base = parse_policy(own)
+    head = parse_policy(own.replace('aio = "threads"', 'aio = "native"'))
+    doc = sample_document()
+    doc["summary"]["subject_diff"] = [{"what": "aio", "base": "threads", "head": "native"}]
+    reach = policy_reach(load_gate_spec(GATE_SPEC), base, head).as_dict()
+    doc = with_policy_reach(doc, [], reach)
+    assert doc["summary"]["subject_diff"][0]["reach"]["applied"]
+    assert len(doc["summary"]["policy_held"]) == 4
+    assert validate(doc, schema, schema) == []
+
+
 def test_the_document_is_valid_against_its_schema(schema: dict[str, Any]) -> None:
     doc = sample_document()
     json.dumps(doc, allow_nan=False)
@@ -708,13 +724,16 @@ def test_markdown_has_the_table_escapes_pipes_and_says_tcg_loudly() -> None:
     first = text.splitlines()[0]
     assert first.startswith("## diskbench: REGRESSION (and changed: host.flushes -50.0% in qcow2-")
     assert "**under TCG (emulation): times are about QEMU's emulation, not the disk**" in first
-    assert "| cell | metric | base | head | change | CI | p | rounds | verdict |" in text
+    assert "| cell | metric | base | head | change (95% CI) | verdict |" in text
     reg = doc["cells"][0]
-    label = f"qcow2 writeback ide · dd 64M<br><sub><code>{reg['cell_id']}</code></sub>"
-    assert f"| {label} | total_s | " in text
-    row = next(line for line in text.splitlines() if line.startswith(f"| {label} "))
-    assert row.endswith("| 8 | regression |")
+    # one row per cell, its short name; the full id only in the cell's fold under the table
+    row = next(line for line in text.splitlines() if line.startswith("| qcow2 writeback ide · dd 64M | "))
+    assert row.startswith("| qcow2 writeback ide · dd 64M | total_s | ")
+    assert row.endswith("| regression |")
     assert "+" in row and "%" in row
+    fold = text.split("<details><summary>qcow2 writeback ide · dd 64M: ")[1].split("</details>")[0]
+    assert f"\n<code>{reg['cell_id']}</code>\n" in fold
+    assert text.index(f"<code>{reg['cell_id']}</code>") > text.index(row)
     assert "dd \\| tee: No space left on device" in text
     assert "dd | tee" not in text
     assert "regression (failure)" in text
@@ -733,11 +752,13 @@ def test_a_pipe_in_a_table_cell_does_not_break_the_row() -> None:
         odd, samples(gauss(1, 8, 10.0, 0.01)), samples(gauss(2, 8, 15.0, 0.01)), settings=SETTINGS
     )
     doc = build_comparison([cell], settings=SETTINGS, base={}, head={}, machine=MACHINE, created_at="x")
-    row = next(line for line in render_markdown(doc).splitlines() if "odd" in line)
-    assert row.startswith(
-        "| qcow2 writeback virtio-blk · dd 64M<br><sub><code>odd\\|cell</code></sub> | total_s | "
-    )
-    assert row.replace("\\|", "").count("|") == 10
+    doc["cells"][0]["title"] = "odd|name"
+    text = render_markdown(doc)
+    row = next(line for line in text.splitlines() if line.startswith("| odd"))
+    assert row.startswith("| odd\\|name | total_s | ")
+    assert row.replace("\\|", "").count("|") == 7
+    # the id, in the cell's fold, is escaped too
+    assert "\n<code>odd\\|cell</code>\n" in text
 
 
 def test_validate_and_load_comparison_say_what_to_do(tmp_path: Path) -> None:
@@ -765,7 +786,7 @@ def write_side(directory: Path, scale: float, *, seed: int, cells: int = 2, **ma
     for k in range(cells):
         cell = cell_dict(dd_mib=64 * (k + 1))
         values = gauss(seed + k, 6, 10.0 * scale, 0.01)
-        write_json_atomic(directory / f"{cell['id']}.json", record(cell, samples(values), **machine))
+        write_record(directory / f"{cell['id']}.json", record(cell, samples(values), **machine))
     return directory
 
 
@@ -867,7 +888,7 @@ def test_axis_sentence_names_every_value_the_regressed_cells_share() -> None:
     ]
     assert axis_sentence(cells) == (
         "Every regressed cell has cache=writeback (2 of 3 such cells regressed) and interface=ide "
-        "(2 of 3 such cells regressed); no one value sets them apart from the 3 others."
+        "(2 of 3 such cells regressed); no other cell has all of them."
     )
     # two values that only the regressed cells have: both named, and said to go together
     exact = [*cells[:2], cell("none-virtio-2", "none", "virtio-blk", Verdict.UNCHANGED), cells[4]]

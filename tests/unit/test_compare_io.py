@@ -20,6 +20,7 @@ from harness.compare import (
     render_markdown,
     subject_diff,
 )
+from harness.record import CellInfo, MachineInfo, Record, Sample, SubjectInfo
 from harness.spec import make_cell
 
 MACHINE = {"hostname": "runner-1", "accel": "tcg", "qemu": "qemu-system-x86_64", "qemu_version": "7.2.22"}
@@ -30,23 +31,23 @@ def gauss(seed: int, n: int, mean: float, sd: float) -> list[float]:
     return [rng.gauss(mean, sd) for _ in range(n)]
 
 
-def samples(**figures: list[float]) -> list[dict[str, Any]]:
+def samples(**figures: list[float]) -> list[Sample]:
     n = len(next(iter(figures.values())))
     return [
-        {"index": i, "status": "ok", "metrics": {k.replace("__", "."): v[i] for k, v in figures.items()}}
+        Sample(index=i, status="ok", metrics={k.replace("__", "."): v[i] for k, v in figures.items()})
         for i in range(n)
     ]
 
 
-def record(
-    cell: dict[str, Any], side_samples: list[dict[str, Any]], policy: dict[str, Any]
-) -> dict[str, Any]:
-    return {
-        "cell": cell,
-        "samples": side_samples,
-        "machine": MACHINE,
-        "subject": {"policy": policy, "guest": {"recipe_hash": "abc", "packages": {"fio": "3.33-3"}}},
-    }
+def record(cell: dict[str, Any], side_samples: list[Sample], policy: dict[str, Any]) -> Record:
+    return Record(
+        cell=CellInfo(cell),
+        samples=tuple(side_samples),
+        machine=MachineInfo(MACHINE),
+        subject=SubjectInfo(
+            {"policy": policy, "guest": {"recipe_hash": "abc", "packages": {"fio": "3.33-3"}}}
+        ),
+    )
 
 
 def policy(cache: str, **options: str) -> dict[str, Any]:
@@ -193,25 +194,29 @@ def test_the_subject_diff_names_policy_guest_and_qemu() -> None:
 def test_a_gate_whose_head_changes_the_cache_mode_says_so_before_any_table() -> None:
     base, head = flush_records(0.0, head_cache="writethrough")
     # the gate compares by gate name; the ids differ between the sides
-    head[0]["cell"] = dict(head[0]["cell"])
     settings = Settings(metrics=("total_s", "dev.write_p90_ms"))
-    cell = dict(head[0]["cell"]) | {"gate_name": "policy-dd", "base_id": base[0]["cell"]["id"]}
-    (result,) = compare_family([(cell, base[0]["samples"], head[0]["samples"])], settings=settings)
+    cell = head[0].cell.to_json() | {"gate_name": "policy-dd", "base_id": base[0].cell.id}
+    (result,) = compare_family([(cell, base[0].samples, head[0].samples)], settings=settings)
     sides = {
-        "base": {"label": "base", "rev": "main", "subject": base[0]["subject"], "machine": MACHINE},
-        "head": {"label": "head", "rev": "pr", "subject": head[0]["subject"], "machine": MACHINE},
+        "base": {"label": "base", "rev": "main", "subject": base[0].subject.to_json(), "machine": MACHINE},
+        "head": {"label": "head", "rev": "pr", "subject": head[0].subject.to_json(), "machine": MACHINE},
     }
     doc = build_comparison([result], settings=settings, machine=MACHINE, created_at="x", **sides)
     text = render_markdown(doc)
     lines = text.splitlines()
     assert lines[0].startswith("## diskbench: CHANGED: host.flushes -100.0% in policy-dd")
-    table = lines.index("| cell | metric | base | head | change | CI | p | rounds | verdict |")
+    table = lines.index("| cell | metric | base | head | change (95% CI) | verdict |")
     before = lines[:table]
+    # under the tally, what each kind of cell could have seen; then the changed cell
+    assert before[4].startswith("Could see: 1 guest cell ≥ ")
+    assert before[6].startswith("- **qcow2 writethrough virtio-blk · dd 64M**: `host.flushes` **-100.0%** (")
     assert "- cache: none → writethrough" in before
-    assert f"- cell `policy-dd`: base `{base[0]['cell']['id']}` → head `{head[0]['cell']['id']}`" in before
-    row = next(line for line in lines if "| host.flushes |" in line)
-    assert row.startswith(
-        f"| qcow2 writethrough virtio-blk · dd 64M<br><sub>policy-dd: <code>{head[0]['cell']['id']}</code> "
-        f"(base: <code>{base[0]['cell']['id']}</code>)</sub> | host.flushes | 18 | 0 |"
+    assert f"- cell `policy-dd`: base `{base[0].cell.id}` → head `{head[0].cell.id}`" in before
+    # the cell's row shows the counter that changed; its fold gives both ids under the gate name
+    row = lines[table + 2]
+    assert row.startswith("| qcow2 writethrough virtio-blk · dd 64M | host.flushes | 18 | 0 | -100.0%")
+    assert row.endswith("| changed (counter) |")
+    assert (
+        f"policy-dd: <code>{head[0].cell.id}</code> (base: <code>{base[0].cell.id}</code>)" in lines[table:]
     )
     assert doc["summary"]["subject_diff"] == [{"what": "cache", "base": "none", "head": "writethrough"}]

@@ -12,7 +12,7 @@ from harness.cli import main
 from harness.compare import Settings
 from harness.compare.comparison import compare_paths, load_comparison
 from harness.compare.text_table import effect, ordered, render_text
-from harness.files import write_json_atomic
+from harness.record import write_record
 from harness.units import Style
 
 
@@ -21,9 +21,9 @@ def sides(tmp_path: Path) -> tuple[Path, Path]:
     base, head = tmp_path / "base", tmp_path / "head"
     for k, slower in enumerate((1.3, 1.1, 1.0)):
         cell = cell_dict(dd_mib=64 * (k + 1))
-        write_json_atomic(base / f"{cell['id']}.json", record(cell, samples(gauss(1 + k, 8, 10.0, 0.004))))
+        write_record(base / f"{cell['id']}.json", record(cell, samples(gauss(1 + k, 8, 10.0, 0.004))))
         values = gauss(50 + k, 8, 10.0 * slower, 0.004)
-        write_json_atomic(head / f"{cell['id']}.json", record(cell, samples(values)))
+        write_record(head / f"{cell['id']}.json", record(cell, samples(values)))
     return base, head
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from harness.compare import (
 from harness.compare.evidence import RANK_GUARD, figures, holm_levels, t_share
 from harness.compare.stats import mann_whitney_u, rank_test
 from harness.compare.yuen import Trimmed, student_t_two_sided, trimmed, yuen_test
+from harness.record import Sample
 from harness.spec import make_cell
 
 FIO = "fio.raw-rand-write-qd1.clat_p50_ms"
@@ -27,8 +29,8 @@ FIO = "fio.raw-rand-write-qd1.clat_p50_ms"
 BINNED = [0.234496, 0.242688, 0.234496, 0.25088, 0.242688, 0.234496, 0.25088, 0.242688]
 
 
-def samples(values: list[float], metric: str = FIO) -> list[dict[str, Any]]:
-    return [{"index": i, "status": "ok", "metrics": {metric: v}} for i, v in enumerate(values)]
+def samples(values: list[float], metric: str = FIO) -> list[Sample]:
+    return [Sample(index=i, status="ok", metrics={metric: v}) for i, v in enumerate(values)]
 
 
 def family_of_31(head_of_first: list[float], *, test: str = "rank-yuen", rounds: int = 8) -> list[Any]:
@@ -117,8 +119,7 @@ def test_a_metric_beyond_its_minimum_effect_in_a_decided_cell_says_what_it_is() 
     base = samples([10.0, 10.1, 9.9, 10.05, 9.95, 10.02, 9.98, 10.01], "total_s")
     head = samples([13.0, 13.1, 12.9, 13.05, 12.95, 13.02, 12.98, 13.01], "total_s")
     for side, values in ((base, BINNED), (head, [v * 4 for v in BINNED])):
-        for sample, v in zip(side, values, strict=True):
-            sample["metrics"][FIO] = v
+        side[:] = [replace(s, metrics={**s.metrics, FIO: v}) for s, v in zip(side, values, strict=True)]
     settings = Settings(
         metrics=("total_s", FIO), counters=(), comparisons=31, correction="bonferroni", test="mann-whitney"
     )

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from harness.cli import main
 from harness.compare import Verdict
 from harness.compare.comparison import verdict_exit_code
-from harness.files import write_json_atomic
-from harness.record import new_record
+from harness.record import Sample, new_record, write_record
 from harness.spec import make_cell
 
 MACHINE = {
@@ -29,13 +27,12 @@ def write_cell(directory: Path, dd_mib: int, mean: float, *, seed: int, ok: bool
     rng = random.Random(seed)
     record = new_record(cell=cell, machine=MACHINE, subject={}, vm={"mem_mib": 256, "smp": 1}, run_id="r")
     for index in range(6):
-        sample: dict[str, Any] = {"index": index, "status": "ok" if ok else "error"}
         if ok:
-            sample["metrics"] = {"total_s": mean * rng.gauss(1.0, 0.01)}
+            sample = Sample(index=index, status="ok", metrics={"total_s": mean * rng.gauss(1.0, 0.01)})
         else:
-            sample["reason"] = "QEMU exited with 1"
-        record["samples"].append(sample)
-    write_json_atomic(directory / f"{cell['id']}.json", record)
+            sample = Sample(index=index, status="error", reason="QEMU exited with 1")
+        record = record.with_sample(sample)
+    write_record(directory / f"{cell['id']}.json", record)
 
 
 @pytest.mark.parametrize(

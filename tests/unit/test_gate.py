@@ -15,6 +15,7 @@ from harness.errors import SpecError
 from harness.gate import (
     GATE_SPEC,
     SIDES,
+    GateAsked,
     GateOptions,
     GateSide,
     GateSpec,
@@ -28,12 +29,15 @@ from harness.gate import (
     stop_before,
 )
 from harness.paths import REPO_ROOT
-from harness.rounds.session import Session
+from harness.record import CellInfo, MachineInfo, Record, Sample
+from harness.rounds.session import MachineOptions, Session
 from harness.sample.guest_sampler import RunOptions
 from harness.spec import Cell, Format, Measure
 from harness.subject.binaries import Binaries
 from harness.subject.policy import parse_policy
 from harness.sweep.rounds import rounds
+
+MACHINE = MachineOptions(binaries=Binaries.on_path(), work_dir=Path("/w"), results_dir=Path("/r"))
 
 SPEC = """
 rounds = 3
@@ -244,12 +248,12 @@ def test_the_default_gate_spec_gates_what_can_decide_and_fails_on_a_change() -> 
 
 def test_options_take_the_specs_rounds_and_budget_unless_given() -> None:
     spec = parse_gate_spec(SPEC, source="g.toml")
-    options = GateOptions.decide(spec, seed=3)
+    options = GateOptions.decide(spec, MACHINE, GateAsked(seed=3))
     assert (options.rounds, options.max_rounds, options.budget_s, options.seed) == (3, 6, 1200.0, 3)
-    given = GateOptions.decide(spec, rounds=8, max_rounds=5, budget_min=1.5, seed=0)
+    given = GateOptions.decide(spec, MACHINE, GateAsked(rounds=8, max_rounds=5, budget_min=1.5, seed=0))
     # max_rounds never below rounds; a seed of 0 is a seed
     assert (given.rounds, given.max_rounds, given.budget_s, given.seed) == (8, 8, 90.0, 0)
-    drawn = GateOptions.decide(spec)
+    drawn = GateOptions.decide(spec, MACHINE)
     assert 0 <= drawn.seed < 2**31
 
 
@@ -276,24 +280,29 @@ class _FakeSession(Session):
     calls: list[tuple[str, str, int]] = field(default_factory=list)
     label: str = ""
 
-    def run_cell(self, cell: Cell, **kw: Any) -> tuple[Path, dict[str, Any]]:
-        record = kw["existing"] or {"cell": cell.as_dict(), "samples": []}
-        for index in range(len(record["samples"]), kw["upto"]):
+    def run_cell(self, cell: Cell, **kw: Any) -> tuple[Path, Record]:
+        record = kw["existing"] or Record(cell=CellInfo(cell.as_dict()), machine=MachineInfo())
+        for index in range(len(record.samples), kw["upto"]):
             self.calls.append((self.label, cell.id, index + 1))
             noise = random.Random(f"{self.label}{cell.id}{index}").uniform(0.5, 1.5)
-            record["samples"].append({"index": index, "status": "ok", "metrics": {"total_s": noise}})
-        return kw["path"], record
+            record = record.with_sample(Sample(index=index, status="ok", metrics={"total_s": noise}))
+        return kw["where"].path(cell.id), record
 
 
 def _sides(spec: GateSpec, calls: list[tuple[str, str, int]]) -> dict[str, GateSide]:
     policy = parse_policy((REPO_ROOT / "policy.toml").read_text())
     opts = RunOptions(
-        accel="tcg", accel_reason="test", work_dir=Path("/w"), results_dir=Path("/r"), run_id="x"
+        binaries=Binaries.on_path(),
+        accel="tcg",
+        accel_reason="test",
+        work_dir=Path("/w"),
+        results_dir=Path("/r"),
+        run_id="x",
     )
     sides = {}
     for label in SIDES:
         subject = Subject(label, label, "0" * 40, Path("/c"), policy, Path("/i"), None, None)
-        session = _FakeSession(guest=None, opts=opts, machine={}, calls=calls, label=label)  # type: ignore[arg-type]
+        session = _FakeSession(guest=None, opts=opts, machine=MachineInfo(), calls=calls, label=label)  # type: ignore[arg-type]
         cells = {gc.name: gc.resolve(policy) for gc in spec.cells}
         sides[label] = GateSide(subject=subject, session=session, cells=cells)
     return sides
@@ -314,7 +323,7 @@ def test_rounds_interleave_both_sides_in_the_seeds_order_until_max_rounds(tmp_pa
     spec = parse_gate_spec(SPEC, source="g.toml")
     calls: list[tuple[str, str, int]] = []
     sides = _sides(spec, calls)
-    options = GateOptions.decide(spec, rounds=3, max_rounds=5, seed=7)
+    options = GateOptions.decide(spec, MACHINE, GateAsked(rounds=3, max_rounds=5, seed=7))
     settings = settings_for(spec, Settings(), metrics_given=True)
     done = run_rounds(
         spec, sides, settings, options, out_dir=tmp_path, started=time.monotonic(), progress=lambda _m: None
@@ -338,7 +347,7 @@ def test_rounds_interleave_both_sides_in_the_seeds_order_until_max_rounds(tmp_pa
 def test_the_budget_holds_from_the_first_round(tmp_path: Path) -> None:
     spec = parse_gate_spec(SPEC, source="g.toml")
     calls: list[tuple[str, str, int]] = []
-    options = GateOptions.decide(spec, rounds=3, max_rounds=5, seed=7, budget_min=1)
+    options = GateOptions.decide(spec, MACHINE, GateAsked(rounds=3, max_rounds=5, seed=7, budget_min=1))
     notes: list[str] = []
     done = run_rounds(
         spec,
@@ -355,3 +364,5 @@ def test_the_budget_holds_from_the_first_round(tmp_path: Path) -> None:
     assert notes[-1] == "gate: budget of 1 min reached; 2 cell(s) stay as they are"
     assert [(r.verdict.value, r.kind.value) for r in done.results] == [("error", "missing")] * 2
     assert done.results[0].reason == "no sample of base and head: the gate's budget ran out first"
+    # with its axes flat, as every compared cell has them (the document's shape, the short name)
+    assert done.results[0].cell["format"] in ("raw", "qcow2") and "image" not in done.results[0].cell

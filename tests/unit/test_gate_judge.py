@@ -18,16 +18,18 @@ import pytest
 from harness.compare import Settings, render_markdown
 from harness.compare.comparison import verdict_exit_code
 from harness.errors import ProtocolError
-from harness.gate import GateOptions, GateSide, Subject, parse_gate_spec, run_rounds, settings_for
+from harness.gate import GateAsked, GateOptions, GateSide, Subject, parse_gate_spec, run_rounds, settings_for
 from harness.gate.judge import decide_judge, guest_word_document, render_guest_word
 from harness.gate.rounds import head_deadline
 from harness.gate.run import comparison_document
 from harness.paths import REPO_ROOT
+from harness.record import CellInfo, MachineInfo, Record, Sample
 from harness.rounds.cell import clock_disagreement
-from harness.rounds.session import Session
+from harness.rounds.session import MachineOptions, Session
 from harness.sample.guest_sampler import RunOptions
 from harness.sample.protocol import parse_report
 from harness.spec import Cell
+from harness.subject.binaries import Binaries
 from harness.subject.policy import parse_policy
 from harness.untrusted import inert_markdown
 
@@ -94,20 +96,22 @@ class _Side(Session):
     forge: float = 1.0
     stall: bool = False
 
-    def run_cell(self, cell: Cell, **kw: Any) -> tuple[Path, dict[str, Any]]:
-        record = kw["existing"] or {"cell": cell.as_dict(), "samples": []}
-        for index in range(len(record["samples"]), kw["upto"]):
+    def run_cell(self, cell: Cell, **kw: Any) -> tuple[Path, Record]:
+        record = kw["existing"] or Record(cell=CellInfo(cell.as_dict()), machine=MachineInfo())
+        for index in range(len(record.samples), kw["upto"]):
             rng = random.Random(f"{self.label}{cell.id}{index}")
             host_s = rng.uniform(4.95, 5.05)
             if self.stall:
-                record["samples"].append(
-                    {
-                        "index": index,
-                        "status": "error",
-                        "error_type": "GuestTimeout",
-                        "reason": f"no workload report from the guest within {self.opts.workload_timeout_s:g} s",
-                        "deadline": self.opts.workload_timeout_s,
-                    }
+                record = record.with_sample(
+                    Sample.from_json(
+                        {
+                            "index": index,
+                            "status": "error",
+                            "error_type": "GuestTimeout",
+                            "reason": f"no workload report from the guest within {self.opts.workload_timeout_s:g} s",
+                            "deadline": self.opts.workload_timeout_s,
+                        }
+                    )
                 )
                 continue
             metrics = {
@@ -115,8 +119,8 @@ class _Side(Session):
                 "host.workload_s": host_s,
                 "dev.write_p90_ms": rng.uniform(0.99, 1.01),
             }
-            record["samples"].append({"index": index, "status": "ok", "metrics": metrics})
-        return kw["path"], record
+            record = record.with_sample(Sample(index=index, status="ok", metrics=metrics))
+        return kw["where"].path(cell.id), record
 
 
 def _gate(
@@ -125,13 +129,20 @@ def _gate(
     """A gate of synthetic sides, judged as a real one is; returns its comparison document."""
     spec = parse_gate_spec(SPEC, source="g.toml")
     policy = parse_policy((REPO_ROOT / "policy.toml").read_text())
-    opts = RunOptions(accel="tcg", accel_reason="t", work_dir=Path("/w"), results_dir=Path("/r"), run_id="x")
+    opts = RunOptions(
+        binaries=Binaries.on_path(),
+        accel="tcg",
+        accel_reason="t",
+        work_dir=Path("/w"),
+        results_dir=Path("/r"),
+        run_id="x",
+    )
     sides = {}
     for label in ("base", "head"):
         session = _Side(
             guest=None,  # type: ignore[arg-type]
             opts=opts,
-            machine={},
+            machine=MachineInfo(),
             label=label,
             forge=forge if label == "head" else 1.0,
             stall=stall and label == "head",
@@ -143,7 +154,16 @@ def _gate(
     judge = decide_judge(
         settings_for(spec, Settings(), metrics_given=False), base_guest="a" * 64, head_guest=head_guest
     )
-    options = GateOptions.decide(spec, seed=5, workload_timeout_s=1800.0)
+    options = GateOptions.decide(
+        spec,
+        MachineOptions(
+            binaries=Binaries.on_path(),
+            work_dir=Path("/w"),
+            results_dir=Path("/r"),
+            workload_timeout_s=1800.0,
+        ),
+        GateAsked(seed=5),
+    )
     played = run_rounds(
         spec,
         sides,
@@ -156,13 +176,11 @@ def _gate(
     return comparison_document(
         spec,
         sides,
-        played.results,
-        settings=judge.settings,
+        played,
+        judge=judge,
         options=options,
-        played=played,
         canary=None,
         elapsed_s=1.0,
-        judge=judge,
     )
 
 
@@ -192,8 +210,15 @@ def test_a_head_past_its_deadline_from_base_is_a_regression_of_its_own_kind(tmp_
     assert (cell["verdict"], cell["kind"]) == ("regression", "head-timed-out")
     assert doc["budget"]["stopped"].startswith("head timed out on policy (deadline ")
     assert verdict_exit_code(doc) == 1
-    first = render_markdown(doc).splitlines()[0]
-    assert first.startswith("## diskbench: REGRESSION (head timed out: ")
+    # its axes are flat as every cell's: it has its short name, and the summary names it by it
+    assert cell["cell"]["workload"] == "dd-64m-2m-ext4" and cell["cell"]["gate_name"] == "policy"
+    assert cell["title"] == "qcow2 none virtio-blk · dd 64M"
+    lines = render_markdown(doc).splitlines()
+    assert lines[0].startswith("## diskbench: REGRESSION (head timed out: qcow2 none virtio-blk · dd 64M)")
+    assert lines[4] == (
+        "- **qcow2 none virtio-blk · dd 64M**: head's guest ran past its deadline of 110 s, "
+        "regression (head-timed-out)"
+    )
     # one head sample ran, not eight: the rounds stop at the first timeout
     assert cell["head_failed"] == 1
 
@@ -208,7 +233,7 @@ def test_a_hostile_cell_name_is_inert_in_the_guests_own_word_as_in_the_compariso
     settings = settings_for(parse_gate_spec(SPEC, source="test.toml"), Settings())
     judge = decide_judge(settings, base_guest="a" * 64, head_guest="b" * 64)
     name = "*b* _u_ ~s~ # x|y <img src=a>"
-    ok = [{"status": "ok", "metrics": {"total_s": 2.0}}]
+    ok = [Sample(status="ok", metrics={"total_s": 2.0})]
     doc = guest_word_document(judge, [(name, ok, ok)])
     assert doc is not None
     (row,) = [line for line in render_guest_word(doc).splitlines() if "img" in line]

@@ -9,7 +9,7 @@ import random
 import subprocess
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,18 +19,28 @@ from harness.compare import Settings, Verdict, compare_family, compare_metric
 from harness.compare.markdown import kind_line
 from harness.compare.rules import shrink_of, taken_together
 from harness.errors import SpecError
-from harness.gate import SIDES, GateOptions, GateSide, Subject, parse_gate_spec, run_rounds
+from harness.gate import SIDES, GateAsked, GateOptions, GateSide, Subject, parse_gate_spec, run_rounds
 from harness.gate.judge import decide_judge
 from harness.gate.run import guest_pairs
 from harness.paths import REPO_ROOT
-from harness.rounds.session import Session
+from harness.record import CellInfo, MachineInfo, Record, Sample
+from harness.rounds.session import MachineOptions, Session
 from harness.sample.guest_sampler import RunOptions
 from harness.sample.vm.cpu import cpu_times
 from harness.sample.vm.machine import _before_exec
 from harness.spec import Cell, Measure, make_cell
+from harness.subject.binaries import Binaries
 from harness.subject.policy import parse_policy
 
-OPTS = RunOptions(accel="tcg", accel_reason="test", work_dir=Path("/w"), results_dir=Path("/r"), run_id="x")
+MACHINE = MachineOptions(binaries=Binaries.on_path(), work_dir=Path("/w"), results_dir=Path("/r"))
+OPTS = RunOptions(
+    binaries=Binaries.on_path(),
+    accel="tcg",
+    accel_reason="test",
+    work_dir=Path("/w"),
+    results_dir=Path("/r"),
+    run_id="x",
+)
 SPEC = """
 rounds = 3
 max_rounds = 3
@@ -85,14 +95,14 @@ class _Session(Session):
     label: str = ""
     seen: Any = None
 
-    def run_cell(self, cell: Cell, **kw: Any) -> tuple[Path, dict[str, Any]]:
-        record = kw["existing"] or {"cell": cell.as_dict(), "samples": []}
-        for index in range(len(record["samples"]), kw["upto"]):
+    def run_cell(self, cell: Cell, **kw: Any) -> tuple[Path, Record]:
+        record = kw["existing"] or Record(cell=CellInfo(cell.as_dict()), machine=MachineInfo())
+        for index in range(len(record.samples), kw["upto"]):
             self.seen(self.label, cell, kw.get("sampler"))
             value = random.Random(f"{self.label}{cell.id}{index}").uniform(0.5, 1.5)
             metric = "replay.wall_s" if cell.measure is Measure.REPLAY else "host.workload_s"
-            record["samples"].append({"index": index, "status": "ok", "metrics": {metric: value}})
-        return kw["path"], record
+            record = record.with_sample(Sample(index=index, status="ok", metrics={metric: value}))
+        return kw["where"].path(cell.id), record
 
 
 def test_a_guest_pair_runs_both_sides_at_the_same_moment_with_a_shared_pairing(tmp_path: Path) -> None:
@@ -115,14 +125,14 @@ def test_a_guest_pair_runs_both_sides_at_the_same_moment_with_a_shared_pairing(t
     sides = {}
     for label in SIDES:
         subject = Subject(label, label, "0" * 40, Path("/c"), policy, Path("/i"), None, None)
-        session = _Session(guest=None, opts=OPTS, machine={}, label=label, seen=seen)  # type: ignore[arg-type]
+        session = _Session(guest=None, opts=OPTS, machine=MachineInfo(), label=label, seen=seen)  # type: ignore[arg-type]
         sides[label] = GateSide(
             subject=subject, session=session, cells={gc.name: gc.resolve(policy) for gc in spec.cells}
         )
     guest_pairs(spec, sides)
     assert sides["base"].together["dd"] is sides["head"].together["dd"]
     assert "apart" not in sides["base"].together
-    options = GateOptions.decide(spec, seed=5)
+    options = GateOptions.decide(spec, MACHINE, GateAsked(seed=5))
     done = run_rounds(
         spec, sides, Settings(metrics=spec.metrics), options, out_dir=tmp_path, started=time.monotonic(),
         progress=lambda _m: None,
@@ -164,23 +174,21 @@ def test_cpu_times_read_the_process_and_its_vcpu_threads(tmp_path: Path) -> None
     assert cpu_times(7, proc) is None
 
 
-def _together(host: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"host": host if host is not None else {"together": {"cpu": 1, "met": True}}}
+def _together(host: dict[str, Any] | None = None) -> Sample:
+    return Sample(status="ok", host=host if host is not None else {"together": {"cpu": 1, "met": True}})
 
 
 def test_a_guest_sample_is_taken_together_only_when_it_met_its_partner() -> None:
     assert taken_together(_together())
     assert not taken_together(_together({"together": {"cpu": 1, "met": False}}))
-    assert not taken_together({"host": {}})
+    assert not taken_together(Sample(status="ok"))
     settings = Settings()
     assert shrink_of("host.workload_s", [_together()], settings) == 2.0
     # the side's own CPU time and its time less its vCPUs' waits count no partner's share
     assert shrink_of("host.workload_cpu_s", [_together()], settings) == 1.0
     assert shrink_of("host.workload_alone_s", [_together()], settings) == 1.0
-    assert (
-        shrink_of("replay.wall_s", [{"replay": {"passes_together": 1, "pass_wall_s": [1.0]}}], settings)
-        == 1.0
-    )
+    replayed = Sample(status="ok", replay={"passes_together": 1, "pass_wall_s": [1.0]})
+    assert taken_together(replayed) and shrink_of("replay.wall_s", [replayed], settings) == 1.0
 
 
 def _pairs(ratio: float, n: int = 8, sd: float = 0.004, seed: int = 1) -> tuple[list[float], list[float]]:
@@ -218,11 +226,11 @@ def test_a_cell_gates_its_own_metrics_and_shows_the_others_with_why() -> None:
     )
     rng = random.Random(4)
     base = [
-        {"index": i, "status": "ok", "metrics": {"host.workload_s": 10.0, "total_s": 9.0 + 0.01 * i,
-         "dev.write_p90_ms": rng.uniform(1, 9)}}
+        Sample(index=i, status="ok", metrics={"host.workload_s": 10.0, "total_s": 9.0 + 0.01 * i,
+               "dev.write_p90_ms": rng.uniform(1, 9)})
         for i in range(8)
     ]  # fmt: skip
-    head = [{**s, "metrics": {**s["metrics"], "dev.write_p90_ms": rng.uniform(1, 9)}} for s in base]
+    head = [replace(s, metrics={**s.metrics, "dev.write_p90_ms": rng.uniform(1, 9)}) for s in base]
     cell = make_cell(workload="dd", dd_mib=64).as_dict()
     plain, own = compare_family(
         [({**cell, "gate_name": "dd-cell"}, base, head), ({**cell, "gate_name": "fio-cell"}, base, head)],

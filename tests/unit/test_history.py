@@ -6,6 +6,7 @@ import json
 import math
 import shlex
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from harness.cli import main
 from harness.errors import UsageError
 from harness.history import asvrun as history
 from harness.history import pages
+from harness.record import CellInfo, MachineInfo, Record, Sample
 from harness.sweep import parse_spec
 from harness.workloads import Metric, metric_info
 
@@ -227,8 +229,12 @@ def test_every_workload_has_its_phases_and_host_figures() -> None:
         assert len(methods) == len(set(methods)), wl
 
 
-def record(samples: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"cell": {"id": "c", "workload": {"name": "dd"}}, "samples": samples}
+def record(samples: list[dict[str, Any]]) -> Record:
+    return Record(
+        cell=CellInfo({"id": "c", "workload": {"name": "dd"}}),
+        machine=MachineInfo(),
+        samples=tuple(Sample.from_json(s) for s in samples),
+    )
 
 
 def test_the_io_path_is_tracked_beside_total_s() -> None:
@@ -382,13 +388,12 @@ def test_a_failing_asv_is_exit_3_naming_its_log(tmp_path: Path) -> None:
 
 
 def test_failed_cells_are_named_per_commit(tmp_path: Path) -> None:
-    from harness.files import write_json_atomic
-    from harness.record import new_record
+    from harness.record import new_record, write_record
 
     def write(commit: str, cell_id: str, statuses: list[str]) -> None:
         rec = new_record(cell={"id": cell_id}, machine={}, subject={}, vm={}, run_id="history")
-        rec["samples"] = [{"status": s} for s in statuses]
-        write_json_atomic(tmp_path / "vm-tcg" / commit / "sweeps" / "history" / f"{cell_id}.json", rec)
+        rec = replace(rec, samples=tuple(Sample.from_json({"status": s}) for s in statuses))
+        write_record(tmp_path / "vm-tcg" / commit / "sweeps" / "history" / f"{cell_id}.json", rec)
 
     write("a" * 40, "raw.dd", ["ok", "ok"])
     write("a" * 40, "qcow2.dd", ["ok", "error"])

@@ -19,6 +19,7 @@ from harness.errors import ExitCode, HarnessError, ProtocolError
 from harness.guest import RecipeError
 from harness.paths import IMAGES_DIR, REPO_ROOT
 from harness.sample.vm import Machine, VMConfig
+from harness.subject.binaries import QEMU
 
 DEEP = {
     "array": "a = " + "[" * 3000 + "]" * 3000,
@@ -129,7 +130,9 @@ def test_a_symlink_target_is_shown_on_one_line(images: Path) -> None:
 
 
 def machine(tmp_path: Path) -> Machine:
-    config = VMConfig(kernel=Path("/k"), initrd=Path("/i"), append=["diskbench.workload=dd"], drives=[])
+    config = VMConfig(
+        qemu=QEMU, kernel=Path("/k"), initrd=Path("/i"), append=["diskbench.workload=dd"], drives=[]
+    )
     tmp_path.mkdir(parents=True, exist_ok=True)
     return Machine(config, tmp_path)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -9,8 +10,7 @@ import pytest
 
 from harness.cli import main
 from harness.errors import UsageError
-from harness.files import write_json_atomic
-from harness.record import load_record, new_record
+from harness.record import MachineInfo, Sample, load_record, new_record, write_record
 from harness.spec import make_cell
 from harness.sweep.merge import merge_dirs, merge_identity
 
@@ -37,16 +37,18 @@ def write(directory: Path, cell_id_size: str, *, ok: int, failed: int = 0, **mac
     )
     for index in range(ok + failed):
         log = f"/home/runner/results/sweeps/s/logs/{cell.id}/sample-{index}/console.log"
-        record["samples"].append(
-            {
-                "index": index,
-                "status": "ok" if index < ok else "error",
-                "metrics": {"total_s": 1.0},
-                "logs": {"console": log},
-            }
+        record = record.with_sample(
+            Sample.from_json(
+                {
+                    "index": index,
+                    "status": "ok" if index < ok else "error",
+                    "metrics": {"total_s": 1.0},
+                    "logs": {"console": log},
+                }
+            )
         )
     path = directory / f"{cell.id}.json"
-    write_json_atomic(path, record)
+    write_record(path, record)
     logs = directory / "logs" / cell.id / "sample-0"
     logs.mkdir(parents=True, exist_ok=True)
     (logs / "console.log").write_text(f"console of {directory.name}\n")
@@ -63,7 +65,7 @@ def test_shards_of_one_machine_type_merge_into_one_dir(tmp_path: Path) -> None:
         p.name for p in [*a.glob("*.json"), *b.glob("*.json")]
     )
     merged = load_record(result.written[0])
-    console = Path(merged["samples"][0]["logs"]["console"])
+    console = Path(merged.samples[0].logs["console"])
     assert console.is_relative_to(tmp_path / "out" / "logs") and console.read_text().startswith("console of ")
 
 
@@ -74,8 +76,8 @@ def test_duplicate_cells_keep_the_record_with_more_ok_samples(tmp_path: Path) ->
     logged: list[str] = []
     result = merge_dirs([a, b], tmp_path / "out", log=logged.append)
     (kept,) = result.written
-    assert load_record(kept) == {**load_record(best), "samples": load_record(kept)["samples"]}
-    assert sum(s["status"] == "ok" for s in load_record(kept)["samples"]) == 3
+    assert load_record(kept) == replace(load_record(best), samples=load_record(kept).samples)
+    assert sum(s.status == "ok" for s in load_record(kept).samples) == 3
     assert logged == [
         f"merge: duplicate cell {kept.stem}: kept {best} (3 ok of 3) over {a / kept.name} (1 ok of 3)"
     ]
@@ -127,7 +129,7 @@ def test_allow_mixed_keeps_each_identity_apart_and_says_so(
     )
     for sub in subdirs:
         (record,) = (tmp_path / "out" / sub).glob("*.json")
-        assert load_record(record)["machine"]["accel"] == sub.split("-")[0]
+        assert load_record(record).machine.accel == sub.split("-")[0]
     assert captured.out.count("1 records -> ") == 2
 
 
@@ -140,10 +142,12 @@ def test_merge_refuses_an_out_dir_with_records(tmp_path: Path) -> None:
 
 
 def test_hostname_is_not_part_of_the_merge_identity() -> None:
-    one = {"machine": MACHINE, "subject": {}, "vm": {}}
-    other = {"machine": {**MACHINE, "hostname": "runner-9"}, "subject": {}, "vm": {}}
+    one = new_record(cell={"id": "c"}, machine=MACHINE, subject={}, vm={}, run_id="r")
+    other = replace(one, machine=MachineInfo({**MACHINE, "hostname": "runner-9"}))
     assert merge_identity(one) == merge_identity(other)
-    assert merge_identity(one) != merge_identity({**one, "machine": {**MACHINE, "cpu": "Intel Xeon"}})
+    assert merge_identity(one) != merge_identity(
+        replace(one, machine=MachineInfo({**MACHINE, "cpu": "Intel Xeon"}))
+    )
 
 
 def test_merge_refuses_a_corrupt_record_and_never_prefers_it_over_a_good_copy(
@@ -158,4 +162,4 @@ def test_merge_refuses_a_corrupt_record_and_never_prefers_it_over_a_good_copy(
     assert rc == 2
     assert err.count("\n") == 1 and str(bad) in err and "field samples" in err
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").rglob("*.json"))
-    assert load_record(good)["samples"][0]["status"] == "ok"
+    assert load_record(good).samples[0].status == "ok"

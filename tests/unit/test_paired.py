@@ -9,6 +9,7 @@ import pytest
 
 from harness.compare import Settings, Verdict, compare_metric
 from harness.compare.paired import log_ratios, signed_rank_test, trimmed_paired_test
+from harness.record import Sample
 
 
 def test_the_signed_rank_test_is_exact() -> None:
@@ -59,14 +60,14 @@ def test_a_pair_that_ran_together_is_judged_on_its_ratio() -> None:
     assert aa.verdict is Verdict.UNCHANGED, aa.reason
 
 
-def _samples(values: list[float], *, together: bool) -> list[dict[str, object]]:
+def _samples(values: list[float], *, together: bool) -> list[Sample]:
     return [
-        {
-            "index": i,
-            "status": "ok",
-            "metrics": {"replay.write_p50_ms": v},
-            "replay": {"pass_wall_s": [0.5], "passes_together": 1 if together else 0},
-        }
+        Sample(
+            index=i,
+            status="ok",
+            metrics={"replay.write_p50_ms": v},
+            replay={"pass_wall_s": [0.5], "passes_together": 1 if together else 0},
+        )
         for i, v in enumerate(values)
     ]
 

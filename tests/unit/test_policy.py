@@ -14,8 +14,7 @@ import pytest
 from harness.cli import build_parser, main
 from harness.cli.common import resolve_binaries
 from harness.errors import SpecError
-from harness.files import write_json_atomic
-from harness.record import new_record
+from harness.record import Sample, new_record, write_record
 from harness.sample.guest_sampler import RunOptions, vm_config
 from harness.sample.vm import Drive
 from harness.spec import Aio, Cache, Format, Interface, make_cell
@@ -253,6 +252,7 @@ class FakeGuest:
 def test_run_options_pass_the_policys_drive_options_to_the_disk_under_test(tmp_path: Path) -> None:
     policy = site()
     opts = RunOptions(
+        binaries=Binaries.on_path(),
         accel="tcg",
         accel_reason="test",
         work_dir=tmp_path,
@@ -276,8 +276,15 @@ def test_run_options_binaries_are_the_qemu_each_sample_runs(tmp_path: Path) -> N
     config = vm_config(cell, FakeGuest(), opts, tmp_path / "disk.qcow2")
     argv = config.argv(qmp_path=tmp_path / "q", console=tmp_path / "c", report=tmp_path / "r")
     assert argv[0] == "/opt/q/qemu-system-x86_64"
-    # none given: the one on PATH
-    plain = RunOptions(accel="tcg", accel_reason="test", work_dir=tmp_path, results_dir=tmp_path, run_id="t")
+    # the names on PATH, as the CLI resolves them when nothing names others
+    plain = RunOptions(
+        binaries=Binaries.on_path(),
+        accel="tcg",
+        accel_reason="test",
+        work_dir=tmp_path,
+        results_dir=tmp_path,
+        run_id="t",
+    )
     assert vm_config(cell, FakeGuest(), plain, tmp_path / "disk.qcow2").qemu == "qemu-system-x86_64"
 
 
@@ -383,8 +390,8 @@ def test_binary_flags_point_the_harness_at_an_executable(
     # one record to show: an empty directory is bad input (exit 2), which would hide the flag's effect
     cell = make_cell(format="raw", workload="dd")
     record = new_record(cell=cell.as_dict(), machine={}, subject={}, vm={}, run_id="r")
-    record["samples"] = [{"index": 0, "status": "ok", "metrics": {"total_s": 1.0}}]
-    write_json_atomic(tmp_path / "records" / "cell.json", record)
+    record = record.with_sample(Sample(index=0, status="ok", metrics={"total_s": 1.0}))
+    write_record(tmp_path / "records" / "cell.json", record)
     argv = [flag, str(exe), "show", str(tmp_path / "records")]
     args = build_parser().parse_args(argv)
     binaries = resolve_binaries(qemu=args.qemu, qemu_img=args.qemu_img, environ=os.environ)
@@ -404,7 +411,7 @@ def test_binaries_without_flags_come_from_the_environment_else_path() -> None:
     # as given (records name the binaries exactly so); qemu-io is the one beside qemu-img
     assert given == Binaries("build/qemu-system-x86_64", "/opt/q/qemu-img")
     assert given.qemu_io == "/opt/q/qemu-io"
-    assert Binaries.default().qemu_io == "qemu-io"
+    assert Binaries.on_path().qemu_io == "qemu-io"
 
 
 def test_a_raw_policys_preallocation_leaves_qcow2_cells_alone() -> None:

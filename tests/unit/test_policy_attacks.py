@@ -117,6 +117,9 @@ def test_every_allowed_option_passes_at_its_bounds() -> None:
             lines.append(f'"{base}" = {THROTTLE_VALUE_MAX}')
         if rule.name.endswith("-max-length"):
             lines.append(f'"{base}-max" = {THROTTLE_VALUE_MAX}')
+        if rule.name == "throttling.iops-size":
+            # an IO's size for the iops limits needs an iops limit
+            lines.append(f'"throttling.iops-total" = {THROTTLE_VALUE_MAX}')
         policy = parse_policy("[drive.options]\n" + "\n".join(lines) + "\n", source=SOURCE)
         assert dict(policy.drive_options)[rule.name] == value.strip('"')
     policy = parse_policy('[drive.options]\n"copy-on-read" = false\n', source=SOURCE)

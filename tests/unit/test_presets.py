@@ -31,6 +31,7 @@ from harness.presets import (
     scaled_name,
     split_scaled_name,
 )
+from harness.subject.binaries import Binaries
 from harness.sweep import expand_spec
 
 PRESETS = ("booth-2010", "cluster-size", "kvm-wiki-install", "mkfs-sparse", "preallocation")
@@ -279,7 +280,9 @@ def test_the_preallocation_preset_records_its_probe_and_the_report_reads_it_back
         "compressed-writes",
         lambda _work, _binaries: {"supported": False, "reason": "no"},
     )
-    notes = capabilities.record_probes(probes_of(spec), tmp_path / "sweep", tmp_path / "work")
+    notes = capabilities.record_probes(
+        probes_of(spec), tmp_path / "sweep", tmp_path / "work", Binaries.on_path()
+    )
     assert notes == ["probe compressed-writes: unsupported: no"]
     written = tmp_path / "sweep" / "probes" / "compressed-writes.json"
     assert written.read_text() == (

@@ -27,7 +27,7 @@ def test_commands_run_in_the_c_locale(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_logged_commands_too(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     log = tmp_path / "cmd.log"
     monkeypatch.setenv("LC_ALL", "de_DE.UTF-8")
-    proc.run(["sh", "-c", 'echo "locale=$LC_ALL"'], timeout_s=30, log_path=log)
+    proc.run_logged(["sh", "-c", 'echo "locale=$LC_ALL"'], log, timeout_s=30)
     assert "locale=C\n" in log.read_text()
 
 

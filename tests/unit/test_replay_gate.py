@@ -14,19 +14,39 @@ import pytest
 from harness.compare import MetricResult, Settings, Verdict
 from harness.compare.markdown import sensitivity_lines
 from harness.compare.power import could_see, could_see_text, rounds_to_decide
-from harness.gate import SIDES, GateOptions, GateSide, Subject, load_gate_spec, parse_gate_spec, run_rounds
+from harness.gate import (
+    SIDES,
+    GateAsked,
+    GateOptions,
+    GateSide,
+    Subject,
+    load_gate_spec,
+    parse_gate_spec,
+    run_rounds,
+)
 from harness.gate import streams as gate_streams
 from harness.gate.spec import GATE_SPEC
 from harness.paths import REPO_ROOT
-from harness.rounds.session import Session
+from harness.record import CellInfo, MachineInfo, Record, Sample
+from harness.rounds.session import MachineOptions, Session
 from harness.sample.guest_sampler import RunOptions
 from harness.sample.replay import sample as replay_sample_module
 from harness.sample.replay.replay import Pairing, ReplaySample
 from harness.sample.replay.stream import Kind, Request, Stream
 from harness.spec import Cell, Measure, make_cell
+from harness.subject.binaries import Binaries
 from harness.subject.policy import parse_policy
 
-OPTS = RunOptions(accel="tcg", accel_reason="test", work_dir=Path("/w"), results_dir=Path("/r"), run_id="x")
+MACHINE = MachineOptions(binaries=Binaries.on_path(), work_dir=Path("/w"), results_dir=Path("/r"))
+
+OPTS = RunOptions(
+    binaries=Binaries.on_path(),
+    accel="tcg",
+    accel_reason="test",
+    work_dir=Path("/w"),
+    results_dir=Path("/r"),
+    run_id="x",
+)
 
 
 def _stream(writes: int) -> Stream:
@@ -52,11 +72,11 @@ def test_a_given_stream_is_replayed_as_it_is_and_never_recorded(
     cell = make_cell(workload="dd", dd_mib=64, measure="replay")
     sampler = replay_sample_module.replay_sampler(stream, passes=3, label="base abc")
     sample = sampler(cell, None, OPTS, 0, tmp_path)  # type: ignore[arg-type]
-    assert sample["status"] == "ok", sample
+    assert sample.status == "ok", sample
     assert seen == [(stream, 3)]
-    assert sample["host"]["stream"]["given"] == "base abc"
-    assert sample["host"]["stream"]["digest"] == stream.digest
-    assert sample["replay"]["pass_wall_s"] == [0.1, 0.1, 0.1]
+    assert sample.host["stream"]["given"] == "base abc"
+    assert sample.host["stream"]["digest"] == stream.digest
+    assert sample.replay is not None and sample.replay["pass_wall_s"] == [0.1, 0.1, 0.1]
 
 
 SPEC = """
@@ -82,14 +102,14 @@ class _Session(Session):
     calls: list[tuple[str, str, int, bool]] = field(default_factory=list)
     label: str = ""
 
-    def run_cell(self, cell: Cell, **kw: Any) -> tuple[Path, dict[str, Any]]:
-        record = kw["existing"] or {"cell": cell.as_dict(), "samples": []}
-        for index in range(len(record["samples"]), kw["upto"]):
+    def run_cell(self, cell: Cell, **kw: Any) -> tuple[Path, Record]:
+        record = kw["existing"] or Record(cell=CellInfo(cell.as_dict()), machine=MachineInfo())
+        for index in range(len(record.samples), kw["upto"]):
             self.calls.append((self.label, cell.id, index + 1, kw.get("sampler") is not None))
             value = random.Random(f"{self.label}{cell.id}{index}").uniform(0.5, 1.5)
             metric = "replay.wall_s" if cell.measure is Measure.REPLAY else "total_s"
-            record["samples"].append({"index": index, "status": "ok", "metrics": {metric: value}})
-        return kw["path"], record
+            record = record.with_sample(Sample(index=index, status="ok", metrics={metric: value}))
+        return kw["where"].path(cell.id), record
 
 
 def _sides(spec_text: str, calls: list[tuple[str, str, int, bool]]) -> dict[str, GateSide]:
@@ -98,7 +118,7 @@ def _sides(spec_text: str, calls: list[tuple[str, str, int, bool]]) -> dict[str,
     sides = {}
     for label in SIDES:
         subject = Subject(label, label, "0" * 40, Path("/c"), policy, Path("/i"), None, None)
-        session = _Session(guest=None, opts=OPTS, machine={}, calls=calls, label=label)  # type: ignore[arg-type]
+        session = _Session(guest=None, opts=OPTS, machine=MachineInfo(), calls=calls, label=label)  # type: ignore[arg-type]
         sides[label] = GateSide(
             subject=subject, session=session, cells={gc.name: gc.resolve(policy) for gc in spec.cells}
         )
@@ -158,7 +178,7 @@ def test_a_replay_cell_takes_its_samples_in_pairs_several_a_round(tmp_path: Path
     for side in sides.values():
         side.samplers["replayed"] = lambda *_a: {}
         side.per_round["replayed"] = spec.replay_samples
-    options = GateOptions.decide(spec, seed=3)
+    options = GateOptions.decide(spec, MACHINE, GateAsked(seed=3))
     done = run_rounds(
         spec, sides, Settings(metrics=spec.metrics), options, out_dir=tmp_path, started=time.monotonic(),
         progress=lambda _m: None,
@@ -247,12 +267,12 @@ def test_a_together_replay_cell_runs_each_pair_at_the_same_moment(tmp_path: Path
     lock = threading.Lock()
     most = [0]
 
-    def sampler(*_a: Any) -> dict[str, Any]:
-        return {}
+    def sampler(*_a: Any) -> Sample:
+        return Sample()
 
     @dataclass
     class _Overlapping(_Session):
-        def run_cell(self, cell: Cell, **kw: Any) -> tuple[Path, dict[str, Any]]:
+        def run_cell(self, cell: Cell, **kw: Any) -> tuple[Path, Record]:
             if cell.measure is Measure.REPLAY:
                 with lock:
                     inside.append(1)
@@ -264,11 +284,11 @@ def test_a_together_replay_cell_runs_each_pair_at_the_same_moment(tmp_path: Path
             return super().run_cell(cell, **kw)
 
     for label, side in sides.items():
-        side.session = _Overlapping(guest=None, opts=OPTS, machine={}, calls=calls, label=label)  # type: ignore[arg-type]
+        side.session = _Overlapping(guest=None, opts=OPTS, machine=MachineInfo(), calls=calls, label=label)  # type: ignore[arg-type]
         side.samplers["replayed"] = sampler
         side.per_round["replayed"] = spec.replay_samples
         side.together["replayed"] = Pairing()
-    options = GateOptions.decide(spec, seed=3)
+    options = GateOptions.decide(spec, MACHINE, GateAsked(seed=3))
     done = run_rounds(
         spec, sides, Settings(metrics=spec.metrics), options, out_dir=tmp_path, started=time.monotonic(),
         progress=lambda _m: None,

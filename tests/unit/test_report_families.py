@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from test_report_html import record_of
 from harness.cli import main
 from harness.compare.samplestats import Stats
 from harness.errors import UsageError
-from harness.files import write_json_atomic
+from harness.record import Record, write_record
 from harness.report.blocks import Chart, Table, build_report
 from harness.report.charts import BarChart, bars_figure
 from harness.report.command import make_report
@@ -30,7 +31,7 @@ def sample(index: int, total: float, **extra: float) -> dict[str, Any]:
     return {"index": index, "status": "ok", "metrics": metrics, "host": {}}
 
 
-def default_run(run_id: str = RUN_ID, slower: float = 1.0) -> list[dict[str, Any]]:
+def default_run(run_id: str = RUN_ID, slower: float = 1.0) -> list[Record]:
     """Records as ``diskbench run --workload install,dd --format raw,qcow2`` writes them."""
     records = []
     for fmt in ("raw", "qcow2"):
@@ -45,9 +46,7 @@ def default_run(run_id: str = RUN_ID, slower: float = 1.0) -> list[dict[str, Any
         ]
         records.append(record_of(dd, run_id, dd_samples))
         records.append(record_of(install, run_id, install_samples))
-    for record in records:
-        record["run_id"] = run_id
-    return records
+    return [replace(record, run_id=run_id) for record in records]
 
 
 def charts_of(blocks: list[Any]) -> dict[str, BarChart]:
@@ -84,9 +83,9 @@ def test_each_workload_and_family_gets_its_own_chart_titled_in_words() -> None:
     assert phases.groups == ("write", "mkfs") and phases.series == ("qcow2", "raw")
 
 
-def write(records: list[dict[str, Any]], directory: Path) -> Path:
+def write(records: list[Record], directory: Path) -> Path:
     for record in records:
-        write_json_atomic(directory / f"{record['cell']['id']}.json", record)
+        write_record(directory / f"{record.cell_id}.json", record)
     return directory
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +13,8 @@ import pytest
 from harness.cli import main
 from harness.compare.samplestats import Stats
 from harness.errors import UsageError
-from harness.files import write_json_atomic
 from harness.presets import load_preset
-from harness.record import new_record
+from harness.record import Record, Sample, new_record, write_record
 from harness.report.blocks import Chart, Table, build_report, format_stats
 from harness.report.charts import BarChart, ShapeChart, render
 from harness.report.command import make_report
@@ -27,7 +27,7 @@ from harness.sweep import expand_spec
 
 def record_of(
     cell: Cell, sweep: str, samples: list[dict[str, Any]], *, accel: str = "tcg", host: str = "h"
-) -> dict[str, Any]:
+) -> Record:
     record = new_record(
         cell=cell.as_dict(),
         machine={
@@ -41,8 +41,7 @@ def record_of(
         vm={"accel": accel, "mem_mib": 256, "smp": 1},
         run_id=f"sweep-{sweep}",
     )
-    record["samples"] = samples
-    return record
+    return replace(record, samples=tuple(Sample.from_json(s) for s in samples))
 
 
 def ok(metrics: dict[str, float], **host: Any) -> dict[str, Any]:
@@ -57,7 +56,7 @@ BOOTH_WRITE = {
 }
 
 
-def booth_records(accel: str = "tcg") -> list[dict[str, Any]]:
+def booth_records(accel: str = "tcg") -> list[Record]:
     records = []
     for cell in expand_spec(load_preset("booth-2010").at_scale(0.25)).cells:
         key = f"{cell.image.format.value}-{cell.image.preallocation}"
@@ -119,7 +118,7 @@ BONNIE_CSV_METRICS = {
 }
 
 
-def bonnie_records() -> list[dict[str, Any]]:
+def bonnie_records() -> list[Record]:
     cells = [
         c
         for c in expand_spec(load_preset("kvm-wiki-install").at_scale(0.25)).cells
@@ -215,7 +214,7 @@ def test_report_writes_html_and_markdown_with_their_charts(
 ) -> None:
     sweep = tmp_path / "sweeps" / "booth-2010-scale0.25"
     for record in booth_records():
-        write_json_atomic(sweep / f"{record['cell']['id']}.json", record)
+        write_record(sweep / f"{record.cell_id}.json", record)
     (sweep / "probes").mkdir()
     (sweep / "probes" / "compressed-writes.json").write_text(
         json.dumps({"probe": "compressed-writes", "supported": False})

@@ -9,7 +9,7 @@ import pytest
 from test_report_html import booth_records
 
 from harness.cli import main
-from harness.files import write_json_atomic
+from harness.record import write_record
 from harness.report.command import plots_installed
 
 
@@ -17,7 +17,7 @@ from harness.report.command import plots_installed
 def sweep(tmp_path: Path) -> Path:
     directory = tmp_path / "sweeps" / "booth-2010-scale0.25"
     for record in booth_records():
-        write_json_atomic(directory / f"{record['cell']['id']}.json", record)
+        write_record(directory / f"{record.cell_id}.json", record)
     return directory
 
 

@@ -24,8 +24,7 @@ import pytest
 
 from harness import cli, guest
 from harness.errors import ExitCode
-from harness.files import write_json_atomic
-from harness.record import new_record, record_path
+from harness.record import Sample, new_record, record_path, write_record
 from harness.untrusted import InertStream, inert_for_runner
 
 _V1 = re.compile(r"##\[([A-Za-z-]+)[^\]\r\n]*\]")
@@ -99,9 +98,9 @@ def test_a_guest_reason_with_the_old_syntax_and_escapes(
         run_id="r1",
     )
     reason = f"guest said: {OLD} ##[warning title=x]ok%0A%0D%25 done"
-    record["samples"] = [{"index": 0, "status": "error", "reason": reason, "logs": {}}]
+    record = record.with_sample(Sample(index=0, status="error", reason=reason, logs={}))
     path = record_path(tmp_path, "r1", "cell")
-    write_json_atomic(path, record)
+    write_record(path, record)
     assert runner_commands(reason) == ["error", "warning"]
     code, output = run_cli(["show", str(path)], capsys)
     assert code == ExitCode.OK

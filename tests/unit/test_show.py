@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.files import write_json_atomic
-from harness.record import new_record
+from harness.record import Record, Sample, new_record, write_record
 from harness.report import show
 from harness.spec import make_cell
 from harness.units import Style, human, human_bytes, human_seconds, wants_color
@@ -17,7 +16,7 @@ from harness.units import Style, human, human_bytes, human_seconds, wants_color
 WRITTEN = [185765888, 185769984, 185761792]
 
 
-def record(fmt: str = "raw", *, failed: bool = False) -> dict[str, object]:
+def record(fmt: str = "raw", *, failed: bool = False) -> Record:
     cell = make_cell(format=fmt, workload="dd", dd_mib=16, size="256M")
     rec = new_record(
         cell=cell.as_dict(),
@@ -26,22 +25,22 @@ def record(fmt: str = "raw", *, failed: bool = False) -> dict[str, object]:
         vm={"accel": "tcg", "mem_mib": 256, "smp": 1},
         run_id="r1",
     )
-    rec["samples"] = [
-        {
-            "index": i,
-            "status": "ok",
-            "metrics": {
-                "phase.write_s": 1.5 + i / 10,
-                "total_s": 2.0 + i / 10,
-                "host.guest_written_bytes": WRITTEN[i],
-                "host.flushes": 18,
-                "dev.write_mean_ms": 12.5 + i,
-            },
-        }
-        for i in range(3)
-    ]
+    for i in range(3):
+        rec = rec.with_sample(
+            Sample(
+                index=i,
+                status="ok",
+                metrics={
+                    "phase.write_s": 1.5 + i / 10,
+                    "total_s": 2.0 + i / 10,
+                    "host.guest_written_bytes": WRITTEN[i],
+                    "host.flushes": 18,
+                    "dev.write_mean_ms": 12.5 + i,
+                },
+            )
+        )
     if failed:
-        rec["samples"].append({"index": 3, "status": "error", "reason": "guest hung", "logs": {}})  # type: ignore[attr-defined]
+        rec = rec.with_sample(Sample(index=3, status="error", reason="guest hung", logs={}))
     return rec
 
 
@@ -50,7 +49,7 @@ def records_dir(tmp_path: Path) -> Path:
     out = tmp_path / "records"
     for fmt in ("raw", "qcow2"):
         rec = record(fmt, failed=fmt == "qcow2")
-        write_json_atomic(out / f"{rec['cell']['id']}.json", rec)  # type: ignore[index]
+        write_record(out / f"{rec.cell_id}.json", rec)
     return out
 
 

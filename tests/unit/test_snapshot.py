@@ -80,10 +80,11 @@ def test_primed_cells_boot_and_bad_start_is_named() -> None:
 
 def test_samples_of_different_start_kinds_are_kept_apart() -> None:
     from harness.compare.rules import mixed_starts
+    from harness.record import Sample
 
-    cold = {"host": {"start": "cold"}}
-    snap = {"host": {"start": "snapshot"}}
-    old = {"host": {}}
+    cold = Sample(host={"start": "cold"})
+    snap = Sample(host={"start": "snapshot"})
+    old = Sample(host={})
     assert mixed_starts([cold, old], [cold]) is None
     assert mixed_starts([snap], [snap]) is None
     assert mixed_starts([cold], [snap]) == (
@@ -110,11 +111,11 @@ def test_unused_snapshots_are_pruned_and_loading_one_marks_it_used(tmp_path: Pat
 
 def test_a_comparison_keeps_start_kinds_apart_unless_asked() -> None:
     from harness.compare import Kind, Settings, Verdict, compare_cell
+    from harness.record import Sample
 
-    def samples(start: str, mean: float) -> list[dict[str, object]]:
+    def samples(start: str, mean: float) -> list[Sample]:
         return [
-            {"status": "ok", "host": {"start": start}, "metrics": {"total_s": mean + i / 100}}
-            for i in range(6)
+            Sample(status="ok", host={"start": start}, metrics={"total_s": mean + i / 100}) for i in range(6)
         ]
 
     cell = {"id": "c1", "workload": {"name": "dd"}}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import itertools
 import textwrap
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -13,12 +13,21 @@ import pytest
 
 from harness.cli import main
 from harness.errors import SpecError
-from harness.files import write_json_atomic
 from harness.progress import EtaModel, Progress
-from harness.record import load_record, new_record
+from harness.record import (
+    CellInfo,
+    MachineInfo,
+    Record,
+    Sample,
+    SubjectInfo,
+    load_record,
+    new_record,
+    write_record,
+)
 from harness.rounds.session import Session
 from harness.sample.guest_sampler import RunOptions
 from harness.spec import Cell, make_cell
+from harness.subject.binaries import QEMU_IMG, Binaries
 from harness.sweep import (
     Measure,
     expand_spec,
@@ -261,11 +270,11 @@ def test_too_little_space_is_an_infra_error_with_the_figures(tmp_path: Path) -> 
     huge = make_cell(format="raw", preallocation="falloc", size="64T", workload="dd", dd_mib=16)
     small = make_cell(format="qcow2", workload="dd", dd_mib=16, size="256M")
     with pytest.raises(InfraError) as info:
-        check_free_space(tmp_path / "work", [small, huge])
+        check_free_space(tmp_path / "work", [small, huge], qemu_img=QEMU_IMG)
     message = str(info.value)
     assert f"work dir {tmp_path / 'work'} has " in message
     assert f"the largest image ({huge.id}) needs up to 65536.00 GiB" in message
-    assert check_free_space(tmp_path, [small]).startswith(
+    assert check_free_space(tmp_path, [small], qemu_img=QEMU_IMG).startswith(
         f"disk: the largest image ({small.id}) needs up to 0."
     )
 
@@ -280,41 +289,45 @@ class FakeSession(Session):
     calls: list[tuple[str, int]] = field(default_factory=list)
     fail: set[str] = field(default_factory=set)
 
-    def run_cell(self, cell: Cell, **kw: Any) -> tuple[Path, dict[str, Any]]:
-        path: Path = kw["path"]
+    def run_cell(self, cell: Cell, **kw: Any) -> tuple[Path, Record]:
+        path: Path = kw["where"].path(cell.id)
         record = kw.get("existing") or new_record(
-            cell=cell.as_dict(),
+            cell=CellInfo(cell.as_dict()),
             machine=self.machine,
             subject=self.subject,
             vm={"accel": self.opts.accel, "mem_mib": self.opts.mem_mib, "smp": self.opts.smp},
             run_id=self.opts.run_id,
         )
         upto = kw.get("upto") or self.opts.repeat
-        for index in range(len(record["samples"]), upto):
+        for index in range(len(record.samples), upto):
             self.calls.append((cell.id, index))
             ok = cell.id not in self.fail
-            sample: dict[str, Any] = {
-                "index": index,
-                "status": "ok" if ok else "error",
-                "metrics": {"total_s": 1.0 + index} if ok else {},
-                "logs": {"console": str(kw["log_root"] / f"sample-{index}" / "console.log")},
-            }
-            if not ok:
-                sample["reason"] = "guest workload failed: boom"
-            record["samples"].append(sample)
-            write_json_atomic(path, record)
+            sample = Sample(
+                index=index,
+                status="ok" if ok else "error",
+                metrics={"total_s": 1.0 + index} if ok else {},
+                logs={"console": str(kw["where"].log_root(cell.id) / f"sample-{index}" / "console.log")},
+                reason=None if ok else "guest workload failed: boom",
+            )
+            record = record.with_sample(sample)
+            write_record(path, record)
         return path, record
 
 
 def fake_session(tmp_path: Path, *, qemu_version: str = "7.2.0", fail: set[str] | None = None) -> FakeSession:
     opts = RunOptions(
-        accel="tcg", accel_reason="test", work_dir=tmp_path / "w", results_dir=tmp_path, run_id="x"
+        binaries=Binaries.on_path(),
+        accel="tcg",
+        accel_reason="test",
+        work_dir=tmp_path / "w",
+        results_dir=tmp_path,
+        run_id="x",
     )
     session = FakeSession(
         guest=None,  # type: ignore[arg-type]
         opts=opts,
-        machine={"hostname": "h", "accel": "tcg", "qemu_version": qemu_version},
-        subject={"guest": {"recipe_hash": "abc"}},
+        machine=MachineInfo({"hostname": "h", "accel": "tcg", "qemu_version": qemu_version}),
+        subject=SubjectInfo({"guest": {"recipe_hash": "abc"}}),
     )
     session.fail.update(fail or set())
     return session
@@ -334,15 +347,14 @@ def test_a_sweep_runs_in_rounds_and_a_rerun_skips_what_is_recorded(tmp_path: Pat
     # one record loses its second sample (as if killed during it); then rerun with repeat 3
     path = directory / f"{cells[1].id}.json"
     record = load_record(path)
-    record["samples"].pop()
-    write_json_atomic(path, record)
+    write_record(path, replace(record, samples=record.samples[:-1]))
     again = fake_session(tmp_path)
     result = run_sweep(
         "s", cells, again, results_dir=tmp_path, repeat=3, progress=Progress(io.StringIO(), bar=False)
     )
     assert again.calls == [(cells[1].id, 1), (cells[0].id, 2), (cells[1].id, 2), (cells[2].id, 2)]
     assert result.skipped_samples == 5 and result.ran_samples == 4
-    assert [len(r["samples"]) for r in result.records] == [3, 3, 3]
+    assert [len(r.samples) for r in result.records] == [3, 3, 3]
 
 
 def test_records_of_another_machine_are_set_aside_not_mixed_in(tmp_path: Path) -> None:
@@ -355,13 +367,11 @@ def test_records_of_another_machine_are_set_aside_not_mixed_in(tmp_path: Path) -
     new = fake_session(tmp_path, qemu_version="8.2.0")
     result = run_sweep("s", cells, new, results_dir=tmp_path, repeat=1, progress=Progress(out, bar=False))
     assert new.calls == [(c.id, 0) for c in cells], "nothing of the old QEMU was resumed"
-    assert all(r["machine"]["qemu_version"] == "8.2.0" for r in result.records)
+    assert all(r.machine.qemu_version == "8.2.0" for r in result.records)
     assert len(result.set_aside) == 2
     moved = load_record(directory / "previous" / old.fingerprint / f"{cells[0].id}.json")
-    assert moved["machine"]["qemu_version"] == "7.2.0"
-    assert moved["samples"][0]["logs"]["console"].startswith(
-        str(directory / "previous" / old.fingerprint / "logs")
-    )
+    assert moved.machine.qemu_version == "7.2.0"
+    assert moved.samples[0].logs["console"].startswith(str(directory / "previous" / old.fingerprint / "logs"))
     assert "set aside a record of another machine or subject" in out.getvalue()
 
 
@@ -475,8 +485,8 @@ def test_a_rerun_retries_failed_samples_and_keeps_the_good_ones(tmp_path: Path) 
     path = sweep_dir(tmp_path, "s") / f"{cells[0].id}.json"
     # one good sample and one failure in the same record
     record = load_record(path)
-    record["samples"][0] = {"index": 0, "status": "ok", "metrics": {"total_s": 1.0}}
-    write_json_atomic(path, record)
+    good = Sample.from_json({"index": 0, "status": "ok", "metrics": {"total_s": 1.0}})
+    write_record(path, replace(record, samples=(good, *record.samples[1:])))
 
     kept = fake_session(tmp_path)
     out = io.StringIO()
@@ -502,18 +512,21 @@ def test_a_rerun_retries_failed_samples_and_keeps_the_good_ones(tmp_path: Path) 
         in out.getvalue()
     )
     stored = load_record(path)
-    assert [s["status"] for s in stored["samples"]] == ["ok", "ok"]
-    assert stored["samples"][0]["metrics"] == {"total_s": 1.0}, "the good sample is kept as it was"
-    assert [s["reason"] for s in stored["retried"]] == ["guest workload failed: boom"]
+    assert [s.status for s in stored.samples] == ["ok", "ok"]
+    assert stored.samples[0].to_json() == good.to_json(), "the good sample is kept as it was"
+    assert [s.reason for s in stored.retried] == ["guest workload failed: boom"]
     assert result.failed_samples == 0
 
 
 def test_the_next_sample_index_never_reuses_a_retried_ones() -> None:
-    from harness.rounds.cell import next_sample_index
-
-    record = {"samples": [{"index": 0}, {"index": 2}], "retried": [{"index": 1}, {"index": 3}]}
-    assert next_sample_index(record) == 4
-    assert next_sample_index({"samples": []}) == 0
+    record = Record(
+        cell=CellInfo({"id": "c"}),
+        machine=MachineInfo(),
+        samples=(Sample(index=0), Sample(index=2)),
+        retried=(Sample(index=1), Sample(index=3)),
+    )
+    assert record.next_sample_index() == 4
+    assert replace(record, samples=(), retried=()).next_sample_index() == 0
 
 
 # The README's default sweep measured on the development host (docs/snapshot-start.md): wall time

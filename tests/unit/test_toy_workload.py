@@ -97,9 +97,9 @@ def test_its_record_is_written_and_read_back(toy: ModuleType, tmp_path: Path) ->
     path = record_path(tmp_path, "r1", cell.id)
     write_record(path, record)
     loaded = load_record(path)
-    assert loaded["cell"] == json.loads(json.dumps(cell.as_dict()))
-    assert list(loaded["cell"]["workload"])[-1] == "toy_blocks"
-    assert Cell.from_dict(loaded["cell"]) == cell
+    assert loaded.cell.to_json() == json.loads(json.dumps(cell.as_dict()))
+    assert list(loaded.cell.workload)[-1] == "toy_blocks"
+    assert Cell.from_dict(loaded.cell.data) == cell
 
 
 def test_unregistered_it_is_unknown_again() -> None:

@@ -7,8 +7,11 @@ import re
 from pathlib import Path
 
 from harness import untrusted
+from harness.record import Sample
+from harness.sample.guest_sampler import clean_sample
 from harness.sample.vm import MAX_EVENTS, REPORT_READ_BYTES, Machine, VMConfig
-from harness.untrusted import clean_json, clean_line, clean_sample, clean_text
+from harness.subject.binaries import QEMU
+from harness.untrusted import clean_json, clean_line, clean_text
 
 HOSTILE = (
     "ok\x1b[2J\x1b[31mred\x1b[0m\r\x1b]8;;https://evil.example\x07link\x1b]8;;\x07"
@@ -51,14 +54,16 @@ def test_json_from_the_guest_is_cleaned_keys_too_and_capped() -> None:
 
 
 def test_a_sample_keeps_no_raw_guest_text() -> None:
-    sample = {
-        "status": "error",
-        "reason": "guest workload failed: " + HOSTILE * 100,
-        "log_tail": HOSTILE * 1000,
-        "report": {"event": "report", "error": HOSTILE, "outputs": {"version\x1b": HOSTILE}},
-        "metrics": {"total_s": 1.25},
-    }
-    out = clean_sample(sample)
+    sample = Sample.from_json(
+        {
+            "status": "error",
+            "reason": "guest workload failed: " + HOSTILE * 100,
+            "log_tail": HOSTILE * 1000,
+            "report": {"event": "report", "error": HOSTILE, "outputs": {"version\x1b": HOSTILE}},
+            "metrics": {"total_s": 1.25},
+        }
+    )
+    out = clean_sample(sample).to_json()
     dumped = json.dumps(out, ensure_ascii=False)
     for bad in ("\x1b", "\x00", "\u202e", "\r"):
         assert bad not in dumped
@@ -69,7 +74,7 @@ def test_a_sample_keeps_no_raw_guest_text() -> None:
 
 
 def machine(tmp_path: Path) -> Machine:
-    config = VMConfig(kernel=tmp_path / "k", initrd=tmp_path / "i", append=[], drives=[])
+    config = VMConfig(qemu=QEMU, kernel=tmp_path / "k", initrd=tmp_path / "i", append=[], drives=[])
     vm = Machine(config, tmp_path)
     return vm
 

@@ -9,10 +9,13 @@ import pytest
 from harness.host.workdir import clean_stale_tmp_dirs
 from harness.sample.vm import Drive, Machine, VMConfig
 from harness.spec import Aio, Cache, Interface
+from harness.subject.binaries import QEMU
 
 
 def machine(tmp_path: Path) -> Machine:
-    config = VMConfig(kernel=Path("/k"), initrd=Path("/i"), append=["diskbench.workload=dd"], drives=[])
+    config = VMConfig(
+        qemu=QEMU, kernel=Path("/k"), initrd=Path("/i"), append=["diskbench.workload=dd"], drives=[]
+    )
     vm = Machine(config, tmp_path)
     tmp_path.mkdir(parents=True, exist_ok=True)
     return vm
@@ -70,14 +73,14 @@ def test_each_interface_has_its_device_model(interface: Interface, expected: lis
 
 
 def test_argv_is_sandboxed_and_has_no_network_or_default_devices(tmp_path: Path) -> None:
-    config = VMConfig(kernel=Path("/k"), initrd=Path("/i"), append=["x=1"], drives=[], accel="tcg")
+    config = VMConfig(qemu=QEMU, kernel=Path("/k"), initrd=Path("/i"), append=["x=1"], drives=[], accel="tcg")
     argv = config.argv(qmp_path=tmp_path / "q", console=tmp_path / "c", report=tmp_path / "r")
     joined = " ".join(argv)
     for flag in ("-nodefaults", "-nic none", "-display none", "-sandbox on", "-no-shutdown", "-accel tcg"):
         assert flag in joined
     assert "-cpu host" not in joined
     assert "-cpu host" in " ".join(
-        VMConfig(kernel=Path("/k"), initrd=Path("/i"), append=[], drives=[], accel="kvm").argv(
+        VMConfig(qemu=QEMU, kernel=Path("/k"), initrd=Path("/i"), append=[], drives=[], accel="kvm").argv(
             qmp_path=tmp_path / "q", console=tmp_path / "c", report=tmp_path / "r"
         )
     )

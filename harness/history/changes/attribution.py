@@ -14,12 +14,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-Document = Mapping[str, Any]
+from harness.record.model import Record
 
 
-def _at(*path: str) -> Callable[[Document], Any]:
-    def get(record: Document) -> Any:
-        node: Any = record
+def _at(part: str, *path: str) -> Callable[[Record], Any]:
+    """The value at ``path`` in the record's ``part`` (``machine``, ``subject``, ``vm``)."""
+
+    def get(record: Record) -> Any:
+        node: Any = {"machine": record.machine, "subject": record.subject, "vm": record.vm}[part].data
         for key in path:
             node = node.get(key) if isinstance(node, Mapping) else None
         return node
@@ -27,12 +29,12 @@ def _at(*path: str) -> Callable[[Document], Any]:
     return get
 
 
-def _accel(record: Document) -> Any:
-    return _at("vm", "accel")(record) or _at("machine", "accel")(record)
+def _accel(record: Record) -> Any:
+    return record.vm.get("accel") or record.machine.get("accel")
 
 
 # (what a person calls it, where a record holds it), in the order a cause is told
-KEYS: tuple[tuple[str, Callable[[Document], Any]], ...] = (
+KEYS: tuple[tuple[str, Callable[[Record], Any]], ...] = (
     ("QEMU version", _at("machine", "qemu_version")),
     ("qemu-img version", _at("machine", "qemu_img_version")),
     ("QEMU binary", _at("machine", "qemu")),
@@ -45,7 +47,7 @@ KEYS: tuple[tuple[str, Callable[[Document], Any]], ...] = (
 )
 
 
-def commit_identity(records: Iterable[Document]) -> dict[str, str]:
+def commit_identity(records: Iterable[Record]) -> dict[str, str]:
     """Each key's value over a commit's records; several values are joined (``a | b``)."""
     seen: dict[str, set[str]] = {}
     for record in records:

@@ -148,7 +148,7 @@ def records_identity(records_root: Path) -> Identities:
         if key not in cache:
             directory = sweep_dir(records_root / machine / commit, "history")
             found = scan_records(directory) if directory.is_dir() else {}
-            cache[key] = commit_identity(record for _path, record in found.values()) if found else None
+            cache[key] = commit_identity(found.values()) if found else None
         return cache[key]
 
     return identity

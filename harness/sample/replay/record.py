@@ -164,7 +164,7 @@ def record(cell: Cell, guest: Guest, opts: RunOptions, log_dir: Path) -> Stream:
     trace = log_dir / "record.trace"
     for path in (write_log, trace):
         path.unlink(missing_ok=True)
-    images.create(image, cell.image)
+    images.create(image, cell.image, qemu_img=opts.binaries.qemu_img)
     try:
         base = vm_config(cell, guest, opts, image)
         disk = guest_drive(base)

@@ -49,7 +49,7 @@ from harness.sample.replay.script import (
 from harness.sample.replay.stream import Stream
 from harness.sample.vm import Drive
 from harness.spec import Cell, secret_object
-from harness.subject.binaries import QEMU_IMG
+from harness.subject.binaries import Binaries
 
 DISK_NODE = "disk0"
 REPLAY_TIMEOUT_S = 1800.0
@@ -117,20 +117,42 @@ class ReplaySample:
         }
 
 
+@dataclass(frozen=True)
+class Replayer:
+    """What replays a stream, and where: the side's ``qemu-io`` and ``qemu-img`` (of its binaries:
+    :meth:`of`), the work dir of its fresh images, its policy's extra drive options, and the
+    deadline of one pass."""
+
+    qemu_io: str
+    qemu_img: str
+    work_dir: Path
+    drive_options: tuple[tuple[str, str], ...] = ()
+    timeout_s: float = REPLAY_TIMEOUT_S
+
+    @classmethod
+    def of(
+        cls, binaries: Binaries, work_dir: Path, drive_options: tuple[tuple[str, str], ...] = ()
+    ) -> Replayer:
+        """The replayer of a side's ``binaries`` (its qemu-io beside its qemu-img)."""
+        return cls(
+            qemu_io=binaries.qemu_io,
+            qemu_img=binaries.qemu_img,
+            work_dir=work_dir,
+            drive_options=drive_options,
+        )
+
+
 def replay(
     stream: Stream,
     cell: Cell,
     *,
-    qemu_io: str,
-    qemu_img: str = QEMU_IMG,
-    work_dir: Path,
-    drive_options: tuple[tuple[str, str], ...] = (),
-    timeout_s: float = REPLAY_TIMEOUT_S,
+    replayer: Replayer,
     passes: int = 1,
     together: Pairing | None = None,
 ) -> ReplaySample:
-    """Replay ``stream`` on a fresh image of ``cell``, ``passes`` times (a fresh image and a qemu-io
-    of its own each time, one after the other); raises ReplayMismatch or ProtocolError on a check.
+    """Replay ``stream`` on a fresh image of ``cell`` with ``replayer``, ``passes`` times (a fresh
+    image and a qemu-io of its own each time, one after the other); raises ReplayMismatch or
+    ProtocolError on a check.
 
     The figures are of all passes together: ``replay.wall_s`` their summed wall times, the latency
     quantiles over every request of every pass, the counts per pass.
@@ -142,7 +164,7 @@ def replay(
     the passes then run alone.
     """
     try:
-        return _replay(stream, cell, qemu_io, qemu_img, work_dir, drive_options, timeout_s, passes, together)
+        return _replay(stream, cell, replayer, passes, together)
     except BaseException:
         # the partner's passes must not wait for ours
         if together is not None:
@@ -151,15 +173,7 @@ def replay(
 
 
 def _replay(
-    stream: Stream,
-    cell: Cell,
-    qemu_io: str,
-    qemu_img: str,
-    work_dir: Path,
-    drive_options: tuple[tuple[str, str], ...],
-    timeout_s: float,
-    passes: int,
-    together: Pairing | None,
+    stream: Stream, cell: Cell, replayer: Replayer, passes: int, together: Pairing | None
 ) -> ReplaySample:
     if stream.disk_bytes > cell.image.size:
         raise ReplayMismatch(
@@ -167,14 +181,14 @@ def _replay(
         )
     if passes < 1:
         raise ValueError(f"passes must be 1 or more, not {passes}")
-    work_dir.mkdir(parents=True, exist_ok=True)
+    replayer.work_dir.mkdir(parents=True, exist_ok=True)
     script = commands(stream.requests)
     expected = counts(stream)
     done: list[Completion] = []
     walls: list[float] = []
     met = 0
     for _ in range(passes):
-        one = _one_pass(stream, cell, script, qemu_io, qemu_img, work_dir, drive_options, timeout_s, together)
+        one = _one_pass(stream, cell, script, replayer, together)
         met += one.together
         got = {word: sum(1 for c in one.done if c.word == word) for word in ("wrote", "read", "discard")}
         if got != expected:
@@ -211,31 +225,23 @@ class _Pass:
 
 
 def _one_pass(
-    stream: Stream,
-    cell: Cell,
-    script: list[str],
-    qemu_io: str,
-    qemu_img: str,
-    work_dir: Path,
-    drive_options: tuple[tuple[str, str], ...],
-    timeout_s: float,
-    together: Pairing | None = None,
+    stream: Stream, cell: Cell, script: list[str], replayer: Replayer, together: Pairing | None = None
 ) -> _Pass:
     """One replay on a fresh image, its options and block graph checked; with ``together``, its
     qemu-io starts when the partner's does."""
     # a name of its own: the two sides of a pair may replay the same cell in one work dir at once
     token = uuid.uuid4().hex[:8]
-    image = work_dir / f"{cell.id}.{token}.replay.{cell.image.format.value}"
-    trace = work_dir / f"{cell.id}.{token}.replay.trace"
+    image = replayer.work_dir / f"{cell.id}.{token}.replay.{cell.image.format.value}"
+    trace = replayer.work_dir / f"{cell.id}.{token}.replay.trace"
     trace.unlink(missing_ok=True)
-    images.create(image, cell.image, qemu_img=qemu_img)
+    images.create(image, cell.image, qemu_img=replayer.qemu_img)
     try:
         with confine.Handoff(confine.account()) as handoff:
             name = handoff.write(image)
             traced = handoff.write(trace, create=True)
-            wanted = guest_drive_options(cell, drive_options, Path(name))
+            wanted = guest_drive_options(cell, replayer.drive_options, Path(name))
             secret = secret_object() if cell.image.encrypted else None
-            head = qemu_io_argv(qemu_io, name, wanted, secret_object=secret)
+            head = qemu_io_argv(replayer.qemu_io, name, wanted, secret_object=secret)
             applied = replay_options(head)
             why = option_mismatch(wanted, applied)
             if why:
@@ -246,7 +252,7 @@ def _one_pass(
             try:
                 result = proc.run(
                     [*argv, *command_args(script)],
-                    timeout_s=timeout_s,
+                    timeout_s=replayer.timeout_s,
                     confined=handoff.popen_kwargs(),
                 )
             except CommandError as exc:

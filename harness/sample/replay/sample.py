@@ -12,16 +12,18 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.sample.guest_sampler import Guest, RunOptions, Sampler
+from harness.record.model import Sample
+from harness.sample.guest_sampler import Guest, RunOptions, Sampler, clean_sample
 from harness.sample.replay.record import cached_stream
-from harness.sample.replay.replay import Pairing, replay
+from harness.sample.replay.replay import Pairing, Replayer, replay
 from harness.sample.replay.stream import Stream
 from harness.spec import Cell
-from harness.untrusted import clean_sample
+from harness.subject.policy import options_for
 
 
 def replay_sampler(
@@ -40,68 +42,78 @@ def replay_sampler(
     moment on one CPU (:class:`harness.sample.replay.replay.Pairing`).
     """
 
-    def sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: Path) -> dict[str, Any]:
-        return _replay_sample(
-            cell, guest, opts, index, log_dir, stream=stream, passes=passes, label=label, together=together
-        )
+    given = _Given(stream=stream, passes=passes, label=label, together=together)
+
+    def sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: Path) -> Sample:
+        return _replay_sample(cell, guest, opts, index, log_dir, given)
 
     return sample
 
 
-def replay_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: Path) -> dict[str, Any]:
+def replay_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: Path) -> Sample:
     """One replay of ``cell``'s own stream; never raises for a failure of the sample itself."""
-    return _replay_sample(cell, guest, opts, index, log_dir, stream=None, passes=1, label="", together=None)
+    return _replay_sample(cell, guest, opts, index, log_dir, _Given())
+
+
+@dataclass(frozen=True)
+class _Given:
+    """What a sampler was handed (see :func:`replay_sampler`): none of it for a cell's own stream."""
+
+    stream: Stream | None = None
+    passes: int = 1
+    label: str = ""
+    together: Pairing | None = None
 
 
 def _replay_sample(
-    cell: Cell,
-    guest: Guest,
-    opts: RunOptions,
-    index: int,
-    log_dir: Path,
-    *,
-    stream: Stream | None,
-    passes: int,
-    label: str,
-    together: Pairing | None,
-) -> dict[str, Any]:
+    cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: Path, given: _Given
+) -> Sample:
+    stream = given.stream
     t0 = time.monotonic()
     host: dict[str, Any] = {"cache_state": cell.cache_state.value}
-    sample: dict[str, Any] = {
-        "index": index,
-        "status": "error",
-        "measure": "replay",
-        "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "host": host,
-        "logs": {"recording": str(log_dir / "recording")},
-    }
+    sample = Sample(
+        index=index,
+        status="error",
+        measure="replay",
+        started_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        host=host,
+        logs={"recording": str(log_dir / "recording")},
+    )
     try:
         if stream is None:
             path, stream = cached_stream(cell, guest, opts, log_dir / "recording")
             host["stream"] = {"path": str(path), "digest": stream.digest, "counts": stream.counts()}
         else:
-            host["stream"] = {"given": label or "given", "digest": stream.digest, "counts": stream.counts()}
+            host["stream"] = {
+                "given": given.label or "given",
+                "digest": stream.digest,
+                "counts": stream.counts(),
+            }
         done = replay(
             stream,
             cell,
-            qemu_io=opts.binaries.qemu_io,
-            qemu_img=opts.binaries.qemu_img,
-            work_dir=opts.work_dir / "replay",
-            drive_options=opts.drive_options,
-            passes=passes,
-            together=together,
+            replayer=Replayer.of(
+                opts.binaries, opts.work_dir / "replay", options_for(cell, opts.drive_options)
+            ),
+            passes=given.passes,
+            together=given.together,
         )
-        sample["metrics"] = dict(done.figures)
-        sample["replay"] = {k: v for k, v in done.as_dict().items() if k != "metrics"}
-        sample["status"] = "ok"
+        sample = replace(
+            sample,
+            status="ok",
+            metrics=dict(done.figures),
+            replay={k: v for k, v in done.as_dict().items() if k != "metrics"},
+        )
     except HarnessError as exc:
-        sample["reason"] = exc.message
-        sample["error_type"] = type(exc).__name__
-        if exc.log_tail:
-            sample["log_tail"] = exc.log_tail
+        sample = replace(
+            sample, reason=exc.message, error_type=type(exc).__name__, log_tail=exc.log_tail or None
+        )
     except OSError as exc:
         where = f" ({exc.filename})" if exc.filename else ""
-        sample["reason"] = f"file error in the replay sample{where}: {exc.strerror or exc}"
-        sample["error_type"] = type(exc).__name__
+        sample = replace(
+            sample,
+            reason=f"file error in the replay sample{where}: {exc.strerror or exc}",
+            error_type=type(exc).__name__,
+        )
     host["wall_s"] = time.monotonic() - t0
     return clean_sample(sample)

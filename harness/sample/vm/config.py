@@ -15,7 +15,6 @@ from pathlib import Path
 from harness.errors import VMError
 from harness.host import confine
 from harness.spec import SECRET_ID, Aio, Cache, Interface, secret_object
-from harness.subject.binaries import QEMU
 
 REPORT_PORT = "org.diskbench.report"
 CONTROL_PORT = "org.diskbench.control"
@@ -101,11 +100,11 @@ class VMConfig:
     initrd: Path
     append: Sequence[str]
     drives: Sequence[Drive]
+    # the binary given (a path, or a name on PATH)
+    qemu: str
     accel: str = "tcg"
     mem_mib: int = 256
     smp: int = 1
-    # the binary given (a path, or a name on PATH)
-    qemu: str = QEMU
     # a virtio-serial port the host writes the workload to (see Machine.send_control)
     control: bool = False
     # wait for a migration stream on a UNIX socket (see harness.sample.snapshot)

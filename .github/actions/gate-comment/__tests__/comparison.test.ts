@@ -75,6 +75,16 @@ describe('loadComparison', () => {
     ['an object for a string', (d: any) => (d.cells[1].cell_id = {x: 1}), '$.cells[1].cell_id: expected a string, got an object'],
     ['an unknown kind', (d: any) => (d.cells[0].kind = 'magic'), '$.cells[0].kind: expected one of metric'],
     ['cells not an array', (d: any) => (d.cells = {}), '$.cells: expected an array, got an object'],
+    [
+      'a document without its screen (an older diskbench)',
+      (d: any) => delete d.summary.screen,
+      '$.summary.screen: required, missing: a diskbench older than this action wrote it',
+    ],
+    ['a screen line of a cell it lacks', (d: any) => (d.summary.screen.first[0].cell = 6), '$.summary.screen.first[0].cell: expected a cell of the document (it has 6), got 6'],
+    ['a row metric the cell lacks', (d: any) => (d.summary.screen.rows[1].metric = 'nothing'), '$.summary.screen.rows[1].metric: expected a metric of cell 0, got "nothing"'],
+    ['a figure the cell lacks', (d: any) => (d.summary.screen.rows[1].figures[0].metric = 'x'), '$.summary.screen.rows[1].figures[0].metric: expected a metric of cell 0, got "x"'],
+    ['rows that leave a cell out', (d: any) => (d.summary.screen.unchanged_rows = []), '$.summary.screen.rows: expected one row per cell with unchanged_rows (6 cells; rows for 0, 1, 3, 4, 5)'],
+    ['a cell in two rows', (d: any) => (d.summary.screen.unchanged_rows[0].cell = 0), '(6 cells; rows for 0, 0, 1, 3, 4, 5)'],
   ])('refuses %s, saying where', (_what, edit, message) => {
     const file = editedFixture(dir, 'regression.json', edit)
     const read = (): unknown => loadComparison(file, MB)

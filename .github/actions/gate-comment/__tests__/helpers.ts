@@ -246,3 +246,37 @@ export const POISON = {
   bare: 'see https://evil.example/a and www.evil.example and mail me@evil.example',
   table: 'a | b\n## heading\n`code` *bold* _it_ #1',
 }
+
+/** Renames a metric of a document's cell everywhere the document names it (the cell and its screen). */
+export function renameMetric(doc: any, cell: number, from: string, to: string): void {
+  for (const m of [...doc.cells[cell].metrics, ...doc.cells[cell].counters]) {
+    if (m.metric === from) {
+      m.metric = to
+    }
+  }
+  const screen = doc.summary.screen
+  for (const entry of [...screen.first, ...screen.rows, ...screen.unchanged_rows]) {
+    if (entry.cell === cell && entry.metric === from) {
+      entry.metric = to
+    }
+  }
+  for (const row of [...screen.rows, ...screen.unchanged_rows]) {
+    for (const f of row.cell === cell ? row.figures : []) {
+      if (f.metric === from) {
+        f.metric = to
+      }
+    }
+  }
+}
+
+/** A screen that lists `count` cells, each regressed on `metric`, in the document's order. */
+export function regressedScreen(count: number, metric: string): Record<string, unknown> {
+  const cells = Array.from({length: count}, (_v, i) => i)
+  return {
+    first: cells.map(cell => ({cell, metric, said: null})),
+    unchanged: null,
+    inconclusive: null,
+    rows: cells.map(cell => ({cell, metric, label: 'regression', figures: [{metric, label: 'regression'}]})),
+    unchanged_rows: [],
+  }
+}

@@ -35,36 +35,40 @@ function render(file: string, pagesUrl?: string): string {
 }
 
 describe('the comment points the reader on', () => {
-  it('names a cell in a few words with its gate name and id under them', () => {
+  it('names a cell in a few words, its gate name and id in its fold', () => {
     const text = render(pointed())
     const id = 'qcow2-off-cs64k-2g.writeback-threads-ide.dd-64m-2m-ext4'
-    expect(text).toContain(
-      `| qcow2 writeback ide · dd 64M<br><sub>qcow2-writeback-ide-dd: <code>${id}</code></sub> | <code>total&#95;s</code> |`,
-    )
-    expect(text).toContain(`- qcow2 writeback ide · dd 64M (<code>${id}</code>): total&#95;s&#58; worse by`)
-    // a cell without a name (an older document) keeps its id
+    expect(text).toContain('| qcow2 writeback ide · dd 64M | <code>total&#95;s</code> |')
+    expect(text).toContain('- **qcow2 writeback ide · dd 64M**: <code>total&#95;s</code> **+20.8%**')
+    const fold = text.split('<details><summary>qcow2 writeback ide · dd 64M: 1 figure, 8 rounds, id and reason</summary>')[1]?.split('</details>')[0]
+    expect(fold).toContain(`\nqcow2-writeback-ide-dd: <code>${id}</code>\n`)
+    expect(fold).toContain('Why: total&#95;s&#58; worse by')
+    // the full id is in the fold only
+    expect(text.split(`<code>${id}</code>`)).toHaveLength(2)
+    // a cell without a name (an older document) is named by its id
     expect(text).toContain('| <code>qcow2-off-cs64k-2g.none-threads-ide.dd-64m-2m-ext4</code> |')
   })
 
-  it('links each row to its history graph only with the pages-url input', () => {
+  it('links each metric to its history graph only with the pages-url input', () => {
     const without = render(pointed())
-    expect(without).not.toContain('[graph](')
-    expect(without).not.toContain('| history |')
+    expect(without).not.toContain('](')
     const text = render(pointed(), PAGES)
-    expect(text).toContain('| cell | metric | base | head | change | CI | p | rounds | verdict | history |')
+    // no column of its own (the table fits a comment's width): the metric's name is the link
+    expect(text).toContain('| cell | metric | base | head | change (95% CI) | verdict |')
     const row = text.split('\n').find(l => l.startsWith('| qcow2 writeback ide · dd 64M'))
-    expect(row).toMatch(new RegExp(`\\| regression \\| \\[graph\\]\\(${PAGES.replace(/[.]/g, '\\.')}#matrix\\.Dd\\.track_total_s\\?p-format=%27qcow2%27&p-cache=%27writeback%27&p-interface=%27ide%27\\) \\|$`))
-    // a cell without a graph says so in its column
-    expect(text).toMatch(/\| 8 \| regression \| - \|$/m)
+    expect(row).toContain(`| [<code>total&#95;s</code>](${PAGES}#${GRAPH}) |`)
+    // a cell without a graph names its metric without a link
+    expect(text).toContain('| <code>qcow2-off-cs64k-2g.none-threads-ide.dd-64m-2m-ext4</code> | <code>total&#95;s</code> |')
     const links = [...marked.parse(text, {gfm: true, async: false}).matchAll(/<a href="([^"]*)"/g)].map(m => m[1])
-    expect(links).toEqual([`${PAGES}#${GRAPH}`])
+    // the row, and the figure in the cell's fold
+    expect(links).toEqual([`${PAGES}#${GRAPH}`, `${PAGES}#${GRAPH}`])
   })
 
   it('links nothing a document slips into its graph fragments', () => {
     for (const bad of ['matrix.Dd.track_total_s?p-format=%27x%27)[x](https://evil.test', 'https://evil.test/#x', "matrix.Dd.track_total_s?p-format='qcow2'"]) {
       const text = render(pointed(d => (d.cells[0].history = {total_s: bad})), PAGES)
       expect(text).not.toContain('evil')
-      expect(text).not.toContain('[graph](')
+      expect(text).not.toContain('](')
     }
   })
 
@@ -84,13 +88,10 @@ describe('the comment points the reader on', () => {
   })
 
   it('says what inconclusive means with the figures of the document', () => {
+    // the figures are the document's (summary.screen.inconclusive, as diskbench decided them)
     const file = pointed(d => {
       d.summary.counts.inconclusive = 1
-      d.summary.sensitivity = [
-        {cell_id: d.cells[0].cell_id, name: 'qcow2-writeback-ide-dd', metric: 'total_s', rounds: 8, verdict: 'inconclusive', could_see_pct: 12.34, rounds_to_decide: 23},
-        {cell_id: d.cells[1].cell_id, name: 'b', metric: 'total_s', rounds: 8, verdict: 'inconclusive', could_see_pct: 6.5, rounds_to_decide: 11},
-        {cell_id: d.cells[2].cell_id, name: 'c', metric: 'total_s', rounds: 8, verdict: 'regression', could_see_pct: 40, rounds_to_decide: null},
-      ]
+      d.summary.screen.inconclusive = {cells: [0], rounds: 23, command: null, gate: true, could_see_pct: 12.34, slowest: 0, slowest_rounds: 8}
     })
     expect(render(file)).toContain(
       'Inconclusive means these rounds cannot yet tell a change of the minimum effect (5%) from none; ' +
@@ -99,11 +100,12 @@ describe('the comment points the reader on', () => {
     )
     const edge = pointed(d => {
       d.summary.counts.inconclusive = 1
-      d.summary.sensitivity = [{cell_id: 'x', name: 'x', metric: 'total_s', rounds: 8, verdict: 'inconclusive', could_see_pct: null, rounds_to_decide: null}]
+      d.summary.screen.inconclusive = {cells: [0], rounds: null, command: null, gate: true, could_see_pct: null, slowest: null, slowest_rounds: null}
     })
     expect(render(edge)).toContain('More rounds would not decide it (its change sits on the minimum effect)')
     expect(render(pointed())).not.toContain('Inconclusive means')
   })
+
 })
 
 describe('the comment of a real comparison', () => {
@@ -111,15 +113,16 @@ describe('the comment of a real comparison', () => {
   const doc = loadComparison(path.join(__dirname, 'fixtures', 'real-regression.json'), MB)
   const text = renderMarkdown(doc, {maxChars: 60000, pagesUrl: PAGES})
 
-  it('names every cell in words, its id under it, and links each row to its graph', () => {
+  it('names every cell in words in one row, its id in its fold, and links each metric to its graph', () => {
+    const rows = text.split('\n').filter(l => doc.cells.some(c => l.startsWith(`| ${c.title} | `)))
+    expect(rows).toHaveLength(doc.cells.length)
     for (const c of doc.cells) {
       expect(c.title).not.toBeNull()
-      expect(text).toContain(`| ${c.title}<br><sub><code>${c.cellId}</code></sub> |`)
+      const fold = text.split(`<details><summary>${c.title}: 4 figures, 8 rounds, id and reason</summary>`)[1]?.split('</details>')[0]
+      expect(fold).toContain(`\n<code>${c.cellId}</code>\n`)
     }
-    const rows = text.split('\n').filter(l => l.includes('<br><sub><code>'))
-    expect(rows).toHaveLength(doc.cells.length)
     for (const row of rows) {
-      expect(row).toMatch(/\| \[graph\]\(https:\/\/acme\.github\.io\/diskbench\/#matrix\.Dd\.track_total_s\?p-format=%27(raw|qcow2)%27&p-cache=%27(none|writeback)%27&p-interface=%27(ide|virtio-blk)%27\) \|$/)
+      expect(row).toMatch(/ \| \[<code>total&#95;s<\/code>\]\(https:\/\/acme\.github\.io\/diskbench\/#matrix\.Dd\.track_total_s\?p-format=%27(raw|qcow2)%27&p-cache=%27(none|writeback)%27&p-interface=%27(ide|virtio-blk)%27\) \| /)
     }
   })
 
@@ -138,13 +141,15 @@ describe('the comment of a real comparison', () => {
   it('collapses the unchanged cells with their figures', () => {
     const same = loadComparison(path.join(__dirname, 'fixtures', 'real-unchanged.json'), MB)
     const shown = renderMarkdown(same, {maxChars: 60000})
-    const block = shown.split(`<details><summary>${same.cellCount} cells unchanged (their figures)</summary>`)[1]?.split('</details>')[0] ?? ''
-    const rows = block.split('\n').filter(l => l.startsWith('| ') && l.includes('<br><sub>'))
+    const block = shown.split(`<details><summary>${same.cellCount} cells unchanged (their figures)</summary>`)[1] ?? ''
+    const rows = block.split('\n').filter(l => same.cells.some(c => l.startsWith(`| ${c.title} | `)))
     expect(rows).toHaveLength(same.cellCount)
     for (const c of same.cells) {
       const m = c.metrics[0]
-      const row = rows.find(r => r.includes(`<code>${c.cellId}</code>`))
-      expect(row).toContain(`| ${value(m?.medianBase ?? null, 'B')} | ${value(m?.medianHead ?? null, 'B')} |`)
+      const row = rows.find(r => r.startsWith(`| ${c.title} | `))
+      const nobreak = (v: number | null | undefined): string => value(v ?? null, 'B').replace(' ', '&nbsp;')
+      expect(row).toContain(`| ${nobreak(m?.medianBase)} | ${nobreak(m?.medianHead)} |`)
+      expect(block).toContain(`\n<code>${c.cellId}</code>\n`)
     }
   })
 })
@@ -157,6 +162,7 @@ describe('the comment of a real gate', () => {
     const text = renderMarkdown(doc, {maxChars: 60000})
     expect(text).toMatch(/<pre><code>diskbench gate --base [0-9a-f]{40} --head [0-9a-f]{40} --spec \S+ --no-canary --seed \d+<\/code><\/pre>/)
     expect(doc.reproduce).toContain(String(doc.budget.find(([k]) => k === 'seed')?.[1]))
-    expect(text).toContain('| qcow2 none virtio-blk · dd 64M<br><sub>policy-dd: <code>qcow2-off-cs64k-2g.none-threads-virtio-blk.dd-64m-2m-ext4</code></sub> |')
+    expect(text).toContain('| qcow2 none virtio-blk · dd 64M | <code>total&#95;s</code> |')
+    expect(text).toContain('\npolicy-dd: <code>qcow2-off-cs64k-2g.none-threads-virtio-blk.dd-64m-2m-ext4</code>\n')
   })
 })

@@ -6,7 +6,7 @@ import {afterAll, describe, expect, it} from 'vitest'
 import {loadComparison} from '../src/comparison'
 import {code, md} from '../src/escape'
 import {renderMarkdown, value} from '../src/render'
-import {POISON, editedFixture, fixture} from './helpers'
+import {POISON, editedFixture, fixture, regressedScreen, renameMetric} from './helpers'
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'render-test-'))
 afterAll(() => fs.rmSync(dir, {recursive: true, force: true}))
@@ -72,15 +72,24 @@ describe('renderMarkdown', () => {
     )
     expect(text).toContain('6 cells (**3 regression**, **1 changed**, 1 unchanged, 1 error), under KVM.')
     expect(text).toContain('### What differs between base and head\n\n- no difference of policy, guest recipe or QEMU')
-    expect(text).toMatch(/\| <code>host\.flushes<\/code> \| 200 \| 100 \| -50\.0% \| .* \| changed \|/)
+    // the changed cell's row shows the counter that moved; its fold has every figure with its p
+    expect(text).toMatch(/\| <code>host\.flushes<\/code> \| 200 \| 100 \| -50\.0%<br><sub>-50\.0% … -50\.0%<\/sub> \| changed &#40;counter&#41; \|/)
+    expect(text).toMatch(/\| <code>host\.flushes<\/code> \| 200 \| 100 \| -50\.0%<br><sub>.*<\/sub> \| &lt;0\.001 \| changed \|/)
     expect(text).toContain('[run](https://github.test/acme/diskbench/actions/runs/4242) on 9e8d7c6b5a4f')
-    expect(text).toMatch(/\| <code>qcow2-off-cs64k-2g\.writeback-threads-ide\.dd-64m-2m-ext4<\/code> \| <code>total&#95;s<\/code> \| 100\.\d\d s \| 12\d\.\d\d s \| \+20\.8% \| \+17\.7% … \+23\.9% \| &lt;0\.001 \| 8 \| regression \|/)
+    expect(text).toMatch(/\| <code>qcow2-off-cs64k-2g\.writeback-threads-ide\.dd-64m-2m-ext4<\/code> \| <code>total&#95;s<\/code> \| 100\.\d\d&nbsp;s \| 12\d\.\d\d&nbsp;s \| \+20\.8%<br><sub>\+17\.7% … \+23\.9%<\/sub> \| regression \|/)
+    expect(text).toMatch(/\| <code>total&#95;s<\/code> \| 100\.\d\d&nbsp;s \| 12\d\.\d\d&nbsp;s \| \+20\.8%<br><sub>\+17\.7% … \+23\.9%<\/sub> \| &lt;0\.001 \| regression \|/)
     expect(text).toContain('base <code>base</code> (<code>3f1c2a9d0b7e</code>) vs head <code>head</code> (<code>9e8d7c6b5a4f</code>)')
-    expect(text).toContain('regression (failure)')
-    expect(text).toContain('### Errors')
-    expect(text).toContain('(both-failed): both sides failed')
-    expect(text).toContain('### Counters')
-    expect(text).toContain('structural change&#58; host.flushes -50.0% &#40;200 → 100&#41;')
+    // under the headline: head failed first (no figures), the regressions, the change, the error
+    const first = text.split('\n').filter(l => l.startsWith('- **'))
+    expect(first).toEqual([
+      '- **<code>raw-off-2g.writeback-threads-virtio-blk.dd-64m-2m-ext4</code>**: head failed 4 of 4 samples, regression &#40;failure&#41;',
+      expect.stringMatching(/^- \*\*<code>qcow2-off-cs64k-2g\.writeback-threads-ide\.dd-64m-2m-ext4<\/code>\*\*: <code>total&#95;s<\/code> \*\*\+20\.8%\*\* \(\+17\.7% … \+23\.9%\), regression$/),
+      expect.stringMatching(/\*\*: <code>total&#95;s<\/code> \*\*\+18\.3%\*\* .*, regression$/),
+      expect.stringMatching(/nvme.*\*\*: <code>host\.flushes<\/code> \*\*-50\.0%\*\* \(-50\.0% … -50\.0%\), changed &#40;counter&#41;$/),
+      expect.stringMatching(/\*\*: both sides failed, error &#40;both-failed&#41;$/),
+    ])
+    expect(text).toContain('Why: both sides failed&#58; base failed 4 of 4 samples')
+    expect(text).toContain('Counters: structural change&#58; host.flushes -50.0% &#40;200 → 100&#41;')
     expect(text).toContain('Host canary: 1500 → 1490 MiB/s (-0.7%): steady.')
     expect(text).toContain('<details><summary>1 cell unchanged (their figures)</summary>')
     expect(text).toMatch(/Settings: gated <code>total&#95;s<\/code>, minimum effect 5%, alpha 0\.05 family-wise \(holm, 1 tests\), 95% bootstrap CI/)
@@ -101,12 +110,16 @@ describe('renderMarkdown', () => {
     const text = renderMarkdown(doc, {maxChars: 60000})
     expect(text).toContain(':white_circle: UNCHANGED')
     expect(text).toContain('3 cells (3 unchanged), under KVM.')
-    const block = text.split('<details><summary>3 cells unchanged (their figures)</summary>')[1]?.split('</details>')[0] ?? ''
-    const rows = block.split('\n').filter(l => l.startsWith('| <code>'))
-    expect(rows).toHaveLength(doc.cells.reduce((n, c) => n + c.metrics.length, 0))
+    const block = text.split('<details><summary>3 cells unchanged (their figures)</summary>')[1] ?? ''
+    // one row per cell (its short name, here its id), then a fold per cell with every figure
+    const rows = block.split('\n').filter(l => l.startsWith('| <code>qcow2-'))
+    expect(rows).toHaveLength(doc.cells.length)
     const m = doc.cells[0]?.metrics[0]
-    expect(rows[0]).toContain(`| ${value(m?.medianBase ?? null, 's')} | ${value(m?.medianHead ?? null, 's')} |`)
+    // a median on one line: its number and unit do not break apart
+    const nobreak = (v: number | null | undefined): string => value(v ?? null, 's').replace(' ', '&nbsp;')
+    expect(rows[0]).toContain(`| ${nobreak(m?.medianBase)} | ${nobreak(m?.medianHead)} |`)
     expect(rows[0]).toMatch(/\| unchanged \|$/)
+    expect(block.match(/<details><summary><code>qcow2-[^<]*<\/code>: 1 figure, 8 rounds, id and reason<\/summary>/g)).toHaveLength(3)
     // GitHub renders the block's table: a blank line after the summary
     expect(html(text)).toMatch(/<details><summary>3 cells unchanged \(their figures\)<\/summary>\s*<table>/)
     expect(text).toContain('Budget: budget&#95;min 30, used&#95;min 8.5, rounds 8, stopped clear.')
@@ -123,10 +136,12 @@ describe('renderMarkdown', () => {
       d.cells = Array.from({length: 3000}, (_v, i) => ({...one, cell_id: `${one.cell_id}-${i}`}))
       d.summary.cells = 3000
       d.summary.counts.regression = 3000
+      d.summary.screen = regressedScreen(3000, 'total_s')
     })
     const text = renderMarkdown(loadComparison(file, 16 * MB), {maxChars: 60000})
     expect(text.length).toBeLessThanOrEqual(60000)
     expect(text).toMatch(/… \d+ more rows: the job summary and the artifact have them all\./)
+    expect(text).toMatch(/- … and \d+ more: the job summary and the artifact have them all/)
     expect(text).toContain('</sub>')
   })
 
@@ -137,7 +152,7 @@ describe('renderMarkdown', () => {
       d.head.rev = POISON.link
       d.cells[0].cell_id = POISON.html
       d.cells[0].reason = POISON.image
-      d.cells[0].metrics[0].metric = POISON.script
+      renameMetric(d, 0, 'total_s', POISON.script)
       d.cells[3].reason = POISON.bare
       d.cells[5].note = POISON.table
       d.summary.axis_sentence = POISON.mention
@@ -175,11 +190,18 @@ describe('renderMarkdown of a change of the IO', () => {
       d.cells[0].verdict = 'changed'
       d.cells[0].kind = 'counter'
       d.cells[0].cell.base_id = 'a.none'
+      // the screen of such a document (this synthetic cell has no counter of its own)
+      const row = d.summary.screen.unchanged_rows.find((r: any) => r.cell === 0)
+      row.label = 'changed (counter)'
+      d.summary.screen.rows = [row]
+      d.summary.screen.unchanged_rows = d.summary.screen.unchanged_rows.filter((r: any) => r.cell !== 0)
+      d.summary.screen.first = [{cell: 0, metric: 'total_s', said: null}]
+      d.summary.screen.unchanged = null
     })
     const text = renderMarkdown(loadComparison(file, MB), {maxChars: 60000})
     const lines = text.split('\n')
     expect(lines[0]).toBe('## diskbench gate: :orange_circle: CHANGED: host.flushes -100.0% in policy-install')
-    const table = lines.indexOf('| cell | metric | base | head | change | CI | p | rounds | verdict |')
+    const table = lines.indexOf('| cell | metric | base | head | change (95% CI) | verdict |')
     expect(table).toBeGreaterThan(0)
     expect(lines.slice(0, table)).toContain('- cache: none → writethrough')
     expect(text).toContain(`(base: <code>a.none</code>)`)

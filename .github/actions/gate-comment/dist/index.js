@@ -24719,6 +24719,12 @@ function parseComparison(data, where = "comparison.json") {
   const machine = doc.field("machine");
   machine.object();
   const budget = doc.field("budget");
+  const cells = doc.field("cells").array(cell);
+  if (summary2.optional("screen") === void 0) {
+    throw new ComparisonError(
+      `${where}: $.summary.screen: required, missing: a diskbench older than this action wrote it; use the action from the same commit as the diskbench that wrote the file`
+    );
+  }
   return {
     createdAt: doc.field("created_at").string(),
     verdict: doc.field("verdict").verdict(),
@@ -24769,7 +24775,57 @@ function parseComparison(data, where = "comparison.json") {
     settings: settings(doc.field("settings")),
     canary: doc.field("canary").nullable(canary),
     budget: budget.nullable((b) => b.scalars()) ?? [],
-    cells: doc.field("cells").array(cell)
+    cells,
+    screen: screen(summary2.field("screen"), cells)
+  };
+}
+function screen(r, cells) {
+  const index = (x) => {
+    const at = x.count();
+    return at < cells.length ? at : x.refuse(`a cell of the document (it has ${cells.length})`);
+  };
+  const metric2 = (x, at) => {
+    const name = x.string();
+    const c = cells[at];
+    const known = c !== void 0 && [...c.metrics, ...c.counters].some((m) => m.metric === name);
+    return known ? name : x.refuse(`a metric of cell ${at}`);
+  };
+  const row = (x) => {
+    const at = index(x.field("cell"));
+    return {
+      cell: at,
+      metric: x.field("metric").nullable((m) => metric2(m, at)),
+      label: x.field("label").string(),
+      figures: x.field("figures").array((f) => ({ metric: metric2(f.field("metric"), at), label: f.field("label").string() }))
+    };
+  };
+  const rows = r.field("rows").array(row);
+  const unchangedRows = r.field("unchanged_rows").array(row);
+  const shown = [...rows, ...unchangedRows].map((x) => x.cell).sort((a, b) => a - b);
+  if (shown.length !== cells.length || shown.some((at, i) => at !== i)) {
+    r.field("rows").refuse(`one row per cell with unchanged_rows (${cells.length} cells; rows for ${shown.join(", ") || "none"})`);
+  }
+  return {
+    first: r.field("first").array((x) => {
+      const at = index(x.field("cell"));
+      return { cell: at, metric: x.field("metric").nullable((m) => metric2(m, at)), said: x.field("said").nullable((s) => s.string()) };
+    }),
+    unchanged: r.field("unchanged").nullable((x) => ({
+      cells: x.field("cells").count(),
+      couldSeeLowPct: x.field("could_see_low_pct").nullable((n) => n.number()),
+      couldSeeHighPct: x.field("could_see_high_pct").nullable((n) => n.number())
+    })),
+    inconclusive: r.field("inconclusive").nullable((x) => ({
+      cells: x.field("cells").array(index),
+      rounds: x.field("rounds").nullable((n) => n.count()),
+      command: x.field("command").nullable((c) => c.array((a) => a.string())),
+      gate: x.field("gate").boolean(),
+      couldSeePct: x.field("could_see_pct").nullable((n) => n.number()),
+      slowest: x.field("slowest").nullable(index),
+      slowestRounds: x.field("slowest_rounds").nullable((n) => n.count())
+    })),
+    rows,
+    unchangedRows
   };
 }
 function side(r) {
@@ -24870,6 +24926,10 @@ var Reader = class _Reader {
   }
   fail(expected) {
     throw new ComparisonError(`${this.where}: ${this.path}: expected ${expected}, got ${typeName(this.raw)}`);
+  }
+  /** Refuses a value of the right type that the rest of the document contradicts. */
+  refuse(expected) {
+    throw new ComparisonError(`${this.where}: ${this.path}: expected ${expected}, got ${describe(this.raw)}`);
   }
   object() {
     if (typeof this.raw !== "object" || this.raw === null || Array.isArray(this.raw)) {
@@ -25092,11 +25152,9 @@ var HEADLINE = {
 };
 var ORDER = ["regression", "changed", "improvement", "unchanged", "inconclusive", "error"];
 function renderMarkdown(doc, ctx) {
-  const rows = tableRows(doc, ctx);
-  const unchanged = unchangedRows(doc, ctx);
-  let keep = Math.max(rows.length, unchanged.length);
+  let keep = Math.max(doc.screen.first.length, doc.screen.rows.length, doc.screen.unchangedRows.length);
   for (; ; ) {
-    const text = compose(doc, ctx, rows, unchanged, keep);
+    const text = compose(doc, ctx, keep);
     if (text.length <= ctx.maxChars || keep === 0) {
       return text.length <= ctx.maxChars ? text : `${text.slice(0, Math.max(0, ctx.maxChars - 2))}…
 `;
@@ -25104,51 +25162,37 @@ function renderMarkdown(doc, ctx) {
     keep = Math.floor(keep / 2);
   }
 }
-function compose(doc, ctx, rows, unchanged, keep) {
+function compose(doc, ctx, keep) {
   const lines = [];
   lines.push(`## diskbench gate: ${HEADLINE[doc.verdict]}${headlineChanges(doc)}`, "");
   const tally = ORDER.filter((v) => doc.counts[v] > 0).map((v) => v === "regression" || v === "changed" ? `**${doc.counts[v]} ${v}**` : `${doc.counts[v]} ${v}`).join(", ");
   lines.push(`${doc.cellCount} cell${doc.cellCount === 1 ? "" : "s"}${tally ? ` (${tally})` : ""}, ${accelLine(doc.accel)}.`, "");
-  lines.push(`base ${sideText(doc.base)} vs head ${sideText(doc.head)}${measuredText(ctx)}`, "");
-  if (doc.counts.inconclusive > 0) {
-    lines.push(inconclusiveSentence(doc), "");
+  lines.push(...firstLines(doc, keep));
+  if (doc.axisSentence) {
+    lines.push(md(doc.axisSentence, 1e3), "");
   }
+  lines.push(...inconclusiveLines(doc));
+  lines.push(...subjectLines(doc));
+  lines.push(`base ${sideText(doc.base)} vs head ${sideText(doc.head)}${measuredText(ctx)}`, "");
   if (headMismatch(doc, ctx)) {
     lines.push(`> **Warning:** this comparison's head is not the commit the run was for (${ctx.headSha?.slice(0, 12)}).`, "");
   }
   for (const warning2 of doc.warnings) {
     lines.push(`> **Warning:** ${md(warning2, 1e3)}`, "");
   }
-  lines.push(...subjectLines(doc));
+  const { rows, unchangedRows } = doc.screen;
   if (rows.length > 0) {
-    lines.push(...table(rows, keep, ctx), "");
+    lines.push(...table(doc, rows, keep, ctx), "", ...rows.slice(0, keep).flatMap((r) => fold(doc, r, ctx)));
   }
   const count = `${doc.counts.unchanged} cell${doc.counts.unchanged === 1 ? "" : "s"} unchanged`;
-  if (unchanged.length > 0) {
-    lines.push(`<details><summary>${count} (their figures)</summary>`, "", ...table(unchanged, keep, ctx), "", "</details>", "");
-  } else {
+  if (unchangedRows.length > 0) {
+    lines.push(`<details><summary>${count} (their figures)</summary>`, "", ...table(doc, unchangedRows, keep, ctx), "");
+    lines.push(...unchangedRows.slice(0, keep).flatMap((r) => fold(doc, r, ctx)), "</details>", "");
+  } else if (rows.length > 0) {
     lines.push(`${count}.`, "");
   }
-  if (doc.axisSentence) {
-    lines.push(md(doc.axisSentence, 1e3), "");
-  }
-  const changed = doc.cells.filter((c) => c.verdict !== "unchanged" && c.verdict !== "error" && c.reason);
-  if (changed.length > 0) {
-    lines.push("<details><summary>Why</summary>", "");
-    lines.push(...changed.slice(0, keep).map((c) => `- ${titleAndId(c)}: ${md(c.reason)}`));
-    lines.push("", "</details>", "");
-  }
-  const errors = doc.cells.filter((c) => c.verdict === "error");
-  if (errors.length > 0) {
-    lines.push("### Errors", "");
-    lines.push(...errors.slice(0, keep).map((c) => `- ${titleAndId(c)} (${md(c.kind)}): ${md(c.reason)}`));
-    lines.push("");
-  }
-  const notes = doc.cells.filter((c) => c.note);
-  if (notes.length > 0) {
-    lines.push("### Counters", "");
-    lines.push(...notes.slice(0, keep).map((c) => `- ${titleAndId(c)}: ${md(c.note)}`));
-    lines.push("");
+  if (doc.counts.inconclusive > 0) {
+    lines.push(inconclusiveSentence(doc), "");
   }
   lines.push(...reproduceLines(doc.reproduce));
   if (doc.canary) {
@@ -25176,84 +25220,158 @@ function compose(doc, ctx, rows, unchanged, keep) {
   return `${lines.join("\n")}
 `;
 }
-function table(rows, keep, ctx) {
+function figure(c, metric2) {
+  return metric2 === null ? void 0 : [...c.metrics, ...c.counters].find((m) => m.metric === metric2);
+}
+function cellAt(doc, at) {
+  const c = doc.cells[at];
+  if (c === void 0) {
+    throw new Error(`no cell ${at}`);
+  }
+  return c;
+}
+function nameOf(c) {
+  return c.title === null ? code(c.cellId) : md(c.title, 200);
+}
+function firstLines(doc, keep) {
+  const { first, unchanged } = doc.screen;
+  const lines = first.slice(0, keep).map((line) => {
+    const c = cellAt(doc, line.cell);
+    const m = figure(c, line.metric);
+    const what = m === void 0 ? md(line.said ?? "", 200) : `${code(m.metric, 80)} **${change(m)}**${ci(m) === "-" ? "" : ` (${ci(m)})`}`;
+    return `- **${nameOf(c)}**: ${what}, ${md(cellLabel(doc, line.cell), 80)}`;
+  });
+  if (first.length > keep) {
+    lines.push(`- … and ${first.length - keep} more: the job summary and the artifact have them all`);
+  }
+  if (unchanged !== null) {
+    let text = unchanged.cells === 1 ? "The cell is unchanged" : `All ${unchanged.cells} cells unchanged`;
+    const { couldSeeLowPct: low, couldSeeHighPct: high } = unchanged;
+    if (low !== null && high !== null) {
+      const span = low.toFixed(1) === high.toFixed(1) ? `${low.toFixed(1)}%` : `${low.toFixed(1)}% to ${high.toFixed(1)}% (by cell)`;
+      text += `: each would have caught a regression of ${span} or more 4 times in 5`;
+    }
+    lines.push(`${text}.`);
+  }
+  return lines.length > 0 ? [...lines, ""] : [];
+}
+function cellLabel(doc, at) {
+  return [...doc.screen.rows, ...doc.screen.unchangedRows].find((r) => r.cell === at)?.label ?? cellAt(doc, at).verdict;
+}
+function inconclusiveLines(doc) {
+  const entry = doc.screen.inconclusive;
+  if (entry === null) {
+    return [];
+  }
+  const text = `**${entry.cells.length} inconclusive**: ${entry.cells.map((at) => nameOf(cellAt(doc, at))).join(", ")}.`;
+  if (entry.command !== null && entry.rounds !== null) {
+    const decide2 = `${text} About ${entry.rounds} rounds per side would decide them:`;
+    if (!plainCommand(entry.command)) {
+      return [`${decide2} the command has characters this comment does not show, see summary.md in the artifact.`, ""];
+    }
+    return [decide2, "", `<pre><code>${entry.command.join(" ")}</code></pre>`, ""];
+  }
+  if (entry.rounds !== null) {
+    const repeat = code(`--repeat ${entry.rounds}`);
+    return [`${text} About ${entry.rounds} samples per side would decide them: record them (${repeat}) and compare again.`, ""];
+  }
+  return [`${text} More rounds would not decide them (see why under the table).`, ""];
+}
+function table(doc, rows, keep, ctx) {
   const lines = [
-    `| cell | metric | base | head | change | CI | p | rounds | verdict |${ctx.pagesUrl ? " history |" : ""}`,
-    `| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | --- |${ctx.pagesUrl ? " --- |" : ""}`,
-    ...rows.slice(0, keep)
+    "| cell | metric | base | head | change (95% CI) | verdict |",
+    "| --- | --- | ---: | ---: | ---: | --- |",
+    ...rows.slice(0, keep).map((r) => {
+      const c = cellAt(doc, r.cell);
+      const m = figure(c, r.metric);
+      const figures = m === void 0 ? ["-", "-", "-", "-"] : [metricName(c, m.metric, ctx), nobreak(value(m.medianBase, m.unit)), nobreak(value(m.medianHead, m.unit)), changeCell(m)];
+      return `| ${[nameOf(c), ...figures, md(r.label, 80)].join(" | ")} |`;
+    })
   ];
   if (keep < rows.length) {
-    lines.push("", `… ${rows.length - keep} more row${rows.length - keep === 1 ? "" : "s"}: the job summary and the artifact have them all.`);
+    const more = rows.length - keep;
+    lines.push("", `… ${more} more row${more === 1 ? "" : "s"}: the job summary and the artifact have them all.`);
   }
   return lines;
 }
-function unchangedRows(doc, ctx) {
-  return doc.cells.filter((c) => c.verdict === "unchanged").flatMap((c) => c.metrics.map((m) => metricRow(c, m, "unchanged", ctx)));
-}
-function tableRows(doc, ctx) {
-  return doc.cells.filter((c) => c.verdict !== "unchanged").flatMap((c) => {
-    const label = c.kind === "metric" ? md(c.verdict) : `${md(c.verdict)} (${md(c.kind)})`;
-    const shown = c.metrics.filter((m) => m.verdict !== "unchanged");
-    const moved = c.counters.filter((m) => m.verdict === "regression" || m.verdict === "improvement");
-    const metrics = [...shown.length > 0 ? shown : c.metrics, ...moved];
-    if (metrics.length === 0) {
-      return [`| ${cellName(c)} | - | - | - | - | - | - | ${c.rounds} | ${label} |${ctx.pagesUrl ? " - |" : ""}`];
-    }
-    return metrics.map((m) => metricRow(c, m, rowLabel(c, m, label), ctx));
-  });
-}
-function metricRow(c, m, label, ctx) {
-  const cells = [
+function fold(doc, r, ctx) {
+  const c = cellAt(doc, r.cell);
+  const n = r.figures.length;
+  const lines = [
+    `<details><summary>${nameOf(c)}: ${n === 0 ? "no" : n} figure${n === 1 ? "" : "s"}, ${c.rounds} round${c.rounds === 1 ? "" : "s"}, id and reason</summary>`,
     "",
-    cellName(c),
-    code(m.metric, 80),
-    value(m.medianBase, m.unit),
-    value(m.medianHead, m.unit),
-    change(m),
-    ci(m),
-    pValue(m.pValue),
-    String(c.rounds),
-    label
+    ids(c),
+    ""
   ];
-  if (ctx.pagesUrl) {
-    cells.push(graphLink(ctx.pagesUrl, c, m.metric));
+  if (n > 0) {
+    lines.push("| metric | base | head | change (95% CI) | p | verdict |", "| --- | ---: | ---: | ---: | ---: | --- |");
+    for (const f of r.figures) {
+      const m = figure(c, f.metric);
+      if (m !== void 0) {
+        const medians = [nobreak(value(m.medianBase, m.unit)), nobreak(value(m.medianHead, m.unit))];
+        lines.push(`| ${[metricName(c, m.metric, ctx), ...medians, changeCell(m), pValue(m.pValue), md(f.label, 80)].join(" | ")} |`);
+      }
+    }
+    lines.push("");
   }
-  return [...cells, ""].join(" | ").trim();
+  if (c.reason) {
+    lines.push(`Why: ${md(c.reason)}`, "");
+  }
+  if (c.note) {
+    lines.push(`Counters: ${md(c.note)}`, "");
+  }
+  return [...lines, "</details>", ""];
+}
+function ids(c) {
+  let text = c.baseId !== null && c.baseId !== c.cellId ? `${code(c.cellId)} (base: ${code(c.baseId)})` : code(c.cellId);
+  if (c.gateName !== null) {
+    text = `${md(c.gateName, 80)}: ${text}`;
+  }
+  return text;
+}
+function nobreak(text) {
+  return text.replace(/ /g, "&nbsp;");
+}
+function changeCell(m) {
+  return ci(m) === "-" ? change(m) : `${change(m)}<br><sub>${ci(m)}</sub>`;
+}
+function metricName(c, metric2, ctx) {
+  const link = ctx.pagesUrl ? graphLink(ctx.pagesUrl, c, metric2) : null;
+  return link === null ? code(metric2, 80) : `[${code(metric2, 80)}](${link})`;
 }
 var GRAPH = /^matrix\.[A-Za-z0-9]+\.track_[a-z0-9_]+\?p-[a-z_]+=%27[A-Za-z0-9._-]+%27(&p-[a-z_]+=%27[A-Za-z0-9._-]+%27)*$/;
 function graphLink(pagesUrl, c, metric2) {
   const fragment = c.history.find(([name]) => name === metric2)?.[1];
   if (fragment === void 0 || !GRAPH.test(fragment)) {
-    return "-";
+    return null;
   }
   const base = pagesUrl.endsWith(".html") ? pagesUrl : `${pagesUrl.replace(/\/+$/, "")}/`;
-  return `[graph](${base}#${fragment})`;
+  return `${base}#${fragment}`;
 }
 var PLAIN_ARG = /^[A-Za-z0-9._/=%:,+^~-]+$/;
+function plainCommand(argv) {
+  return argv[0] === "diskbench" && ["gate", "compare"].includes(argv[1] ?? "") && argv.every((a) => PLAIN_ARG.test(a));
+}
 function reproduceLines(argv) {
   if (argv.length === 0) {
     return [];
   }
-  if (argv[0] !== "diskbench" || !["gate", "compare"].includes(argv[1] ?? "") || !argv.every((a) => PLAIN_ARG.test(a))) {
+  if (!plainCommand(argv)) {
     return ["The command that reproduces it has characters this comment does not show: see summary.md in the artifact.", ""];
   }
   return ["Reproduce it locally:", "", `<pre><code>${argv.join(" ")}</code></pre>`, ""];
 }
 function inconclusiveSentence(doc) {
-  const open2 = doc.sensitivity.filter((r) => r.verdict === "inconclusive");
-  const seen = open2.flatMap((r) => r.couldSeePct === null ? [] : [r.couldSeePct]);
-  const need = open2.filter((r) => r.roundsToDecide !== null);
+  const entry = doc.screen.inconclusive;
   let text = `Inconclusive means these rounds cannot yet tell a change of the minimum effect (${num(doc.settings.minEffect * 100)}%) from none`;
-  if (seen.length > 0) {
-    text += `; a regression of about ${Math.max(...seen).toFixed(1)}% or more would have been caught 4 times in 5`;
+  if (entry !== null && entry.couldSeePct !== null) {
+    text += `; a regression of about ${entry.couldSeePct.toFixed(1)}% or more would have been caught 4 times in 5`;
   }
-  if (need.length > 0) {
-    const most = need.reduce((a, b) => (b.roundsToDecide ?? 0) > (a.roundsToDecide ?? 0) ? b : a);
-    const cell2 = doc.cells.find((c) => c.cellId === most.cellId);
-    const who = cell2 ? cell2.gateName ?? cell2.title ?? cell2.cellId : most.name;
-    const gate = doc.reproduce.length > 0 ? doc.reproduce[1] === "gate" : doc.budget.length > 0;
-    const how = gate ? `e.g. the command below with ${code(`--max-rounds ${most.roundsToDecide}`)} and the budget for them` : `record them (${code(`--repeat ${most.roundsToDecide}`)}) and compare again`;
-    return `${text}. To decide, run more rounds: about ${most.roundsToDecide} per side (${md(who, 200)}, has ${most.rounds}), ${how}.`;
+  if (entry !== null && entry.rounds !== null && entry.slowest !== null && entry.slowestRounds !== null) {
+    const cell2 = cellAt(doc, entry.slowest);
+    const who = cell2.gateName ?? cell2.title ?? cell2.cellId;
+    const how = entry.gate ? `e.g. the command below with ${code(`--max-rounds ${entry.rounds}`)} and the budget for them` : `record them (${code(`--repeat ${entry.rounds}`)}) and compare again`;
+    return `${text}. To decide, run more rounds: about ${entry.rounds} per side (${md(who, 200)}, has ${entry.slowestRounds}), ${how}.`;
   }
   return `${text}. More rounds would not decide it (its change sits on the minimum effect): read it as a change about as large as the minimum effect, or set that metric's minimum with ${code("--rule")}.`;
 }
@@ -25331,16 +25449,6 @@ function signed(percent) {
 function num(v) {
   return String(Number(v.toPrecision(6)));
 }
-function cellName(c) {
-  let ids = c.baseId !== null && c.baseId !== c.cellId ? `${code(c.cellId)} (base: ${code(c.baseId)})` : code(c.cellId);
-  if (c.gateName !== null) {
-    ids = `${md(c.gateName, 80)}: ${ids}`;
-  }
-  return c.title === null ? ids : `${md(c.title, 200)}<br><sub>${ids}</sub>`;
-}
-function titleAndId(c) {
-  return c.title === null ? code(c.cellId) : `${md(c.title, 200)} (${code(c.cellId)})`;
-}
 function headlineChanges(doc) {
   if (doc.changed.length === 0) {
     return "";
@@ -25364,16 +25472,6 @@ function subjectLines(doc) {
   lines.push(...doc.subjectDiff.map((d) => `- ${md(d.what, 200)}: ${md(d.base, 200)} → ${md(d.head, 200)}`));
   lines.push(...doc.cellIdChanges.map((c) => `- cell ${code(c.name)}: base ${code(c.baseId)} → head ${code(c.headId)}`));
   return [...lines, ""];
-}
-function rowLabel(c, m, label) {
-  const moved = m.verdict === "regression" || m.verdict === "improvement";
-  if (moved && c.counters.some((x) => x.metric === m.metric)) {
-    return "changed";
-  }
-  if (m.verdict === c.verdict || c.kind !== "metric" && c.kind !== "counter") {
-    return label;
-  }
-  return md(m.verdict);
 }
 
 // src/main.ts

@@ -4,8 +4,10 @@
  *
  * The file comes from an artifact that a pull request's code wrote, so it is
  * untrusted data: every field the action uses is checked for its type here,
- * a document of another kind or version is refused, and keys this version does
- * not know are ignored (the document may grow within version 2).
+ * `summary.screen` (what the comment shows first and in which order) against
+ * the cells it names, a document of another kind or version is refused, and
+ * keys this version does not know are ignored (the document may grow within
+ * version 2).
  */
 import * as fs from 'fs'
 
@@ -112,6 +114,55 @@ export interface Sensitivity {
   readonly roundsToDecide: number | null
 }
 
+/** A line under the headline: a cell (an index into `cells`), its lead metric, or what happened. */
+export interface ScreenLine {
+  readonly cell: number
+  /** the metric that decided (a name among the cell's metrics and counters); null without figures */
+  readonly metric: string | null
+  /** for a cell without figures, its reason in a few words */
+  readonly said: string | null
+}
+
+/** One figure of a cell's fold: a metric or counter of the cell, and its verdict as the fold writes it. */
+export interface Figure {
+  readonly metric: string
+  readonly label: string
+}
+
+/** A row of the table: the cell, its lead, its verdict as the row writes it, every figure for its fold. */
+export interface ScreenRow {
+  readonly cell: number
+  readonly metric: string | null
+  readonly label: string
+  readonly figures: readonly Figure[]
+}
+
+/** What every summary shows first and in which order, as diskbench decided it (`summary.screen`). */
+export interface Screen {
+  readonly first: readonly ScreenLine[]
+  /** an unchanged comparison: what it could have seen */
+  readonly unchanged: {
+    readonly cells: number
+    readonly couldSeeLowPct: number | null
+    readonly couldSeeHighPct: number | null
+  } | null
+  /** the inconclusive cells, what decides them (the command, a gate's), the figures of what inconclusive means */
+  readonly inconclusive: {
+    readonly cells: readonly number[]
+    /** rounds per side the slowest metric needs */
+    readonly rounds: number | null
+    readonly command: readonly string[] | null
+    /** a gate's comparison (more rounds), else one of records (more samples) */
+    readonly gate: boolean
+    readonly couldSeePct: number | null
+    /** the cell of the slowest metric, and the rounds it has */
+    readonly slowest: number | null
+    readonly slowestRounds: number | null
+  } | null
+  readonly rows: readonly ScreenRow[]
+  readonly unchangedRows: readonly ScreenRow[]
+}
+
 export interface Settings {
   readonly metrics: readonly string[]
   readonly minEffect: number
@@ -149,6 +200,7 @@ export interface Comparison {
   /** the gate's budget: scalar entries only (the object is free-form) */
   readonly budget: ReadonlyArray<readonly [string, string]>
   readonly cells: readonly Cell[]
+  readonly screen: Screen
 }
 
 export class ComparisonError extends Error {
@@ -208,6 +260,13 @@ export function parseComparison(data: unknown, where = 'comparison.json'): Compa
   const machine = doc.field('machine')
   machine.object()
   const budget = doc.field('budget')
+  const cells = doc.field('cells').array(cell)
+  if (summary.optional('screen') === undefined) {
+    throw new ComparisonError(
+      `${where}: $.summary.screen: required, missing: a diskbench older than this action wrote it; ` +
+        'use the action from the same commit as the diskbench that wrote the file',
+    )
+  }
   return {
     createdAt: doc.field('created_at').string(),
     verdict: doc.field('verdict').verdict(),
@@ -259,7 +318,59 @@ export function parseComparison(data: unknown, where = 'comparison.json'): Compa
     settings: settings(doc.field('settings')),
     canary: doc.field('canary').nullable(canary),
     budget: budget.nullable(b => b.scalars()) ?? [],
-    cells: doc.field('cells').array(cell),
+    cells,
+    screen: screen(summary.field('screen'), cells),
+  }
+}
+
+/** `summary.screen`, every cell it names one of the document's, every metric one of that cell's. */
+function screen(r: Reader, cells: readonly Cell[]): Screen {
+  const index = (x: Reader): number => {
+    const at = x.count()
+    return at < cells.length ? at : x.refuse(`a cell of the document (it has ${cells.length})`)
+  }
+  const metric = (x: Reader, at: number): string => {
+    const name = x.string()
+    const c = cells[at]
+    const known = c !== undefined && [...c.metrics, ...c.counters].some(m => m.metric === name)
+    return known ? name : x.refuse(`a metric of cell ${at}`)
+  }
+  const row = (x: Reader): ScreenRow => {
+    const at = index(x.field('cell'))
+    return {
+      cell: at,
+      metric: x.field('metric').nullable(m => metric(m, at)),
+      label: x.field('label').string(),
+      figures: x.field('figures').array(f => ({metric: metric(f.field('metric'), at), label: f.field('label').string()})),
+    }
+  }
+  const rows = r.field('rows').array(row)
+  const unchangedRows = r.field('unchanged_rows').array(row)
+  const shown = [...rows, ...unchangedRows].map(x => x.cell).sort((a, b) => a - b)
+  if (shown.length !== cells.length || shown.some((at, i) => at !== i)) {
+    r.field('rows').refuse(`one row per cell with unchanged_rows (${cells.length} cells; rows for ${shown.join(', ') || 'none'})`)
+  }
+  return {
+    first: r.field('first').array(x => {
+      const at = index(x.field('cell'))
+      return {cell: at, metric: x.field('metric').nullable(m => metric(m, at)), said: x.field('said').nullable(s => s.string())}
+    }),
+    unchanged: r.field('unchanged').nullable(x => ({
+      cells: x.field('cells').count(),
+      couldSeeLowPct: x.field('could_see_low_pct').nullable(n => n.number()),
+      couldSeeHighPct: x.field('could_see_high_pct').nullable(n => n.number()),
+    })),
+    inconclusive: r.field('inconclusive').nullable(x => ({
+      cells: x.field('cells').array(index),
+      rounds: x.field('rounds').nullable(n => n.count()),
+      command: x.field('command').nullable(c => c.array(a => a.string())),
+      gate: x.field('gate').boolean(),
+      couldSeePct: x.field('could_see_pct').nullable(n => n.number()),
+      slowest: x.field('slowest').nullable(index),
+      slowestRounds: x.field('slowest_rounds').nullable(n => n.count()),
+    })),
+    rows,
+    unchangedRows,
   }
 }
 
@@ -370,6 +481,11 @@ class Reader {
 
   private fail(expected: string): never {
     throw new ComparisonError(`${this.where}: ${this.path}: expected ${expected}, got ${typeName(this.raw)}`)
+  }
+
+  /** Refuses a value of the right type that the rest of the document contradicts. */
+  refuse(expected: string): never {
+    throw new ComparisonError(`${this.where}: ${this.path}: expected ${expected}, got ${describe(this.raw)}`)
   }
 
   object(): Record<string, unknown> {

@@ -5,7 +5,7 @@
  * diskbench's Python computed them. Numbers are formatted here from checked
  * finite numbers; every string of the document goes through `md`/`code`.
  */
-import type {Cell, Comparison, MetricResult, Sensitivity, Verdict} from './comparison'
+import type {Cell, Comparison, MetricResult, ScreenRow, Verdict} from './comparison'
 import {code, md} from './escape'
 
 /** What the page around the document adds: none of it comes from the file. */
@@ -31,13 +31,18 @@ const HEADLINE: Readonly<Record<Verdict, string>> = {
 
 const ORDER: readonly Verdict[] = ['regression', 'changed', 'improvement', 'unchanged', 'inconclusive', 'error']
 
-/** The comparison as markdown, at most `ctx.maxChars` long (rows of the table are left out to fit). */
+/**
+ * The comparison as markdown, at most `ctx.maxChars` long (lines, rows and folds are left out to fit).
+ *
+ * In the order the document's `summary.screen` gives (diskbench decided it, as for its own
+ * summary.md): the headline, a line per regressed, changed or failed cell, the axis sentence,
+ * the inconclusive cells and the command that decides them, what differs, one table row per cell,
+ * every figure of a cell in a fold under the table, then the rest.
+ */
 export function renderMarkdown(doc: Comparison, ctx: RenderContext): string {
-  const rows = tableRows(doc, ctx)
-  const unchanged = unchangedRows(doc, ctx)
-  let keep = Math.max(rows.length, unchanged.length)
+  let keep = Math.max(doc.screen.first.length, doc.screen.rows.length, doc.screen.unchangedRows.length)
   for (;;) {
-    const text = compose(doc, ctx, rows, unchanged, keep)
+    const text = compose(doc, ctx, keep)
     if (text.length <= ctx.maxChars || keep === 0) {
       return text.length <= ctx.maxChars ? text : `${text.slice(0, Math.max(0, ctx.maxChars - 2))}…\n`
     }
@@ -45,59 +50,39 @@ export function renderMarkdown(doc: Comparison, ctx: RenderContext): string {
   }
 }
 
-function compose(
-  doc: Comparison,
-  ctx: RenderContext,
-  rows: readonly string[],
-  unchanged: readonly string[],
-  keep: number,
-): string {
+function compose(doc: Comparison, ctx: RenderContext, keep: number): string {
   const lines: string[] = []
   lines.push(`## diskbench gate: ${HEADLINE[doc.verdict]}${headlineChanges(doc)}`, '')
   const tally = ORDER.filter(v => doc.counts[v] > 0)
     .map(v => (v === 'regression' || v === 'changed' ? `**${doc.counts[v]} ${v}**` : `${doc.counts[v]} ${v}`))
     .join(', ')
   lines.push(`${doc.cellCount} cell${doc.cellCount === 1 ? '' : 's'}${tally ? ` (${tally})` : ''}, ${accelLine(doc.accel)}.`, '')
-  lines.push(`base ${sideText(doc.base)} vs head ${sideText(doc.head)}${measuredText(ctx)}`, '')
-  if (doc.counts.inconclusive > 0) {
-    lines.push(inconclusiveSentence(doc), '')
+  lines.push(...firstLines(doc, keep))
+  if (doc.axisSentence) {
+    lines.push(md(doc.axisSentence, 1000), '')
   }
+  lines.push(...inconclusiveLines(doc))
+  lines.push(...subjectLines(doc))
+  lines.push(`base ${sideText(doc.base)} vs head ${sideText(doc.head)}${measuredText(ctx)}`, '')
   if (headMismatch(doc, ctx)) {
     lines.push(`> **Warning:** this comparison's head is not the commit the run was for (${ctx.headSha?.slice(0, 12)}).`, '')
   }
   for (const warning of doc.warnings) {
     lines.push(`> **Warning:** ${md(warning, 1000)}`, '')
   }
-  lines.push(...subjectLines(doc))
+  const {rows, unchangedRows} = doc.screen
   if (rows.length > 0) {
-    lines.push(...table(rows, keep, ctx), '')
+    lines.push(...table(doc, rows, keep, ctx), '', ...rows.slice(0, keep).flatMap(r => fold(doc, r, ctx)))
   }
   const count = `${doc.counts.unchanged} cell${doc.counts.unchanged === 1 ? '' : 's'} unchanged`
-  if (unchanged.length > 0) {
-    lines.push(`<details><summary>${count} (their figures)</summary>`, '', ...table(unchanged, keep, ctx), '', '</details>', '')
-  } else {
+  if (unchangedRows.length > 0) {
+    lines.push(`<details><summary>${count} (their figures)</summary>`, '', ...table(doc, unchangedRows, keep, ctx), '')
+    lines.push(...unchangedRows.slice(0, keep).flatMap(r => fold(doc, r, ctx)), '</details>', '')
+  } else if (rows.length > 0) {
     lines.push(`${count}.`, '')
   }
-  if (doc.axisSentence) {
-    lines.push(md(doc.axisSentence, 1000), '')
-  }
-  const changed = doc.cells.filter(c => c.verdict !== 'unchanged' && c.verdict !== 'error' && c.reason)
-  if (changed.length > 0) {
-    lines.push('<details><summary>Why</summary>', '')
-    lines.push(...changed.slice(0, keep).map(c => `- ${titleAndId(c)}: ${md(c.reason)}`))
-    lines.push('', '</details>', '')
-  }
-  const errors = doc.cells.filter(c => c.verdict === 'error')
-  if (errors.length > 0) {
-    lines.push('### Errors', '')
-    lines.push(...errors.slice(0, keep).map(c => `- ${titleAndId(c)} (${md(c.kind)}): ${md(c.reason)}`))
-    lines.push('')
-  }
-  const notes = doc.cells.filter(c => c.note)
-  if (notes.length > 0) {
-    lines.push('### Counters', '')
-    lines.push(...notes.slice(0, keep).map(c => `- ${titleAndId(c)}: ${md(c.note)}`))
-    lines.push('')
+  if (doc.counts.inconclusive > 0) {
+    lines.push(inconclusiveSentence(doc), '')
   }
   lines.push(...reproduceLines(doc.reproduce))
   if (doc.canary) {
@@ -132,106 +117,199 @@ function compose(
   return `${lines.join('\n')}\n`
 }
 
-/** The table's header and `keep` of its rows; a history column with the pages' URL. */
-function table(rows: readonly string[], keep: number, ctx: RenderContext): string[] {
+/** The cell's figure of a metric the screen names (the reader checked that the cell has it). */
+function figure(c: Cell, metric: string | null): MetricResult | undefined {
+  return metric === null ? undefined : [...c.metrics, ...c.counters].find(m => m.metric === metric)
+}
+
+/** The document's cell at an index the reader checked. */
+function cellAt(doc: Comparison, at: number): Cell {
+  const c = doc.cells[at]
+  if (c === undefined) {
+    throw new Error(`no cell ${at}`) // parseComparison refuses such a document
+  }
+  return c
+}
+
+/** The cell's short name, its id when the document gives none. */
+function nameOf(c: Cell): string {
+  return c.title === null ? code(c.cellId) : md(c.title, 200)
+}
+
+/** Under the headline: a line per regressed, changed or failed cell, or what an unchanged comparison could see. */
+function firstLines(doc: Comparison, keep: number): string[] {
+  const {first, unchanged} = doc.screen
+  const lines = first.slice(0, keep).map(line => {
+    const c = cellAt(doc, line.cell)
+    const m = figure(c, line.metric)
+    const what = m === undefined ? md(line.said ?? '', 200) : `${code(m.metric, 80)} **${change(m)}**${ci(m) === '-' ? '' : ` (${ci(m)})`}`
+    return `- **${nameOf(c)}**: ${what}, ${md(cellLabel(doc, line.cell), 80)}`
+  })
+  if (first.length > keep) {
+    lines.push(`- … and ${first.length - keep} more: the job summary and the artifact have them all`)
+  }
+  if (unchanged !== null) {
+    let text = unchanged.cells === 1 ? 'The cell is unchanged' : `All ${unchanged.cells} cells unchanged`
+    const {couldSeeLowPct: low, couldSeeHighPct: high} = unchanged
+    if (low !== null && high !== null) {
+      const span = low.toFixed(1) === high.toFixed(1) ? `${low.toFixed(1)}%` : `${low.toFixed(1)}% to ${high.toFixed(1)}% (by cell)`
+      text += `: each would have caught a regression of ${span} or more 4 times in 5`
+    }
+    lines.push(`${text}.`)
+  }
+  return lines.length > 0 ? [...lines, ''] : []
+}
+
+/** The label the screen gave the cell's row. */
+function cellLabel(doc: Comparison, at: number): string {
+  return [...doc.screen.rows, ...doc.screen.unchangedRows].find(r => r.cell === at)?.label ?? cellAt(doc, at).verdict
+}
+
+/** The inconclusive cells by name, and what decides them: the gate's command, or more samples. */
+function inconclusiveLines(doc: Comparison): string[] {
+  const entry = doc.screen.inconclusive
+  if (entry === null) {
+    return []
+  }
+  const text = `**${entry.cells.length} inconclusive**: ${entry.cells.map(at => nameOf(cellAt(doc, at))).join(', ')}.`
+  if (entry.command !== null && entry.rounds !== null) {
+    const decide = `${text} About ${entry.rounds} rounds per side would decide them:`
+    if (!plainCommand(entry.command)) {
+      return [`${decide} the command has characters this comment does not show, see summary.md in the artifact.`, '']
+    }
+    return [decide, '', `<pre><code>${entry.command.join(' ')}</code></pre>`, '']
+  }
+  if (entry.rounds !== null) {
+    const repeat = code(`--repeat ${entry.rounds}`)
+    return [`${text} About ${entry.rounds} samples per side would decide them: record them (${repeat}) and compare again.`, '']
+  }
+  return [`${text} More rounds would not decide them (see why under the table).`, '']
+}
+
+/** The table: one row per cell, its lead's figures; `keep` of the rows. */
+function table(doc: Comparison, rows: readonly ScreenRow[], keep: number, ctx: RenderContext): string[] {
   const lines = [
-    `| cell | metric | base | head | change | CI | p | rounds | verdict |${ctx.pagesUrl ? ' history |' : ''}`,
-    `| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | --- |${ctx.pagesUrl ? ' --- |' : ''}`,
-    ...rows.slice(0, keep),
+    '| cell | metric | base | head | change (95% CI) | verdict |',
+    '| --- | --- | ---: | ---: | ---: | --- |',
+    ...rows.slice(0, keep).map(r => {
+      const c = cellAt(doc, r.cell)
+      const m = figure(c, r.metric)
+      const figures =
+        m === undefined
+          ? ['-', '-', '-', '-']
+          : [metricName(c, m.metric, ctx), nobreak(value(m.medianBase, m.unit)), nobreak(value(m.medianHead, m.unit)), changeCell(m)]
+      return `| ${[nameOf(c), ...figures, md(r.label, 80)].join(' | ')} |`
+    }),
   ]
   if (keep < rows.length) {
-    lines.push('', `… ${rows.length - keep} more row${rows.length - keep === 1 ? '' : 's'}: the job summary and the artifact have them all.`)
+    const more = rows.length - keep
+    lines.push('', `… ${more} more row${more === 1 ? '' : 's'}: the job summary and the artifact have them all.`)
   }
   return lines
 }
 
-/** One row per gated metric of every unchanged cell: their figures, collapsed. */
-function unchangedRows(doc: Comparison, ctx: RenderContext): string[] {
-  return doc.cells.filter(c => c.verdict === 'unchanged').flatMap(c => c.metrics.map(m => metricRow(c, m, 'unchanged', ctx)))
-}
-
-/** One row per metric worth showing of every cell that is not unchanged. */
-function tableRows(doc: Comparison, ctx: RenderContext): string[] {
-  return doc.cells
-    .filter(c => c.verdict !== 'unchanged')
-    .flatMap(c => {
-      const label = c.kind === 'metric' ? md(c.verdict) : `${md(c.verdict)} (${md(c.kind)})`
-      const shown = c.metrics.filter(m => m.verdict !== 'unchanged')
-      // the structural counters that moved: the figures behind "changed"
-      const moved = c.counters.filter(m => m.verdict === 'regression' || m.verdict === 'improvement')
-      const metrics = [...(shown.length > 0 ? shown : c.metrics), ...moved]
-      if (metrics.length === 0) {
-        return [`| ${cellName(c)} | - | - | - | - | - | - | ${c.rounds} | ${label} |${ctx.pagesUrl ? ' - |' : ''}`]
-      }
-      return metrics.map(m => metricRow(c, m, rowLabel(c, m, label), ctx))
-    })
-}
-
-function metricRow(c: Cell, m: MetricResult, label: string, ctx: RenderContext): string {
-  const cells = [
+/** A cell's every figure, its full id (base's too when it differs), its reason and note, folded. */
+function fold(doc: Comparison, r: ScreenRow, ctx: RenderContext): string[] {
+  const c = cellAt(doc, r.cell)
+  const n = r.figures.length
+  const lines = [
+    `<details><summary>${nameOf(c)}: ${n === 0 ? 'no' : n} figure${n === 1 ? '' : 's'}, ` +
+      `${c.rounds} round${c.rounds === 1 ? '' : 's'}, id and reason</summary>`,
     '',
-    cellName(c),
-    code(m.metric, 80),
-    value(m.medianBase, m.unit),
-    value(m.medianHead, m.unit),
-    change(m),
-    ci(m),
-    pValue(m.pValue),
-    String(c.rounds),
-    label,
+    ids(c),
+    '',
   ]
-  if (ctx.pagesUrl) {
-    cells.push(graphLink(ctx.pagesUrl, c, m.metric))
+  if (n > 0) {
+    lines.push('| metric | base | head | change (95% CI) | p | verdict |', '| --- | ---: | ---: | ---: | ---: | --- |')
+    for (const f of r.figures) {
+      const m = figure(c, f.metric)
+      if (m !== undefined) {
+        const medians = [nobreak(value(m.medianBase, m.unit)), nobreak(value(m.medianHead, m.unit))]
+        lines.push(`| ${[metricName(c, m.metric, ctx), ...medians, changeCell(m), pValue(m.pValue), md(f.label, 80)].join(' | ')} |`)
+      }
+    }
+    lines.push('')
   }
-  return [...cells, ''].join(' | ').trim()
+  if (c.reason) {
+    lines.push(`Why: ${md(c.reason)}`, '')
+  }
+  if (c.note) {
+    lines.push(`Counters: ${md(c.note)}`, '')
+  }
+  return [...lines, '</details>', '']
+}
+
+/** `policy-dd: <code>id</code> (base: <code>id</code>)`. */
+function ids(c: Cell): string {
+  let text = c.baseId !== null && c.baseId !== c.cellId ? `${code(c.cellId)} (base: ${code(c.baseId)})` : code(c.cellId)
+  if (c.gateName !== null) {
+    text = `${md(c.gateName, 80)}: ${text}`
+  }
+  return text
+}
+
+/** A median on one line (`2.00&nbsp;s`): its number and unit do not break apart; the other columns wrap. */
+function nobreak(text: string): string {
+  return text.replace(/ /g, '&nbsp;')
+}
+
+/** The change and, under it, its interval. */
+function changeCell(m: MetricResult): string {
+  return ci(m) === '-' ? change(m) : `${change(m)}<br><sub>${ci(m)}</sub>`
+}
+
+/** A metric's name in code, a link to its history graph with the pages' URL. */
+function metricName(c: Cell, metric: string, ctx: RenderContext): string {
+  const link = ctx.pagesUrl ? graphLink(ctx.pagesUrl, c, metric) : null
+  return link === null ? code(metric, 80) : `[${code(metric, 80)}](${link})`
 }
 
 /** The fragments diskbench writes: an asv benchmark and its parameters, nothing else. */
 const GRAPH = /^matrix\.[A-Za-z0-9]+\.track_[a-z0-9_]+\?p-[a-z_]+=%27[A-Za-z0-9._-]+%27(&p-[a-z_]+=%27[A-Za-z0-9._-]+%27)*$/
 
-/** `[graph](URL)` of a cell's metric, when the document names a graph of the form diskbench writes. */
-function graphLink(pagesUrl: string, c: Cell, metric: string): string {
+/** The URL of a cell's metric's graph, when the document names a graph of the form diskbench writes. */
+function graphLink(pagesUrl: string, c: Cell, metric: string): string | null {
   const fragment = c.history.find(([name]) => name === metric)?.[1]
   if (fragment === undefined || !GRAPH.test(fragment)) {
-    return '-'
+    return null
   }
   const base = pagesUrl.endsWith('.html') ? pagesUrl : `${pagesUrl.replace(/\/+$/, '')}/`
-  return `[graph](${base}#${fragment})`
+  return `${base}#${fragment}`
 }
 
 /** Arguments a shell passes as they are and HTML shows as they are: the only ones the comment shows. */
 const PLAIN_ARG = /^[A-Za-z0-9._/=%:,+^~-]+$/
+
+/** `diskbench gate|compare ...` with plain arguments only: the commands the comment shows. */
+function plainCommand(argv: readonly string[]): boolean {
+  return argv[0] === 'diskbench' && ['gate', 'compare'].includes(argv[1] ?? '') && argv.every(a => PLAIN_ARG.test(a))
+}
 
 /** The command that reproduces the comparison, when every argument is plain. */
 function reproduceLines(argv: readonly string[]): string[] {
   if (argv.length === 0) {
     return []
   }
-  if (argv[0] !== 'diskbench' || !['gate', 'compare'].includes(argv[1] ?? '') || !argv.every(a => PLAIN_ARG.test(a))) {
+  if (!plainCommand(argv)) {
     return ['The command that reproduces it has characters this comment does not show: see summary.md in the artifact.', '']
   }
   return ['Reproduce it locally:', '', `<pre><code>${argv.join(' ')}</code></pre>`, '']
 }
 
-/** What inconclusive means and what to do, from the figures diskbench computed. */
+/** What inconclusive means and what to do, from the figures diskbench computed (`summary.screen.inconclusive`). */
 export function inconclusiveSentence(doc: Comparison): string {
-  const open: Sensitivity[] = doc.sensitivity.filter(r => r.verdict === 'inconclusive')
-  const seen = open.flatMap(r => (r.couldSeePct === null ? [] : [r.couldSeePct]))
-  const need = open.filter(r => r.roundsToDecide !== null)
+  const entry = doc.screen.inconclusive
   let text = `Inconclusive means these rounds cannot yet tell a change of the minimum effect (${num(doc.settings.minEffect * 100)}%) from none`
-  if (seen.length > 0) {
-    text += `; a regression of about ${Math.max(...seen).toFixed(1)}% or more would have been caught 4 times in 5`
+  if (entry !== null && entry.couldSeePct !== null) {
+    text += `; a regression of about ${entry.couldSeePct.toFixed(1)}% or more would have been caught 4 times in 5`
   }
-  if (need.length > 0) {
-    const most = need.reduce((a, b) => ((b.roundsToDecide ?? 0) > (a.roundsToDecide ?? 0) ? b : a))
-    const cell = doc.cells.find(c => c.cellId === most.cellId)
-    const who = cell ? (cell.gateName ?? cell.title ?? cell.cellId) : most.name
-    // a gate adds rounds itself (--max-rounds); records compared by hand need more samples
-    const gate = doc.reproduce.length > 0 ? doc.reproduce[1] === 'gate' : doc.budget.length > 0
-    const how = gate
-      ? `e.g. the command below with ${code(`--max-rounds ${most.roundsToDecide}`)} and the budget for them`
-      : `record them (${code(`--repeat ${most.roundsToDecide}`)}) and compare again`
-    return `${text}. To decide, run more rounds: about ${most.roundsToDecide} per side (${md(who, 200)}, has ${most.rounds}), ${how}.`
+  if (entry !== null && entry.rounds !== null && entry.slowest !== null && entry.slowestRounds !== null) {
+    const cell = cellAt(doc, entry.slowest)
+    const who = cell.gateName ?? cell.title ?? cell.cellId
+    const how = entry.gate
+      ? `e.g. the command below with ${code(`--max-rounds ${entry.rounds}`)} and the budget for them`
+      : `record them (${code(`--repeat ${entry.rounds}`)}) and compare again`
+    return `${text}. To decide, run more rounds: about ${entry.rounds} per side (${md(who, 200)}, has ${entry.slowestRounds}), ${how}.`
   }
   return (
     `${text}. More rounds would not decide it (its change sits on the minimum effect): read it as a change about as ` +
@@ -327,20 +405,6 @@ function num(v: number): string {
   return String(Number(v.toPrecision(6)))
 }
 
-/** The cell's short name, and under it its id (base's too when the sides' ids differ). */
-function cellName(c: Cell): string {
-  let ids = c.baseId !== null && c.baseId !== c.cellId ? `${code(c.cellId)} (base: ${code(c.baseId)})` : code(c.cellId)
-  if (c.gateName !== null) {
-    ids = `${md(c.gateName, 80)}: ${ids}`
-  }
-  return c.title === null ? ids : `${md(c.title, 200)}<br><sub>${ids}</sub>`
-}
-
-/** `qcow2 writeback ide · dd 64M (<code>id</code>)` for a line of a list. */
-function titleAndId(c: Cell): string {
-  return c.title === null ? code(c.cellId) : `${md(c.title, 200)} (${code(c.cellId)})`
-}
-
 /** Beside the verdict in the first line: the counters that changed, and where. */
 function headlineChanges(doc: Comparison): string {
   if (doc.changed.length === 0) {
@@ -370,14 +434,3 @@ function subjectLines(doc: Comparison): string[] {
   return [...lines, '']
 }
 
-/** A row's verdict: the cell's label where the metric gave it, else the metric's own. */
-function rowLabel(c: Cell, m: MetricResult, label: string): string {
-  const moved = m.verdict === 'regression' || m.verdict === 'improvement'
-  if (moved && c.counters.some(x => x.metric === m.metric)) {
-    return 'changed'
-  }
-  if (m.verdict === c.verdict || (c.kind !== 'metric' && c.kind !== 'counter')) {
-    return label
-  }
-  return md(m.verdict)
-}

@@ -1,0 +1,132 @@
+"""The gate-comment action's fixtures are documents this diskbench writes.
+
+``real-*.json`` are real comparisons (docs/comparison.md says how they were made); each carries
+``summary.screen`` as :mod:`harness.compare.screen` decides it now.  No real gate has yet ended
+inconclusive or with a head that timed out, so two more are derived from real ones, and say so:
+
+* ``derived-inconclusive.json``: the four inconclusive cells of ``real-regression.json``, with
+  their figures as that comparison reached them (in its family of 32 tests) and the summary of
+  those four cells;
+* ``derived-timed-out.json``: ``real-gate.json`` with its second cell as the gate writes a head
+  whose guest ran past its deadline in the last round (``harness.gate.rounds._timed_out_result``,
+  the deadline from base's median ``total_s``), and the budget stopped there.
+
+``python tests/unit/test_comment_fixtures.py`` writes the screens and the derived documents again.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.compare.pointers import cell_pointers
+from harness.compare.screen import with_screen
+from harness.gate.rounds import _timed_out_result, head_deadline
+from harness.record.model import CellInfo, MachineInfo, Record, Sample
+from harness.spec import make_cell
+
+FIXTURES = (
+    Path(__file__).resolve().parents[2] / ".github" / "actions" / "gate-comment" / "__tests__" / "fixtures"
+)
+# the synthetic fixtures of the action's own tests keep their layout
+SYNTHETIC = ("regression.json", "unchanged.json")
+
+
+def load(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((FIXTURES / name).read_text())
+    return data
+
+
+def dump(name: str, doc: dict[str, Any]) -> str:
+    if name in SYNTHETIC:
+        return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(doc, indent=1) + "\n"  # as harness.files.write_json_atomic writes it
+
+
+def derived_inconclusive(real: dict[str, Any]) -> dict[str, Any]:
+    doc = copy.deepcopy(real)
+    keep = [c for c in doc["cells"] if c["verdict"] == "inconclusive"]
+    ids = {c["cell_id"] for c in keep}
+    summary = doc["summary"]
+    summary["cells"] = len(keep)
+    summary["counts"] = {v: (len(keep) if v == "inconclusive" else 0) for v in summary["counts"]}
+    summary["fails"] = False
+    summary["changed"] = [c for c in summary["changed"] if c["cell_id"] in ids]
+    summary["structural_changes"] = [c for c in summary["structural_changes"] if c["cell_id"] in ids]
+    # the axis sentence names what regressed, changed or improved cells share: none of them here
+    summary["axis_sentence"] = None
+    summary["sensitivity"] = [r for r in summary["sensitivity"] if r["cell_id"] in ids]
+    doc["verdict"] = "inconclusive"
+    doc["cells"] = keep
+    return with_screen(doc)
+
+
+def derived_timed_out(real: dict[str, Any]) -> dict[str, Any]:
+    doc = copy.deepcopy(real)
+    late = doc["cells"][1]
+    assert late["cell"]["gate_name"] == "raw-writeback-ide-dd"
+    cell = make_cell(format="raw", cache="writeback", interface="ide", workload="dd", dd_mib=64, size="2G")
+    nested = {**cell.as_dict(), "gate_name": late["cell"]["gate_name"]}
+    assert nested["id"] == late["cell_id"]
+    total = next(m for m in late["metrics"] if m["metric"] == "total_s")
+    deadline = head_deadline([total["median_base"]], limit_s=1800.0)
+    rounds = late["rounds"]
+    ok = Sample.from_json({"status": "ok"})
+    late_one = Sample.from_json({"status": "error", "error_type": "GuestTimeout"})
+    base = Record(cell=CellInfo(nested), machine=MachineInfo(), samples=(ok,) * late["base_ok"])
+    head = Record(cell=CellInfo(nested), machine=MachineInfo(), samples=(ok,) * (rounds - 1) + (late_one,))
+    result = _timed_out_result(nested, base, head, deadline)
+    cell_doc = result.as_dict() | {"rounds": rounds}
+    doc["cells"][1] = {**cell_doc, **cell_pointers(cell_doc)}
+    summary = doc["summary"]
+    summary["sensitivity"] = [r for r in summary["sensitivity"] if r["cell_id"] != late["cell_id"]]
+    summary["structural_changes"] = [
+        c for c in summary["structural_changes"] if c["cell_id"] != late["cell_id"]
+    ]
+    doc["budget"]["stopped"] = f"head timed out on {late['cell']['gate_name']} (deadline {deadline:.0f} s)"
+    return with_screen(doc)
+
+
+def expected() -> dict[str, str]:
+    """Every fixture's text as this diskbench writes it."""
+    texts = {path.name: dump(path.name, with_screen(load(path.name))) for path in FIXTURES.glob("*.json")}
+    texts["derived-inconclusive.json"] = dump("", derived_inconclusive(load("real-regression.json")))
+    texts["derived-timed-out.json"] = dump("", derived_timed_out(load("real-gate.json")))
+    return texts
+
+
+@pytest.mark.parametrize("name", sorted(expected()))
+def test_a_fixture_is_what_this_diskbench_writes(name: str) -> None:
+    assert (FIXTURES / name).read_text() == expected()[name], (
+        f"{name}: run `python tests/unit/test_comment_fixtures.py` and look at the diff"
+    )
+
+
+def test_the_derived_fixtures_are_the_comparisons_they_say() -> None:
+    late = load("derived-timed-out.json")
+    (cell,) = [c for c in late["cells"] if c["kind"] == "head-timed-out"]
+    assert cell["title"] == "raw writeback ide · dd 64M" and cell["metrics"] == []
+    assert cell["reason"].startswith("head's guest ran past its deadline of 83 s (10 x base's median")
+    assert (cell["head_ok"], cell["head_failed"], cell["base_ok"]) == (5, 1, 6)
+    assert late["summary"]["screen"]["first"][0] == {
+        "cell": 1,
+        "metric": None,
+        "said": "head's guest ran past its deadline of 83 s",
+    }
+    open_ = load("derived-inconclusive.json")
+    assert open_["verdict"] == "inconclusive" and open_["summary"]["counts"]["inconclusive"] == 4
+    assert [c["cell_id"] for c in open_["cells"]] == [
+        c["cell_id"] for c in load("real-regression.json")["cells"] if c["verdict"] == "inconclusive"
+    ]
+    assert open_["summary"]["screen"]["inconclusive"]["rounds"] == 99
+
+
+if __name__ == "__main__":
+    for fixture, text in expected().items():
+        (FIXTURES / fixture).write_text(text)
+        print(f"wrote {FIXTURES / fixture}", file=sys.stderr)
