@@ -42,7 +42,7 @@ from harness.gate.spec import GateSpec
 from harness.gate.subjects import SIDES, Subject
 from harness.record import Record, Sample, gate_records
 from harness.sample.guest_sampler import Sampler
-from harness.sample.replay.replay import Pairing
+from harness.sample.pairing import Pairing
 from harness.spec import Cell
 from harness.sweep.rounds import round_order
 

@@ -234,8 +234,11 @@ class GuestRun:
     start_fallback: str | None = None
     # what QEMU had of the CPU while the workload ran (None: the kernel did not tell)
     cpu: dict[str, float] | None = None
-    # the workload started at the same moment as its partner's (a gate's pair taken together)
+    # with a partner (a gate's pair taken together): whether the workload started at the same
+    # moment as the partner's, when it was sent (the host's monotonic clock), the CPUs QEMU ran on
     met: bool = False
+    sent_at_s: float | None = None
+    cpus: list[int] | None = None
 
 
 def cpu_delta(before: CpuTimes | None, after: CpuTimes | None) -> dict[str, float] | None:
@@ -299,6 +302,7 @@ def boot_and_run(
         cpu_before = vm.cpu_times()
         vm.send_control(workload_line(cell, opts))
         sent_s = vm.elapsed_s
+        sent_at_s = time.monotonic()
         vm.wait_event("start", timeout_s=opts.boot_timeout_s, what="workload start")
         boot_s = vm.elapsed_s
         if opts.latency_histograms:
@@ -335,6 +339,8 @@ def boot_and_run(
             latency_histograms={word: h.as_dict() for word, h in histograms.items()},
             cpu=cpu,
             met=met,
+            sent_at_s=sent_at_s if together is not None else None,
+            cpus=vm.cpus() if together is not None else None,
         )
 
 
@@ -454,7 +460,12 @@ def run_sample(
         host["resident_before"] = images.resident_bytes(image_path)
         run = boot_and_run(cell, guest, opts, image_path, log_dir, together=together)
         if together is not None:
-            host["together"] = {"cpu": together.cpu, "met": run.met}
+            host["together"] = {
+                "cpu": together.cpu,
+                "met": run.met,
+                "cpus": run.cpus,
+                "sent_at_s": run.sent_at_s,
+            }
         if run.cpu is not None:
             host["cpu"] = run.cpu
         sample = replace(sample, argv=run.argv, guest_ready=run.ready, report=run.event)

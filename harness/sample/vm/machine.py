@@ -461,6 +461,15 @@ class Machine:
             },
         )
 
+    def cpus(self) -> list[int] | None:
+        """The CPUs QEMU may run on (its affinity); None when it is not running."""
+        if self.pid is None:
+            return None
+        try:
+            return sorted(os.sched_getaffinity(self.pid))
+        except OSError:
+            return None
+
     def cpu_times(self) -> CpuTimes | None:
         """What QEMU has had of the CPU so far (its own and its vCPUs' waits); None if not told."""
         return None if self.pid is None else cpu_times(self.pid)
