@@ -84,7 +84,13 @@ def parse_cell(text: str) -> dict[str, Any]:
     return cell
 
 
+# keys of an arm that change the cell itself (its workload), not the drive
+CELL_KEYS = ("dd_mib", "fio_ios", "fio_size_mib")
+
+
 def parse_arm(text: str, cache: str) -> tuple[str, str, tuple[tuple[str, str], ...]]:
+    """``NAME[@MODES]:KEY=VALUE,...`` -> (name, cache, options): ``cache=MODE``, a cell's own
+    key (``dd_mib=141``: a larger workload, a slowdown the guest's CPU pays) or a drive option."""
     name, _, rest = text.partition(":")
     name = name.partition("@")[0]
     options = []
@@ -97,6 +103,15 @@ def parse_arm(text: str, cache: str) -> tuple[str, str, tuple[tuple[str, str], .
         else:
             options.append((key, value))
     return name, cache, tuple(options)
+
+
+def arm_cell(base_cell: dict[str, Any], cache: str, options: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    own = {k: int(v) for k, v in options if k in CELL_KEYS}
+    return {**base_cell, "cache": cache, **own}
+
+
+def drive_options(options: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    return tuple((k, v) for k, v in options if k not in CELL_KEYS)
 
 
 def run(args: argparse.Namespace) -> None:
@@ -125,7 +140,7 @@ def run(args: argparse.Namespace) -> None:
             mode: str,
             together: Pairing | None,
         ) -> None:
-            cell = cells[cache]
+            cell = cells[(cache, options)]
             opts = RunOptions(
                 binaries=Binaries.on_path(),
                 accel="tcg",
@@ -133,7 +148,7 @@ def run(args: argparse.Namespace) -> None:
                 work_dir=Path(tmp) / "work",
                 results_dir=Path(tmp) / "results",
                 run_id=new_run_id(),
-                drive_options=options,
+                drive_options=drive_options(options),
                 start="auto",
             )
             opts.work_dir.mkdir(parents=True, exist_ok=True)
@@ -164,7 +179,7 @@ def run(args: argparse.Namespace) -> None:
 
         base = ("base", str(base_cell["cache"]), ())
         # made here, not in the pair's threads: the workload registry loads on first use
-        cells = {cache: make_cell(**{**base_cell, "cache": cache}) for _n, cache, _o in [base, *arms]}
+        cells = {(c, o): make_cell(**arm_cell(base_cell, c, o)) for _n, c, o in [base, *arms]}
         for number in range(first, first + args.rounds):
             t0 = time.monotonic()
             jobs = [

@@ -210,7 +210,7 @@ def test_a_true_5_percent_shrunk_to_half_by_sharing_is_never_called_unchanged() 
     assert scaled.shrink == 2.0 and scaled.as_dict()["measured_change_pct"] == pytest.approx(
         (scaled.measured_ratio - 1) * 100, abs=1e-3
     )
-    assert "the size alone at worst" in scaled.reason
+    assert "the size alone of a CPU-bound change: +2.5% as measured together" in scaled.reason
     # the same test: sharing changes the size, not the evidence
     assert scaled.p_value == plain.p_value
     # an A/A pair stays unchanged when it is tight enough
