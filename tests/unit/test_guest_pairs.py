@@ -94,15 +94,57 @@ def test_the_spec_says_which_guest_cells_run_together_and_what_each_gates() -> N
 class _Session(Session):
     label: str = ""
     seen: Any = None
+    # the workload deadline each sample was given, and a head that runs past it from this round on
+    deadlines: Any = None
+    late_from: int = 0
 
     def run_cell(self, cell: Cell, **kw: Any) -> tuple[Path, Record]:
         record = kw["existing"] or Record(cell=CellInfo(cell.as_dict()), machine=MachineInfo())
         for index in range(len(record.samples), kw["upto"]):
             self.seen(self.label, cell, kw.get("sampler"))
+            if self.deadlines is not None:
+                self.deadlines.append((self.label, self.opts.workload_timeout_s))
+            if self.late_from and index + 1 >= self.late_from and cell.measure is not Measure.REPLAY:
+                late = Sample(index=index, status="error", error_type="GuestTimeout", reason="late")
+                record = record.with_sample(late)
+                continue
             value = random.Random(f"{self.label}{cell.id}{index}").uniform(0.5, 1.5)
             metric = "replay.wall_s" if cell.measure is Measure.REPLAY else "host.workload_s"
             record = record.with_sample(Sample(index=index, status="ok", metrics={metric: value}))
         return kw["where"].path(cell.id), record
+
+
+def test_a_guest_pairs_head_past_its_deadline_ends_the_rounds_as_a_regression(tmp_path: Path) -> None:
+    spec = parse_gate_spec(
+        SPEC.replace("rounds = 3\nmax_rounds = 3", "rounds = 4\nmax_rounds = 4"), source="g.toml"
+    )
+    policy = parse_policy((REPO_ROOT / "policy.toml").read_text())
+    deadlines: list[tuple[str, float]] = []
+    sides = {}
+    for label in SIDES:
+        subject = Subject(label, label, "0" * 40, Path("/c"), policy, Path("/i"), None, None)
+        session = _Session(
+            guest=None, opts=OPTS, machine=MachineInfo(), label=label, seen=lambda *_a: None,  # type: ignore[arg-type]
+            deadlines=deadlines, late_from=3 if label == "head" else 0,
+        )  # fmt: skip
+        sides[label] = GateSide(
+            subject=subject, session=session, cells={gc.name: gc.resolve(policy) for gc in spec.cells}
+        )
+    guest_pairs(spec, sides)
+    only = replace(spec, cells=tuple(c for c in spec.cells if c.name == "dd"))
+    options = GateOptions.decide(only, MACHINE, GateAsked(seed=5))
+    done = run_rounds(
+        only, sides, Settings(metrics=spec.metrics), options, out_dir=tmp_path, started=time.monotonic(),
+        progress=lambda _m: None,
+    )  # fmt: skip
+    (result,) = done.results
+    assert result.verdict is Verdict.REGRESSION and result.kind.value == "head-timed-out"
+    assert done.stopped.startswith("head timed out on dd")
+    # head's deadline follows base's times once base has some (10 x its median + 60 s, here about
+    # 70 s), base's is what is left of the run's own
+    head = [d for label, d in deadlines if label == "head"]
+    assert len(head) == 3 and max(head[1:]) < 80.0
+    assert min(d for label, d in deadlines if label == "base") > 80.0
 
 
 def test_a_guest_pair_runs_both_sides_at_the_same_moment_with_a_shared_pairing(tmp_path: Path) -> None:
