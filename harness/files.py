@@ -4,6 +4,7 @@ with an error that names them."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import tempfile
@@ -44,3 +45,12 @@ def read_input_text(path: Path, *, what: str, hint: str) -> str:
         raise SpecError(f"{what} {path} does not exist: {hint}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError(f"{what} {path} cannot be read: {exc}") from None
+
+
+def file_digest(path: Path, algorithm: str = "sha256") -> str:
+    """The hex digest of a file's bytes."""
+    h = hashlib.new(algorithm)
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

@@ -38,6 +38,17 @@ def cache_dir() -> Path:
     return Path(base) / "diskbench"
 
 
+#: Where root keeps fetched QEMU builds: QEMU's account runs them (harness.host.confine), and
+#: root's own cache (``/root/.cache``) is closed to that account.
+SYSTEM_QEMU_CACHE = Path("/var/cache/diskbench/qemu")
+
+
+def qemu_cache_dir() -> Path:
+    """Fetched QEMU builds (``diskbench qemu get``), their packages and their private apt state:
+    :data:`SYSTEM_QEMU_CACHE` as root, else ``qemu/`` in :func:`cache_dir`."""
+    return SYSTEM_QEMU_CACHE if os.geteuid() == 0 else cache_dir() / "qemu"
+
+
 def _home() -> Path:
     """The checkout the package runs from, else (an installed package) the current directory."""
     return REPO_ROOT if (REPO_ROOT / "pyproject.toml").is_file() else Path.cwd()

@@ -17,6 +17,7 @@ APT_PACKAGES=(
   npm                               # the history pages' scripts (npm pack), served with the pages
   nodejs                            # the gate-comment action's tests and bundle (Debian 12: node 18; the toolkit needs 20 or later)
   golang-go shellcheck              # scripts/actionlint.sh builds the pinned actionlint (Go >= 1.25); it runs shellcheck
+  gh                                # the workflows call the GitHub API with gh; the workflow tests run them (tests/workflows)
 )
 
 log() { printf 'setup: %s\n' "$*" >&2; }
@@ -77,6 +78,12 @@ if [ "$(id -u)" -eq 0 ]; then
   if [ -c /dev/kvm ] && [ "$(stat -c %G /dev/kvm)" = root ]; then
     chgrp kvm /dev/kvm && chmod g+rw /dev/kvm
   fi
+fi
+
+# a workflow's job (GITHUB_ACTIONS=true) runs no workflow tests: only the test command needs act
+if [ "${GITHUB_ACTIONS:-}" != true ]; then
+  log "building act, the workflow tests' engine (once, at its pinned version)"
+  bash scripts/act.sh
 fi
 
 log "building the guest (cached by the recipe's hash)"

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 
 from harness import __version__
-from harness.cli import accel, bisect, compare, gate, guest, history, merge, report, run, show, sweep
+from harness.cli import accel, bisect, compare, gate, guest, history, merge, qemu, report, run, show, sweep
 from harness.cli.common import ENV_QEMU, ENV_QEMU_IMG, Parser, configure_logging, err, resolve_binaries
 from harness.errors import ExitCode, HarnessError
 from harness.untrusted import inert_output
@@ -25,6 +25,7 @@ from harness.untrusted import inert_output
 COMMANDS: tuple[ModuleType, ...] = (
     run,
     guest,
+    qemu,
     accel,
     show,
     sweep,
@@ -49,9 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"diskbench {__version__}")
     parser.add_argument(
         "--qemu",
-        metavar="PATH",
-        help=f"qemu-system-x86_64 to run guests with (default: ${ENV_QEMU}, else the one on PATH); "
-        "recorded in every record's machine info",
+        metavar="BUILD",
+        help=f"the QEMU to run guests with: a qemu-system-x86_64, the prefix of a build fetched by "
+        f"`diskbench qemu get`, or a version `diskbench qemu list` offers (10.0; fetched when needed), "
+        f"whose qemu-img comes with it (default: ${ENV_QEMU}, else the one on PATH); recorded in "
+        "every record's machine info",
     )
     parser.add_argument(
         "--qemu-img",

@@ -7,22 +7,25 @@ argparse lives only in :mod:`harness.cli`; the domain functions take plain value
 from __future__ import annotations
 
 import argparse
+import difflib
 import logging
 import os
+import re
 import sys
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from harness.compare.settings import Settings, check_gated_metric, parse_percent, parse_rule
-from harness.errors import UsageError
+from harness.errors import InfraError, UsageError
 from harness.paths import default_results_dir, default_work_dir, shown_path
 from harness.subject.binaries import Binaries
 
 if typing.TYPE_CHECKING:
     from harness.rounds.session import MachineOptions
+    from harness.subject.qemu_build import QemuBuild
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -50,6 +53,17 @@ class HelpFormatter(argparse.HelpFormatter):
         return f"{text} (default: {_shown_default(default)})"
 
 
+def _options(parser: argparse.ArgumentParser) -> list[str]:
+    """Every flag of ``parser`` and of its sub-commands (unknown flags reach the top parser)."""
+    found: list[str] = []
+    for action in parser._actions:
+        found += action.option_strings
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found += _options(sub)
+    return list(dict.fromkeys(found))
+
+
 def _shown_default(default: object) -> str:
     if isinstance(default, Path):
         return shown_path(default).replace("%", "%%")
@@ -64,6 +78,16 @@ class Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> typing.NoReturn:
+        """argparse's error, with the nearest flags of this command for one it does not know."""
+        if message.startswith("unrecognized arguments:"):
+            options = _options(self)
+            given = [w for w in message.split(":", 1)[1].split() if w.startswith("-")]
+            hints = [f"{w}{nearest(w.split('=')[0], options, count=2)}" for w in given]
+            if any("did you mean" in h for h in hints):
+                message += " (" + "; ".join(h for h in hints if "did you mean" in h) + ")"
+        super().error(message)
 
 
 def err(msg: str) -> None:
@@ -192,8 +216,15 @@ ENV_QEMU_IMG = "DISKBENCH_QEMU_IMG"
 def resolve_binaries(*, qemu: str | None, qemu_img: str | None, environ: Mapping[str, str]) -> Binaries:
     """The binaries of this run, decided once: ``--qemu``/``--qemu-img`` (an executable file, made
     absolute; bad input if not), else ``$DISKBENCH_QEMU``/``$DISKBENCH_QEMU_IMG`` as given, else
-    the names on PATH."""
+    the names on PATH. ``--qemu`` may name a fetched QEMU build instead (:func:`qemu_build_flag`):
+    then its qemu-img comes with it unless ``--qemu-img`` is given."""
     default = Binaries.on_path()
+    build = qemu_build_flag(qemu) if qemu else None
+    if build is not None:
+        own = build.binaries()
+        return Binaries(
+            qemu=own.qemu, qemu_img=executable("--qemu-img", qemu_img) if qemu_img else own.qemu_img
+        )
     return Binaries(
         qemu=executable("--qemu", qemu) if qemu else environ.get(ENV_QEMU) or default.qemu,
         qemu_img=executable("--qemu-img", qemu_img)
@@ -202,9 +233,114 @@ def resolve_binaries(*, qemu: str | None, qemu_img: str | None, environ: Mapping
     )
 
 
+def qemu_build_flag(value: str) -> QemuBuild | None:
+    """The fetched QEMU build ``--qemu`` names, checked (its binaries' digests, and QEMU's account
+    can reach it), or None when it names a binary of no fetched build.
+
+    A directory is a build's prefix (``diskbench qemu get`` printed it); a binary inside one is
+    that build; a value that is no path and reads as a version (``10.0``, a Debian version) is
+    resolved among the versions the configured suites offer and fetched when needed."""
+    from harness.debian.qemu import QemuCache
+    from harness.host import confine
+    from harness.paths import qemu_cache_dir
+    from harness.subject.qemu_build import build_of, load_build
+
+    path = Path(value).expanduser()
+    build: QemuBuild | None
+    if path.is_dir():
+        build = load_build(path.resolve())
+    elif path.is_file():
+        build = build_of(str(path.resolve()))
+    elif "/" not in value and re.fullmatch(r"\d[\w.+~:-]*", value):
+        build = QemuCache(qemu_cache_dir()).get(value)
+    else:
+        build = None
+    if build is None:
+        return None
+    build.check()
+    problem = confine.reach_problem(build.prefix, confine.account())
+    if problem:
+        raise InfraError(
+            f"--qemu {value}: {problem}: keep builds where it can read them, as `diskbench qemu get` does"
+        )
+    return build
+
+
 def binaries_environ(binaries: Binaries) -> dict[str, str]:
     """The environment that hands ``binaries`` to another diskbench process (the history suite's)."""
     return {ENV_QEMU: binaries.qemu, ENV_QEMU_IMG: binaries.qemu_img}
+
+
+RECORDS_HELP = (
+    "a record file, a run's or sweep's directory (results/records/RUN_ID, results/sweeps/NAME), "
+    "a results directory (its newest run) or latest (latest~1: the run before it)"
+)
+
+
+def named_records(name: str | Path) -> Path:
+    """The records a person named (see :func:`harness.record.name_records`); how a name was read
+    (``results``: its newest run) goes to stderr."""
+    from harness.record import name_records
+
+    named = name_records(str(name), results_dir=default_results_dir())
+    if named.note:
+        err(named.note)
+    return named.path
+
+
+# how a deprecated spelling's help starts: the new name follows
+DEPRECATED = "deprecated: the old spelling of"
+
+
+def add_output_format(parser: Any, formats: tuple[str, ...], help_text: str) -> None:
+    """``--output-format FORMAT`` (what a command prints), and ``--format``, its old spelling in
+    ``show``, ``compare`` and ``history changes``, kept working with a deprecation line: in
+    ``run`` and ``sweep`` specs ``format`` is the image format."""
+    parser.add_argument(
+        "--output-format",
+        choices=formats,
+        default="text",
+        metavar="FORMAT",
+        help=f"{help_text}; one of %(choices)s",
+    )
+    parser.add_argument(
+        "--format",
+        dest="old_output_format",
+        choices=formats,
+        default=None,
+        metavar="FORMAT",
+        help=f"{DEPRECATED} --output-format",
+    )
+
+
+def output_format(args: argparse.Namespace) -> str:
+    """The output format asked for (``--format``, the old spelling, says it is deprecated)."""
+    old = getattr(args, "old_output_format", None)
+    if old is not None:
+        err(
+            f"diskbench: --format {old} is now --output-format {old} (--format is the image format in "
+            "run); the old spelling goes in a later version"
+        )
+        return str(old)
+    return str(args.output_format)
+
+
+def add_junit_option(parser: Any, *, default: str) -> None:
+    """``--junit FILE``: the verdicts as JUnit XML (``compare`` and ``gate``)."""
+    parser.add_argument(
+        "--junit",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help=f"write the verdicts as JUnit XML here: a testcase per cell, a regression a failure, an "
+        f"inconclusive cell skipped with its reason (without it: {default})",
+    )
+
+
+def nearest(name: str, names: Iterable[str], *, count: int = 3) -> str:
+    """``: did you mean A, B?`` with the names nearest to ``name`` (difflib), or empty."""
+    close = difflib.get_close_matches(name, list(dict.fromkeys(names)), n=count, cutoff=0.5)
+    return f": did you mean {', '.join(close)}?" if close else ""
 
 
 def add_compare_options(parser: Any) -> None:
@@ -220,8 +356,8 @@ def add_compare_options(parser: Any) -> None:
             {
                 "action": "append",
                 "default": None,
-                "metavar": "NAME",
-                "help": "a gated metric (repeatable; default: total_s): its regression fails the comparison",
+                "metavar": "PATTERN",
+                "help": METRIC_HELP + ": gated, their regression fails the comparison (default: total_s)",
             },
         ),
         (
@@ -285,17 +421,48 @@ def add_compare_options(parser: Any) -> None:
             continue  # the parser has its own
 
 
-def settings_from_args(args: argparse.Namespace) -> Settings:
+# what --metric is, in every command that has it (show, compare, gate, bisect)
+METRIC_HELP = (
+    "metrics by name or glob, e.g. total_s, 'phase.*' or 'fio.*.iops' (repeatable, or comma-separated)"
+)
+
+
+def metric_names(patterns: Iterable[str], names: Iterable[str]) -> list[str]:
+    """The metrics ``patterns`` (globs, comma-separated) name among ``names``; a pattern that
+    names none is a :class:`UsageError` that lists the nearest names."""
+    import fnmatch
+
+    from harness.spec import split_list
+
+    known = list(dict.fromkeys(names))
+    chosen: list[str] = []
+    for text in patterns:
+        for pattern in split_list(text):
+            hits = [n for n in known if fnmatch.fnmatchcase(n, pattern)]
+            if not hits and not any(c in pattern for c in "*?["):
+                hits = [pattern]  # an exact name: checked by whoever reads it
+            if not hits:
+                raise UsageError(f"--metric {pattern!r} matches no metric{nearest(pattern, known) or ''}")
+            chosen += hits
+    return list(dict.fromkeys(chosen))
+
+
+def settings_from_args(args: argparse.Namespace, *, names: Iterable[str] = ()) -> Settings:
     """:class:`Settings` from the options of :func:`add_compare_options`; bad values are UsageError.
 
-    An option that is missing or None (a parser that leaves it to a spec) takes Settings' default.
+    ``--metric`` globs match among ``names`` (the records' metrics) and every metric with a fixed
+    name.  An option that is missing or None (a parser that leaves it to a spec) takes Settings'
+    default.
     """
+    from harness.workloads import all_metrics
+
+    known = [*names, *all_metrics()]
     metrics: list[str] = []
-    for name in getattr(args, "metric", None) or ["total_s"]:
+    for name in metric_names(getattr(args, "metric", None) or ["total_s"], known):
         try:
             metrics.append(check_gated_metric(name.strip()))
         except UsageError as exc:
-            raise UsageError(f"--metric {name!r}: {exc.message}") from None
+            raise UsageError(f"--metric {name!r}: {exc.message}{nearest(name, known)}") from None
     rules = dict(parse_rule(text, what="--rule") for text in getattr(args, "rule", None) or [])
     min_effect = getattr(args, "min_effect", None)
     return Settings(

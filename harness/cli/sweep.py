@@ -43,7 +43,7 @@ def add_parser(sub: Any) -> None:
         help="with --preset: multiply its sizes (1: the seed's own sizes; see --preset list)",
     )
     sweep.add_argument(
-        "--repeat", type=int, default=None, help="samples per cell (default: the spec's repeat)"
+        "--repeat", type=int, default=None, metavar="N", help="samples per cell (default: the spec's repeat)"
     )
     sweep.add_argument(
         "--shard",

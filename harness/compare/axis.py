@@ -17,7 +17,7 @@ GUEST_ONLY = frozenset({"interface"})
 
 
 def _replayed(cell: CellResult) -> bool:
-    return cell.cell.get("measure") == "replay"
+    return cell.cell.measure == "replay"
 
 
 def _axis_text(axis: str, value: Any) -> str:
@@ -48,19 +48,19 @@ def axis_sentence(cells: Sequence[CellResult]) -> str | None:
     word = words[verdict]
     if len(changed) < 2:
         return None
-    axes = [a for a in AXES if all(a in c.cell for c in pool)]
+    axes = AXES
     # (share of its cells that changed, the value's text, the cells that have it)
     candidates: list[tuple[float, str, frozenset[int]]] = []
     for axis in axes:
         if axis in GUEST_ONLY and any(_replayed(c) for c in changed):
             continue  # a replay has no guest device: its cells say nothing of the bus
-        values = {repr(c.cell[axis]) for c in changed}
+        values = {repr(c.cell.axis(axis)) for c in changed}
         if len(values) != 1:
             continue
-        value = changed[0].cell[axis]
+        value = changed[0].cell.axis(axis)
         if value is None:
             continue
-        having = frozenset(i for i, c in enumerate(pool) if c.cell[axis] == value)
+        having = frozenset(i for i, c in enumerate(pool) if c.cell.axis(axis) == value)
         if len(having) == len(pool):
             continue  # every cell has it: it tells nothing apart
         candidates.append((len(changed) / len(having), _axis_text(axis, value), having))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
+from harness.compare.model import SettingsUsed
 from harness.errors import UsageError
 from harness.workloads import metric_info
 
@@ -102,13 +102,13 @@ class Settings:
         if self.test not in TESTS:
             raise UsageError(f"test {self.test!r}: use {' or '.join(TESTS)}")
 
-    def gated_for(self, cell: Mapping[str, Any]) -> tuple[str, ...]:
-        """The gated metrics of ``cell`` (a record's cell dict; a gate's has its ``gate_name``)."""
-        return self.cell_metrics.get(str(cell.get("gate_name")), self.metrics)
+    def gated_for(self, gate_name: object) -> tuple[str, ...]:
+        """The gated metrics of the cell a gate spec names ``gate_name`` (None: not a gate's cell)."""
+        return self.cell_metrics.get(str(gate_name), self.metrics) if gate_name is not None else self.metrics
 
-    def information_for(self, cell: Mapping[str, Any]) -> dict[str, str]:
-        """The metrics shown for ``cell`` as information, not gated there, with the reason."""
-        gated = self.gated_for(cell)
+    def information_for(self, gate_name: object) -> dict[str, str]:
+        """The metrics shown for a cell as information, not gated there, with the reason."""
+        gated = self.gated_for(gate_name)
         names = [*self.metrics, *self.information, *(m for ms in self.cell_metrics.values() for m in ms)]
         return {
             m: self.information.get(m) or f"not gated in this cell, which gates {', '.join(gated)}"
@@ -122,27 +122,28 @@ class Settings:
             return self.min_effect_by_metric[metric]
         return self.counter_min_effect if metric in self.counters else self.min_effect
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "metrics": list(self.metrics),
-            "counters": list(self.counters),
-            "min_effect": self.min_effect,
-            "counter_min_effect": self.counter_min_effect,
-            "min_effect_by_metric": dict(sorted(self.min_effect_by_metric.items())),
-            "alpha": self.alpha,
-            "confidence": self.confidence,
-            "bootstrap": self.bootstrap,
-            "seed": self.seed,
-            "min_samples": self.min_samples,
-            "comparisons": self.comparisons,
-            "alpha_per_test": self.alpha_per_test,
-            "correction": self.correction,
-            "test": self.test,
-            "changed_fails": self.changed_fails,
-            "cell_metrics": {k: list(v) for k, v in sorted(self.cell_metrics.items())},
-            "information": dict(sorted(self.information.items())),
-            "together_shrink": self.together_shrink,
-        }
+    def used(self) -> SettingsUsed:
+        """These settings as the comparison writes them (with ``alpha_per_test``)."""
+        return SettingsUsed(
+            metrics=self.metrics,
+            counters=self.counters,
+            min_effect=self.min_effect,
+            counter_min_effect=self.counter_min_effect,
+            min_effect_by_metric=dict(sorted(self.min_effect_by_metric.items())),
+            alpha=self.alpha,
+            confidence=self.confidence,
+            bootstrap=self.bootstrap,
+            seed=self.seed,
+            min_samples=self.min_samples,
+            comparisons=self.comparisons,
+            alpha_per_test=self.alpha_per_test,
+            correction=self.correction,
+            test=self.test,
+            changed_fails=self.changed_fails,
+            cell_metrics={k: tuple(v) for k, v in sorted(self.cell_metrics.items())},
+            information=dict(sorted(self.information.items())),
+            together_shrink=self.together_shrink,
+        )
 
 
 def parse_percent(text: str, *, what: str) -> float:

@@ -43,6 +43,8 @@ class GateOptions:
     canary: bool = True
     # the runner's cap on a cell's disk (--max-disk-size), for both sides' cells
     max_disk_bytes: int = MAX_DISK_BYTES
+    # where a side's [qemu] pin is fetched (harness.debian.qemu); None: qemu_cache_dir()
+    qemu_cache: Path | None = None
 
     @classmethod
     def decide(

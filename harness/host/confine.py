@@ -133,6 +133,29 @@ def device_problem(path: str, acct: Account) -> str | None:
     )
 
 
+def reach_problem(path: Path, acct: Account) -> str | None:
+    """Why ``acct`` cannot reach ``path`` by name (a directory on the way it may not search), or
+    None; nothing when the account is us."""
+    if not acct.switches:
+        return None
+    current = Path("/")
+    for part in path.resolve().parts[1:-1] if path.is_file() else path.resolve().parts[1:]:
+        current = current / part
+        st = current.stat()
+        if st.st_uid == acct.uid:
+            ok = bool(st.st_mode & 0o100)
+        elif st.st_gid == acct.gid or st.st_gid in acct.groups:
+            ok = bool(st.st_mode & 0o010)
+        else:
+            ok = bool(st.st_mode & 0o001)
+        if not ok:
+            return (
+                f"{current} (mode {st.st_mode & 0o777:o}) cannot be searched by {acct.name}, which runs "
+                f"QEMU, so {path} is out of its reach"
+            )
+    return None
+
+
 def describe() -> dict[str, Any]:
     """The record's line on who ran QEMU and qemu-img (never raises: a record is written anyway)."""
     try:

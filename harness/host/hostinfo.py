@@ -70,6 +70,26 @@ def short_version(text: str) -> str:
     return match.group(1) if match else text
 
 
+def debian_version(text: str) -> str:
+    """The Debian version a ``--version`` line names (``(Debian 1:10.0.2+ds-2...)``), or ""."""
+    match = re.search(r"\(Debian ([^)\s]+)\)", text)
+    return match.group(1) if match else ""
+
+
+def build_identity(qemu: str, qemu_img: str) -> dict[str, Any]:
+    """What names the QEMU build exactly: its Debian version, the SHA256 of each binary, and the
+    fetched build's prefix (``diskbench qemu get``) or None."""
+    from harness.subject.qemu_build import binary_digest, build_of
+
+    build = build_of(qemu)
+    return {
+        "qemu_debian_version": debian_version(tool_version(qemu)),
+        "qemu_sha256": binary_digest(qemu),
+        "qemu_img_sha256": binary_digest(qemu_img),
+        "qemu_build": str(build.prefix) if build is not None else None,
+    }
+
+
 def machine_info(work_dir: Path, *, accel: str, accel_reason: str, binaries: Binaries) -> dict[str, Any]:
     """Everything that makes two samples comparable or not, ``binaries`` among it, as given."""
     qemu = binaries.qemu
@@ -88,6 +108,7 @@ def machine_info(work_dir: Path, *, accel: str, accel_reason: str, binaries: Bin
         "qemu_version": short_version(tool_version(qemu)),
         "qemu_img": qemu_img,
         "qemu_img_version": short_version(tool_version(qemu_img)),
+        **build_identity(qemu, qemu_img),
         "work_dir": str(work_dir),
         "work_dir_fs": filesystem_type(work_dir),
     }

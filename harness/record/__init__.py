@@ -33,13 +33,17 @@ from harness.record.model import (
 )
 from harness.record.schema import non_finite_problem, schema_problem
 from harness.record.store import (
+    LATEST,
+    Named,
     RecordDir,
     find_records,
     gate_records,
     load_record,
+    name_records,
     record_files,
     record_path,
     run_records,
+    runs,
     scan_records,
     sweep_dir,
     sweep_records,
@@ -47,11 +51,13 @@ from harness.record.store import (
 )
 
 __all__ = [
+    "LATEST",
     "MACHINE_KEYS",
     "SCHEMA",
     "VERSION",
     "CellInfo",
     "MachineInfo",
+    "Named",
     "Record",
     "RecordDir",
     "Sample",
@@ -63,12 +69,14 @@ __all__ = [
     "identity_warnings",
     "load_record",
     "merge_identity",
+    "name_records",
     "new_record",
     "non_finite_problem",
     "record_files",
     "record_fingerprint",
     "record_path",
     "run_records",
+    "runs",
     "scan_records",
     "schema_problem",
     "series_identity",

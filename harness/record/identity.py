@@ -32,12 +32,26 @@ MACHINE_KEYS = (
     "qemu",
     "qemu_version",
     "qemu_img_version",
+    # the build exactly: two builds of one version (7.2 from bookworm and from its security
+    # suite) are two subjects
+    "qemu_debian_version",
+    "qemu_sha256",
+    "qemu_img_sha256",
     "work_dir_fs",
 )
 # MACHINE_KEYS but the runner's name and the path of its QEMU binary
 MERGE_MACHINE_KEYS = tuple(k for k in MACHINE_KEYS if k not in ("hostname", "qemu"))
 # the report's series: the accelerator the guest really ran under, the runner, its CPU and QEMU
-SERIES_MACHINE_KEYS = ("accel", "hostname", "cpu", "qemu_version", "qemu_img_version", "work_dir_fs")
+SERIES_MACHINE_KEYS = (
+    "accel",
+    "hostname",
+    "cpu",
+    "qemu_version",
+    "qemu_img_version",
+    "qemu_sha256",
+    "qemu_img_sha256",
+    "work_dir_fs",
+)
 
 
 def fingerprint(machine: MachineInfo, subject: SubjectInfo, vm: VMInfo) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 from harness.errors import CommandError
 from harness.files import write_json_atomic
 from harness.host import confine, proc
+from harness.sample.vm.config import option_value
 from harness.spec import Aio, Cache, Cell
 from harness.subject.binaries import Binaries
 
@@ -34,7 +35,7 @@ def aio_problem(qemu: str, aio: Aio, cache: Cache, work_dir: Path) -> str | None
         image = Path(tmp) / "probe.raw"
         name = handoff.write(image, create=True)
         image.write_bytes(bytes(1024 * 1024))
-        drive = f"if=none,id=d,file={name},format=raw,aio={aio.value},cache={cache.value}"
+        drive = f"if=none,id=d,file={option_value(name)},format=raw,aio={aio.value},cache={cache.value}"
         argv = [qemu, "-machine", "none", "-nodefaults", "-display", "none", "-S",
                 "-qmp", "stdio", "-drive", drive]  # fmt: skip
         try:
@@ -91,20 +92,24 @@ def probe_compressed_writes(work_dir: Path, binaries: Binaries) -> dict[str, Any
 
     qemu_io = binaries.qemu_io
     work_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".diskbench-compress-", dir=work_dir) as tmp:
-        image = Path(tmp) / "probe.qcow2"
+    with (
+        tempfile.TemporaryDirectory(prefix=".diskbench-compress-", dir=work_dir) as tmp,
+        # as the samples' qemu-img and qemu-io run: the unprivileged account, the image handed over
+        confine.Handoff(confine.account()) as handoff,
+    ):
+        image = handoff.write(Path(tmp) / "probe.qcow2", create=True)
         node = {
             "driver": "compress",
-            "file": {"driver": "qcow2", "file": {"driver": "file", "filename": str(image)}},
+            "file": {"driver": "qcow2", "file": {"driver": "file", "filename": image}},
         }
         steps = [
-            ("create", [binaries.qemu_img, "create", "-q", "-f", "qcow2", str(image), "16M"]),
+            ("create", [binaries.qemu_img, "create", "-q", "-f", "qcow2", image, "16M"]),
             ("write", [qemu_io, "-c", "write -P 0x5a 0 64k", "json:" + json.dumps(node)]),
             ("rewrite", [qemu_io, "-c", "write -P 0xa5 0 64k", "json:" + json.dumps(node)]),
         ]
         for step, argv in steps:
             try:
-                result = proc.run(argv, timeout_s=60, check=False)
+                result = proc.run(argv, timeout_s=60, check=False, confined=handoff.popen_kwargs())
             except CommandError as exc:
                 return {"supported": False, "reason": exc.message, "argv": argv}
             text = (result.stdout + result.stderr).strip()

@@ -19,6 +19,7 @@ from harness.errors import CommandError, ImageError, UsageError
 from harness.host import confine, proc
 from harness.host.hostinfo import filesystem_type
 from harness.spec import SECRET_ID, Cache, Format, ImageSpec, secret_object
+from harness.subject.qemu_build import environ_for
 
 MEMORY_FILESYSTEMS = {"tmpfs", "ramfs"}
 
@@ -143,7 +144,13 @@ def create(path: Path, spec: ImageSpec, *, qemu_img: str) -> CreatedImage:
                     handoff.write(path, create=True),
                     str(spec.size),
                 ]
-                proc.run(argv, timeout_s=3600, error_cls=ImageError, confined=handoff.popen_kwargs())
+                proc.run(
+                    argv,
+                    timeout_s=3600,
+                    error_cls=ImageError,
+                    env=environ_for(qemu_img),
+                    confined=handoff.popen_kwargs(),
+                )
             break
         except ImageError as exc:
             if (
@@ -175,6 +182,7 @@ def info(path: Path, *, qemu_img: str) -> dict[str, Any]:
             [qemu_img, "info", "-U", "--output=json", handoff.read(path)],
             timeout_s=60,
             error_cls=ImageError,
+            env=environ_for(qemu_img),
             confined=handoff.popen_kwargs(),
         )
     data: dict[str, Any] = json.loads(result.stdout)
@@ -194,6 +202,7 @@ def mapped_bytes(path: Path, fmt: Format, *, qemu_img: str, encrypted: bool = Fa
             ],
             timeout_s=300,
             error_cls=ImageError,
+            env=environ_for(qemu_img),
             confined=handoff.popen_kwargs(),
         )
     data = 0
@@ -219,6 +228,7 @@ def check(path: Path, fmt: Format, *, qemu_img: str, encrypted: bool = False) ->
             timeout_s=600,
             check=False,
             error_cls=ImageError,
+            env=environ_for(qemu_img),
             confined=handoff.popen_kwargs(),
         )
     report: dict[str, Any] = {}

@@ -45,6 +45,7 @@ from typing import Any
 from harness.errors import SpecError
 from harness.files import read_input_text
 from harness.spec import Aio, Cache, Cell, Format, make_cell
+from harness.subject.qemu_pin import QemuPin, parse_qemu_pin
 from harness.untrusted import toml_loads
 
 POLICY_FILE = "policy.toml"
@@ -252,6 +253,8 @@ class Policy:
     source: str = POLICY_FILE
     description: str = ""
     text: str = field(default="", compare=False, repr=False)
+    # the QEMU the repository pins ([qemu]; harness.subject.qemu_pin), else the runner's
+    qemu: QemuPin = field(default_factory=QemuPin)
 
     @property
     def digest(self) -> str:
@@ -341,6 +344,8 @@ class Policy:
             "image": dict(self.image),
             "drive": dict(self.drive),
             "drive_options": {k: v for k, v in self.drive_options},
+            # only when pinned: a policy without [qemu] says what it always said
+            **({"qemu": self.qemu.version} if self.qemu.pinned else {}),
         }
 
 
@@ -350,10 +355,12 @@ def parse_policy(text: str, *, source: str = POLICY_FILE) -> Policy:
         data = toml_loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{source}: not valid TOML ({exc}): fix the syntax") from None
-    unknown = sorted(set(data) - {"image", "drive", "description"})
+    unknown = sorted(set(data) - {"image", "drive", "description", "qemu"})
     if unknown:
         what = "table" if isinstance(data[unknown[0]], dict) else "key"
-        raise SpecError(f"{source}: unknown {what} {unknown[0]!r}: use description, [image] and [drive]")
+        raise SpecError(
+            f"{source}: unknown {what} {unknown[0]!r}: use description, [image], [drive] and [qemu]"
+        )
     image = _table(data, "image", source)
     drive = dict(_table(data, "drive", source))
     options = drive.pop("options", {})
@@ -383,6 +390,7 @@ def parse_policy(text: str, *, source: str = POLICY_FILE) -> Policy:
         source=source,
         description=description,
         text=text,
+        qemu=parse_qemu_pin(data.get("qemu"), source),
     )
     try:
         refusal = policy.own_refusal()

@@ -72,8 +72,8 @@ def gate(
         ),
         out_dir=tmp_path / "out",
     )
-    doc = load_comparison(tmp_path / "out" / "comparison.json")
-    assert doc == json.loads(json.dumps(result.document))
+    doc = load_comparison(tmp_path / "out" / "comparison.json").to_json()
+    assert doc == json.loads(json.dumps(result.comparison.to_json()))
     assert (tmp_path / "out" / "summary.md").read_text() == result.markdown
     return result.exit_code, doc
 
@@ -101,6 +101,15 @@ def test_throttled_head_is_a_regression_of_the_throttled_cell(
     assert "throttling" not in " ".join(base_rec["samples"][0]["argv"])
     # worktrees are gone
     assert git(repo, "worktree", "list").count("\n") == 0
+    # the JUnit XML `diskbench gate` writes beside it: a testcase per cell, the regression a failure
+    junitparser = pytest.importorskip("junitparser")
+    from harness.cli.gate import write_junit
+
+    comparison = load_comparison(tmp_path / "out" / "comparison.json")
+    write_junit(tmp_path / "junit.xml", comparison, settings=Settings(), reproduce=["diskbench", "gate"])
+    cases = [case for suite in junitparser.JUnitXml.fromfile(str(tmp_path / "junit.xml")) for case in suite]
+    assert [case.name for case in cases] == [c["cell_id"] for c in doc["cells"]]
+    assert [type(r).__name__ for r in cases[0].result] == ["Failure"]
 
 
 def test_same_revision_on_both_sides_is_not_a_regression(

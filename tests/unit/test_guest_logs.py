@@ -12,8 +12,8 @@ import pytest
 
 from harness import cli, guest
 from harness.cli.common import configure_logging
+from harness.debian.debs import progress_step as _progress_step
 from harness.errors import ExitCode
-from harness.guest.packages import _progress_step
 from harness.paths import IMAGES_DIR
 
 

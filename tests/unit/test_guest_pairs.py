@@ -16,7 +16,9 @@ from typing import Any
 import pytest
 
 from harness.compare import Settings, Verdict, compare_family, compare_metric
+from harness.compare.document import compared_cell
 from harness.compare.markdown import kind_line
+from harness.compare.model import SensitivityRow
 from harness.compare.rules import shrink_of, taken_together
 from harness.errors import SpecError
 from harness.gate import SIDES, GateAsked, GateOptions, GateSide, Subject, parse_gate_spec, run_rounds
@@ -249,9 +251,12 @@ def test_a_true_5_percent_shrunk_to_half_by_sharing_is_never_called_unchanged() 
     assert scaled.verdict is not Verdict.UNCHANGED, scaled.reason
     assert scaled.ratio is not None and scaled.measured_ratio is not None
     assert math.log(scaled.ratio) == pytest.approx(2 * math.log(scaled.measured_ratio))
-    assert scaled.shrink == 2.0 and scaled.as_dict()["measured_change_pct"] == pytest.approx(
+    written = scaled.figures()
+    assert written.shrink == 2.0 and written.measured_change_pct == pytest.approx(
         (scaled.measured_ratio - 1) * 100, abs=1e-3
     )
+    # a figure that is not scaled writes neither
+    assert plain.figures().shrink is None and plain.figures().measured_change_pct is None
     assert "the size alone of a CPU-bound change: +2.5% as measured together" in scaled.reason
     # the same test: sharing changes the size, not the evidence
     assert scaled.p_value == plain.p_value
@@ -275,7 +280,10 @@ def test_a_cell_gates_its_own_metrics_and_shows_the_others_with_why() -> None:
     head = [replace(s, metrics={**s.metrics, "dev.write_p90_ms": rng.uniform(1, 9)}) for s in base]
     cell = make_cell(workload="dd", dd_mib=64).as_dict()
     plain, own = compare_family(
-        [({**cell, "gate_name": "dd-cell"}, base, head), ({**cell, "gate_name": "fio-cell"}, base, head)],
+        [
+            (CellInfo({**cell, "gate_name": "dd-cell"}), base, head),
+            (CellInfo({**cell, "gate_name": "fio-cell"}), base, head),
+        ],
         settings=settings,
     )
     assert [m.metric for m in plain.metrics] == ["host.workload_s"]
@@ -288,7 +296,7 @@ def test_a_cell_gates_its_own_metrics_and_shows_the_others_with_why() -> None:
         "total_s": "not gated in this cell, which gates host.workload_s",
     }
     assert {m.metric for m in own.information} == {"host.workload_s", "dev.write_p90_ms"}
-    assert plain.as_dict()["information"][0]["information"]
+    assert compared_cell(plain).to_json()["information"][0]["information"] == "too noisy here"
 
 
 def test_a_guest_that_differs_gives_way_to_the_host_clock_in_every_cell() -> None:
@@ -302,12 +310,22 @@ def test_a_guest_that_differs_gives_way_to_the_host_clock_in_every_cell() -> Non
 
 
 def test_the_headline_line_says_what_each_kind_of_cell_could_see() -> None:
+    def row(cell: str, measure: str, seen: float | None) -> SensitivityRow:
+        return SensitivityRow(
+            cell_id=cell,
+            name=cell,
+            measure=measure,
+            metric="m",
+            verdict=Verdict.UNCHANGED,
+            could_see_pct=seen,
+        )
+
     rows = [
-        {"cell_id": "a", "measure": "guest", "could_see_pct": 6.04},
-        {"cell_id": "a", "measure": "guest", "could_see_pct": 30.0},  # its less sensitive metric
-        {"cell_id": "b", "measure": "guest", "could_see_pct": 9.5},
-        {"cell_id": "r", "measure": "replay", "could_see_pct": 2.25},
-        {"cell_id": "s", "measure": "replay", "could_see_pct": None},
+        row("a", "guest", 6.04),
+        row("a", "guest", 30.0),  # its less sensitive metric
+        row("b", "guest", 9.5),
+        row("r", "replay", 2.25),
+        row("s", "replay", None),
     ]
     assert kind_line(rows) == "Could see: 2 guest cells ≥ 6.0–9.5%; 1 replay cell ≥ 2.2%"
     assert kind_line([]) == ""

@@ -244,5 +244,6 @@ def test_print_uris_lines_are_read() -> None:
             "http://deb.debian.org/debian/pool/main/z/zlib/zlib1g_1.2.13.dfsg-1_amd64.deb",
             "zlib1g_1%3a1.2.13.dfsg-1_amd64.deb",
             86684,
+            "SHA256:d7dd",
         )
     ]

@@ -15,6 +15,7 @@ from pathlib import Path
 from harness.errors import VMError
 from harness.host import confine
 from harness.spec import SECRET_ID, Aio, Cache, Interface, secret_object
+from harness.subject.qemu_build import qemu_args_for
 
 REPORT_PORT = "org.diskbench.report"
 CONTROL_PORT = "org.diskbench.control"
@@ -26,6 +27,12 @@ TOOLS_SERIAL = "diskbench-tools"
 # Kernel options that cut a second of a TCG boot without touching the IO path:
 # no crypto self-tests (0.5 s), no IO-APIC timer check.
 LEAN_BOOT = ("cryptomgr.notests", "no_timer_check")
+
+
+def option_value(text: str) -> str:
+    """``text`` as a value of a QEMU option list (``-drive``, ``-blockdev``, ``-trace``): a comma
+    doubled, or a path with one would end the value there and start an option of its own."""
+    return text.replace(",", ",,")
 
 
 @dataclass(frozen=True)
@@ -51,7 +58,7 @@ class Drive:
         opts = [
             "if=none",
             f"id={self.node}",
-            f"file={self.path}",
+            f"file={option_value(str(self.path))}",
             f"format={self.format}",
             f"cache={self.cache.value}",
             f"aio={self.aio.value}",
@@ -125,6 +132,8 @@ class VMConfig:
         cpu = ["-cpu", "host"] if self.accel == "kvm" else []
         args = [
             self.qemu,
+            # a fetched build's own firmware first, never the system's (harness.subject.qemu_build)
+            *qemu_args_for(self.qemu),
             "-nodefaults",
             "-nic",
             "none",

@@ -42,6 +42,7 @@ from harness.host.workdir import TMP_PREFIX, clean_stale_tmp_dirs
 from harness.sample.vm.config import Drive, VMConfig, handed_config
 from harness.sample.vm.cpu import CpuTimes, cpu_times
 from harness.spec import Interface
+from harness.subject.qemu_build import environ_for
 from harness.untrusted import LOG_BYTES, cap_log, oversized_log, strict_json
 
 PANIC_MARKERS = ("Kernel panic - not syncing", "---[ end Kernel panic")
@@ -147,6 +148,8 @@ class Machine:
                 # QEMU runs in its own session (a Ctrl-C reaches the harness, which shuts it down
                 # politely) and dies with the harness, which would otherwise leave it holding the image's lock
                 preexec_fn=functools.partial(_before_exec, self.config.affinity),
+                # a fetched build loads its own modules (harness.subject.qemu_build)
+                env={**os.environ, **environ_for(self.config.qemu)},
                 **self._handoff.popen_kwargs(),
             )
         except FileNotFoundError as exc:
@@ -317,13 +320,7 @@ class Machine:
                 if event.get("event") == name:
                     self._events.remove(event)
                     return event
-            flood = oversized_log((self.console_log, self.report_log, self.stderr_log))
-            if flood is not None:
-                raise ProtocolError(
-                    f"{flood[0].name} grew to {flood[1] / 2**20:.0f} MiB, past the cap of "
-                    f"{LOG_BYTES / 2**20:.0f} MiB, while waiting for {what}: the guest floods it",
-                    log_tail=self.console_tail(),
-                )
+            self.watch(what)
             if self._panicked():
                 raise GuestPanic(
                     f"guest kernel panicked while waiting for {what}",
@@ -348,6 +345,17 @@ class Machine:
                     log_tail=self.console_tail(),
                 )
             time.sleep(POLL_S)
+
+    def watch(self, what: str) -> None:
+        """Fail at once when a file QEMU writes grew past its cap (the console, report and stderr
+        logs: the guest floods them); checked by every wait, until QEMU has exited."""
+        flood = oversized_log((self.console_log, self.report_log, self.stderr_log))
+        if flood is not None:
+            raise ProtocolError(
+                f"{flood[0].name} grew to {flood[1] / 2**20:.0f} MiB, past the cap of "
+                f"{LOG_BYTES / 2**20:.0f} MiB, while waiting for {what}: the guest floods it",
+                log_tail=self.console_tail(),
+            )
 
     def check_io_state(self, *, what: str, force: bool = False) -> None:
         """Fail at once when QEMU paused the guest on a host IO error.
@@ -399,9 +407,11 @@ class Machine:
         return [str(e.get("line", "")) for e in self._events if e.get("event") == "garbage"]
 
     def wait_guest_stopped(self, *, timeout_s: float) -> bool:
-        """Wait until the guest powered off (QEMU kept alive by -no-shutdown)."""
+        """Wait until the guest powered off (QEMU kept alive by -no-shutdown), its files watched
+        (:meth:`watch`) all the while."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
+            self.watch("the guest to power off")
             if self.returncode is not None:
                 return False
             try:

@@ -43,6 +43,12 @@ export class FakeGitHub {
   readonly associated = new Set<string>()
   /** a status for the "commits/{sha}/pulls" endpoint to fail with (0: answer) */
   failCommitLookup = 0
+  /** the labels of each issue or pull request, by number */
+  readonly labels = new Map<number, string[]>()
+  /** the names of a run's artifacts, by run id (none by default) */
+  artifactsOf: (runId: string) => string[] = () => []
+  /** called after every request is answered (a test's process may save the state there) */
+  onChange: () => void = () => {}
   private nextId = 1000
   private server: http.Server | undefined
   url = ''
@@ -93,6 +99,7 @@ export class FakeGitHub {
       }
       const base = `/repos/${OWNER}/${REPO}`
       let m: RegExpMatchArray | null
+      res.on('finish', () => this.onChange())
       if (req.method === 'GET' && (m = url.pathname.match(`^${base}/issues/(\\d+)/comments$`))) {
         const issue = Number(m[1])
         const all = this.comments.filter(c => c.issue === issue)
@@ -125,6 +132,28 @@ export class FakeGitHub {
           return send(this.failCommitLookup, {message: 'No commit found for SHA'})
         }
         return send(200, this.associated.has(sha) ? this.pulls.filter(p => p.head.sha === sha) : [])
+      }
+      if (req.method === 'GET' && (m = url.pathname.match(`^${base}/pulls/(\\d+)$`))) {
+        const pull = this.pulls.find(p => p.number === Number(m?.[1]))
+        return pull ? send(200, pull) : send(404, {message: 'Not Found'})
+      }
+      if (req.method === 'GET' && (m = url.pathname.match(`^${base}/actions/runs/(\\d+)/artifacts$`))) {
+        const names = this.artifactsOf(m[1] ?? '')
+        const artifacts = names.map((name, i) => ({id: i + 1, name, expired: false}))
+        return send(200, {total_count: artifacts.length, artifacts})
+      }
+      if (req.method === 'GET' && (m = url.pathname.match(`^${base}/issues/(\\d+)/labels$`))) {
+        return send(200, (this.labels.get(Number(m[1])) ?? []).map(name => ({name})))
+      }
+      if (req.method === 'DELETE' && (m = url.pathname.match(`^${base}/issues/(\\d+)/labels/([^/]+)$`))) {
+        const issue = Number(m[1])
+        const name = decodeURIComponent(m[2] ?? '')
+        const labels = this.labels.get(issue) ?? []
+        if (!labels.includes(name)) {
+          return send(404, {message: 'Label does not exist'})
+        }
+        this.labels.set(issue, labels.filter(l => l !== name))
+        return send(200, (this.labels.get(issue) ?? []).map(l => ({name: l})))
       }
       if (req.method === 'GET' && url.pathname === `${base}/pulls`) {
         const head = url.searchParams.get('head')
