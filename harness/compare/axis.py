@@ -29,12 +29,17 @@ def _axis_text(axis: str, value: Any) -> str:
 
 
 def axis_sentence(cells: Sequence[CellResult]) -> str | None:
-    """One sentence naming the axis value that the regressed (else changed, else improved) cells share.
+    """One sentence naming every axis value that the regressed (else changed, else improved) cells share.
 
     Needs at least two such cells.  Among the values every one of them has
-    (and not every compared cell has), the one whose cells changed most often
-    wins; values that single out exactly the changed cells are named together.
-    Cells in error are left out of the counts.  None when nothing is shared.
+    (and not every compared cell has), those whose cells changed most often
+    are named, every one of them: values that go together in every cell (the
+    same cells have them, as a replay cell's values can with a guest cell's)
+    are named together, with a word that the cells cannot tell them apart;
+    values that the changed cells share with different other cells are named
+    each with its count, and with whether together they single the changed
+    cells out.  Cells in error are left out of the counts.  None when nothing
+    is shared.
     """
     pool = [c for c in cells if c.verdict is not Verdict.ERROR]
     words = {Verdict.REGRESSION: "regressed", Verdict.CHANGED: "changed", Verdict.IMPROVEMENT: "improved"}
@@ -44,8 +49,9 @@ def axis_sentence(cells: Sequence[CellResult]) -> str | None:
     if len(changed) < 2:
         return None
     axes = AXES
-    candidates: list[tuple[float, int, str, Any]] = []
-    for order, axis in enumerate(axes):
+    # (share of its cells that changed, the value's text, the cells that have it)
+    candidates: list[tuple[float, str, frozenset[int]]] = []
+    for axis in axes:
         if axis in GUEST_ONLY and any(_replayed(c) for c in changed):
             continue  # a replay has no guest device: its cells say nothing of the bus
         values = {repr(c.cell.axis(axis)) for c in changed}
@@ -54,19 +60,40 @@ def axis_sentence(cells: Sequence[CellResult]) -> str | None:
         value = changed[0].cell.axis(axis)
         if value is None:
             continue
-        having = [c for c in pool if c.cell.axis(axis) == value]
+        having = frozenset(i for i, c in enumerate(pool) if c.cell.axis(axis) == value)
         if len(having) == len(pool):
             continue  # every cell has it: it tells nothing apart
-        candidates.append((len(changed) / len(having), -order, axis, value))
+        candidates.append((len(changed) / len(having), _axis_text(axis, value), having))
     if not candidates:
         return None
-    candidates.sort(reverse=True)
-    best = candidates[0]
-    chosen = [c for c in candidates if c[0] == 1.0] if best[0] == 1.0 else [best]
-    chosen.sort(key=lambda c: -c[1])
-    names = " and ".join(_axis_text(c[2], c[3]) for c in chosen)
-    n_with = round(len(changed) / best[0])
-    others = len(pool) - n_with
-    return (
-        f"Every {word} cell has {names} ({len(changed)} of {n_with} such cells {word}, 0 of {others} others)."
-    )
+    best = max(rate for rate, _text, _having in candidates)
+    groups: dict[frozenset[int], list[str]] = {}
+    for rate, text, having in candidates:
+        if rate == best:
+            groups.setdefault(having, []).append(text)
+    if len(groups) == 1:
+        ((having, texts),) = groups.items()
+        names = _joined(texts)
+        others = len(pool) - len(having)
+        sentence = (
+            f"Every {word} cell has {names} ({len(changed)} of {len(having)} such cells {word}, "
+            f"0 of {others} others)."
+        )
+        if len(texts) > 1:
+            sentence += f" The cells cannot tell {names} apart: they go together in every cell."
+        return sentence
+    parts = [
+        f"{_joined(texts)} ({len(changed)} of {len(having)} such cells {word})"
+        for having, texts in groups.items()
+    ]
+    common = frozenset.intersection(*groups)
+    if len(common) == len(changed):
+        return f"Every {word} cell has {_joined(parts)}; no other cell has all of them."
+    return f"Every {word} cell has {_joined(parts)}; no one value sets them apart from the {len(pool) - len(changed)} others."
+
+
+def _joined(texts: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    if len(texts) <= 1:
+        return "".join(texts)
+    return ", ".join(texts[:-1]) + f" and {texts[-1]}"

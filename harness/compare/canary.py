@@ -1,4 +1,13 @@
-"""The host canary: the verdicts that the host's own move could explain are voided, and only those."""
+"""The host canary: the verdicts that the host's own move could explain are voided, and only those.
+
+The canary is the runner's disk, timed before and after the rounds.  Its move can explain a change
+only where base's and head's samples were not taken side by side: where they ran in the same
+rounds (paired: each round runs both, the order drawn) or at the same moment (a pair taken
+together), a host that moved hit both sides alike, and the move explains nothing.  In a gate every
+cell's samples run in the same rounds, so the canary voids a verdict there only where a failed
+sample left a metric unpaired; a canary that moved by -20 % in two A/A gates of this host while
+nothing changed voided nothing it could not explain.
+"""
 
 from __future__ import annotations
 
@@ -17,18 +26,23 @@ STRUCTURAL_UNITS = frozenset({"count", "ratio", "B"})
 
 
 def explainable(metric: MetricResult, change: float) -> bool:
-    """Whether the host's own move by ``change`` (after/before) could explain ``metric``'s change.
+    """Whether the host's own move by ``change`` (after/before, of a throughput) could explain
+    ``metric``'s change.
 
-    A figure of speed (a time, a latency, a throughput; not a count, a ratio
-    or bytes) whose change is no larger than the canary's, in either direction
-    (compared as logarithms, so +25 % and -20 % are the same size).  Never one judged on pairs
-    taken together: the host's move hit both samples of each pair alike and cancelled.
+    A figure of speed (a time, a latency, a throughput; not a count, a ratio or bytes) of samples
+    not taken side by side (neither paired by round nor together: the host's move hit both sides
+    of each round alike and cancelled), whose change goes the host's way (head worse where the
+    host got slower, better where it got faster: head's samples are the later ones) and is no
+    larger than the canary's (compared as logarithms, so +25 % and -20 % are the same size).
     """
-    if metric.together:
+    if metric.together or metric.paired:
         return False
     if metric.unit in STRUCTURAL_UNITS or metric.ratio is None or metric.ratio <= 0:
         return False
     if not math.isfinite(metric.ratio) or change <= 0:
+        return False
+    worse = metric.ratio < 1.0 if metric.higher_is_better else metric.ratio > 1.0
+    if worse != (change < 1.0):
         return False
     return abs(math.log(metric.ratio)) <= abs(math.log(change))
 

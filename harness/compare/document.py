@@ -64,6 +64,7 @@ def compared_cell(result: CellResult) -> ComparedCell:
             head_failed=result.head_failed,
             metrics=tuple(r.figures() for r in result.metrics),
             counters=tuple(r.figures() for r in result.counters),
+            information=tuple(r.figures() for r in result.information),
             counter_verdict=result.counter_verdict,
             time_verdict=result.time_verdict or result.verdict,
             note=result.note,
@@ -227,6 +228,7 @@ def sensitivity(cells: Sequence[CellResult]) -> tuple[SensitivityRow, ...]:
         SensitivityRow(
             cell_id=c.cell_id,
             name=c.cell.gate_name or c.cell_id,
+            measure=c.cell.measure or "guest",
             metric=m.metric,
             rounds=min(m.n_base, m.n_head),
             verdict=m.verdict,

@@ -49,7 +49,46 @@ def _change_text(m: Figures) -> str:
     change = m.change_pct
     if change is None:
         return "n/a" if m.median_base is None or m.median_head is None else "+inf%"
+    if m.measured_change_pct is not None and m.shrink not in (None, 1.0):
+        # a guest pair's change taken together, scaled to its size alone
+        return f"{change:+.1f}% alone ({m.measured_change_pct:+.1f}% together)"
     return f"{change:+.1f}%"
+
+
+def kind_line(rows: Sequence[SensitivityRow]) -> str:
+    """One line of what the gate could have seen per kind of cell (guest, replay): the range over
+    its cells of each one's most sensitive gated metric."""
+    best: dict[tuple[str, str], float] = {}
+    for row in rows:
+        if row.could_see_pct is None:
+            continue
+        key = (row.measure or "guest", row.cell_id)
+        best[key] = min(best.get(key, math.inf), row.could_see_pct)
+    parts = []
+    for kind in ("guest", "replay"):
+        values = sorted(v for (k, _cell), v in best.items() if k == kind)
+        if not values:
+            continue
+        span = f"{values[0]:.1f}%" if len(values) == 1 else f"{values[0]:.1f}–{values[-1]:.1f}%"
+        parts.append(f"{len(values)} {kind} cell{'s' if len(values) != 1 else ''} ≥ {span}")
+    return "Could see: " + "; ".join(parts) if parts else ""
+
+
+def _information_lines(cells: Sequence[ComparedCell]) -> list[str]:
+    """The figures shown but not gated, per cell, each with why (folded: they decide nothing)."""
+    rows = [(c, m) for c in cells for m in c.information]
+    if not rows:
+        return []
+    lines = [
+        f"<details><summary>{len(rows)} figures shown, not gated (they decide nothing)</summary>",
+        "",
+        "| cell | metric | change | CI | why not gated |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for cell, m in rows:
+        texts = [m.metric, _change_text(m), _ci_text(m), m.information or ""]
+        lines.append("| " + " | ".join([_name(cell), *(inert_markdown(t) for t in texts)]) + " |")
+    return [*lines, "", "</details>", ""]
 
 
 def _out_of_reach(m: Figures | None) -> str:
@@ -139,6 +178,9 @@ def render_markdown(comparison: Comparison) -> str:
     tally = ", ".join(f"{counts[v.value]} {v.value}" for v in Verdict if counts.get(v.value))
     total = summary.cells if summary.cells is not None else len(cells)
     lines += [f"{total} cell{'s' if total != 1 else ''} ({tally}).", ""]
+    seen = kind_line(summary.sensitivity)
+    if seen:
+        lines += [f"{seen} (a regression this large, alone, fails the gate 4 times in 5).", ""]
     lines += _first_lines(cells, screen)
     if summary.axis_sentence:
         lines += [inert_markdown(summary.axis_sentence), ""]
@@ -171,6 +213,7 @@ def render_markdown(comparison: Comparison) -> str:
         ]
     elif rows:
         lines += [f"{count} cell{'s' if count != 1 else ''} unchanged.", ""]
+    lines += _information_lines(cells)
 
     names = _reader_names(cells)
     lines += sensitivity_lines(summary.sensitivity, names, cells)
@@ -185,9 +228,14 @@ def render_markdown(comparison: Comparison) -> str:
     canary = doc.canary
     if canary is not None:
         before, after, change = canary.before_mib_s, canary.after_mib_s, canary.change
-        moved = (
-            "**MOVED: the time verdicts it could explain set to inconclusive**" if canary.moved else "steady"
-        )
+        moved = "steady"
+        if canary.moved and canary.voided:
+            moved = "**MOVED: the time verdicts it could explain set to inconclusive**"
+        elif canary.moved:
+            moved = (
+                "moved, and voids no verdict (samples taken in the same rounds or together, where the "
+                "host's move hit both sides alike, or a change beyond or against its move)"
+            )
         figures = (
             f"{before:.0f} → {after:.0f} MiB/s ({pct(change)})"
             if before is not None and after is not None and change is not None

@@ -47,11 +47,19 @@ class Figures(JsonPart):
     head/base and its interval (also as percent changes; null where not finite), the test's p,
     the minimum effect, the verdict and why, what it could have seen and the rounds to decide."""
 
+    WHEN_SET: ClassVar[frozenset[str]] = frozenset({"shrink", "measured_change_pct", "information"})
+
     metric: str
     unit: str = ""
     higher_is_better: bool = False
     paired: bool = False
     together: bool = False
+    # a guest pair taken together on one CPU: the factor on logs its ratio and interval are scaled
+    # by to the size alone, and the pairs' own change (percent)
+    shrink: float | None = None
+    measured_change_pct: float | None = None
+    # a figure shown but not gated: why
+    information: str | None = None
     n_base: int = 0
     n_head: int = 0
     median_base: float | None = None
@@ -125,6 +133,8 @@ class ComparedCell(JsonPart):
     head_failed: int = 0
     metrics: tuple[Figures, ...] = ()
     counters: tuple[Figures, ...] = ()
+    # figures shown beside the gated ones, never deciding; each says why it is not gated
+    information: tuple[Figures, ...] = ()
     counter_verdict: Verdict | None = None
     time_verdict: Verdict | None = None
     note: str = ""
@@ -225,8 +235,12 @@ class SensitivityRow(JsonPart):
     """One cell's gated metric: the smallest change it could have caught (percent) at its rounds,
     and for an inconclusive one about how many rounds per side would decide it."""
 
+    WHEN_SET: ClassVar[frozenset[str]] = frozenset({"measure"})
+
     cell_id: str
     name: str
+    # the cell's kind: guest or replay
+    measure: str | None = None
     metric: str
     rounds: int = 0
     verdict: Verdict
@@ -383,6 +397,11 @@ class SettingsUsed(JsonPart):
     correction: str = "bonferroni"
     test: str | None = None
     changed_fails: bool = True
+    # a cell's own gated metrics by its gate name; why a metric is shown but not gated; the shrink
+    # of a guest pair taken together (harness.compare.settings.Settings)
+    cell_metrics: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    information: Mapping[str, str] = field(default_factory=dict)
+    together_shrink: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

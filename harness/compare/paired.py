@@ -1,7 +1,7 @@
 """Tests of samples taken together: the two sides of each pair at the same moment.  Pure.
 
 Where base's and head's sample of a pair ran at the same moment on the same CPU (a gate's
-replay cells, :class:`harness.sample.replay.replay.Pairing`), whatever slowed the host down then
+replay cells, :class:`harness.sample.pairing.Pairing`), whatever slowed the host down then
 slowed both alike: the pair's log ratio ``log(head/base)`` keeps the change and sheds the
 host's noise, which two-sample tests on each side's values would keep (on a busy 2-core host
 the values of one side varied by 20-80 % from pair to pair, their log ratio by 1.4-3 %).  So

@@ -63,6 +63,8 @@ class CellResult:
     counter_verdict: Verdict = Verdict.UNCHANGED
     note: str = ""
     time_verdict: Verdict | None = None  # None: the same as ``verdict``
+    # figures shown beside the gated ones, never deciding: each says why it is not gated
+    information: tuple[MetricResult, ...] = ()
 
 
 def _workload_slug(workload: Mapping[str, Any]) -> str:
@@ -132,13 +134,32 @@ def _values(
 
 
 def taken_together(sample: Sample) -> bool:
-    """Whether ``sample`` ran at the same moment as its partner of the other side, every pass
-    (a gate's replay pair, :class:`harness.sample.replay.replay.Pairing`)."""
+    """Whether ``sample`` ran at the same moment as its partner of the other side: every pass of a
+    replay, or a guest's workload (a gate's pair, :class:`harness.sample.pairing.Pairing`)."""
+    together = sample.host.get("together")
+    if isinstance(together, Mapping):
+        return together.get("met") is True
     replay = sample.replay
     if not isinstance(replay, Mapping):
         return False
     met, walls = replay.get("passes_together"), replay.get("pass_wall_s")
     return isinstance(met, int) and isinstance(walls, list) and 0 < len(walls) == met
+
+
+# figures of a guest sample that do not count what a partner on its CPU took: QEMU's own CPU time,
+# the workload's time less its vCPUs' waits for the CPU (harness.sample.vm.cpu)
+OWN_CPU_FIGURES = frozenset({"host.workload_cpu_s", "host.workload_alone_s"})
+
+
+def shrink_of(metric: str, base: Sequence[Sample], settings: Settings) -> float:
+    """How much sharing one CPU may have shrunk ``metric``'s change in pairs taken together: the
+    settings' factor for a guest's figure that counts its partner's share, else 1 (a replay's
+    qemu-io, a figure of the guest's own CPU)."""
+    if metric in OWN_CPU_FIGURES:
+        return 1.0
+    if any(isinstance(s.host.get("together"), Mapping) for s in base):
+        return settings.together_shrink
+    return 1.0
 
 
 def _pairs(
@@ -230,22 +251,31 @@ def compare_cell(
             counter_verdict=Verdict.ERROR,
         )
 
-    def run(names: Sequence[str]) -> tuple[MetricResult, ...]:
+    def run(names: Sequence[str], *, adjusted: Mapping[str, float] | None) -> tuple[MetricResult, ...]:
         results = []
         for name in names:
             if not (_present(name, base_ok) or _present(name, head_ok)):
                 continue  # not a figure of this workload
             b, h, paired, together = _pairs(name, base_ok, head_ok)
-            adjusted = None if p_adjusted is None else p_adjusted.get(name)
             results.append(
                 compare_metric(
-                    name, b, h, settings=settings, paired=paired, p_adjusted=adjusted, together=together
+                    name,
+                    b,
+                    h,
+                    settings=settings,
+                    paired=paired,
+                    p_adjusted=None if adjusted is None else adjusted.get(name),
+                    together=together,
+                    shrink=shrink_of(name, base_ok, settings),
                 )
             )
         return tuple(results)
 
-    metrics = run(settings.metrics)
-    counters = run(_counters(settings))
+    gated = settings.gated_for(cell.get("gate_name"))
+    metrics = run(gated, adjusted=p_adjusted)
+    counters = run(_counters(settings, gated), adjusted=p_adjusted)
+    shown = settings.information_for(cell.get("gate_name"))
+    information = tuple(replace(m, information=shown[m.metric]) for m in run(list(shown), adjusted=None))
     counter_verdict = _counter_verdict(counters)
     if not metrics:
         return with_counters(
@@ -253,8 +283,9 @@ def compare_cell(
                 **common,
                 verdict=Verdict.INCONCLUSIVE,
                 kind=Kind.NO_METRIC,
-                reason=f"none of the gated metrics ({', '.join(settings.metrics)}) is in the samples",
+                reason=f"none of the gated metrics ({', '.join(gated)}) is in the samples",
                 counters=counters,
+                information=information,
                 counter_verdict=counter_verdict,
                 note=_note(Verdict.INCONCLUSIVE, counters),
             )
@@ -278,12 +309,14 @@ def compare_cell(
             counters=counters,
             counter_verdict=counter_verdict,
             note=_note(verdict, counters),
+            information=information,
         )
     )
 
 
-def _counters(settings: Settings) -> list[str]:
-    return [c for c in settings.counters if c not in settings.metrics]
+def _counters(settings: Settings, gated: Sequence[str] | None = None) -> list[str]:
+    gated = settings.metrics if gated is None else gated
+    return [c for c in settings.counters if c not in gated]
 
 
 def _counter_verdict(counters: Sequence[MetricResult]) -> Verdict:
@@ -439,11 +472,12 @@ def compare_family(
         base_ok, head_ok = _ok(base), _ok(head)
         if _fails(len(base_ok), len(base)) or _fails(len(head_ok), len(head)):
             continue
-        for name in (*settings.metrics, *_counters(settings)):
+        gated = settings.gated_for(groups[index][0].get("gate_name"))
+        for name in (*gated, *_counters(settings, gated)):
             b, h, _paired, together = _pairs(name, base_ok, head_ok)
             if len(b) < settings.min_samples or len(h) < settings.min_samples:
                 continue
-            fails = name in settings.metrics or settings.changed_fails
+            fails = name in gated or settings.changed_fails
             families[fails].append((index, name, b, h, together))
     adjusted: list[dict[str, float]] = [{} for _ in groups]
     for tests in families.values():

@@ -56,6 +56,14 @@ class Settings:
     changed_fails: bool = True
     # compare samples of different start kinds (cold boot, snapshot restore): off, they are an error
     mix_starts: bool = False
+    # the gated metrics of a cell where not ``metrics``, by the cell's gate name (a gate spec's
+    # cells gate what can decide within the budget); the others are shown as information
+    cell_metrics: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # why a metric is not gated (shown beside its figures, never deciding), by metric
+    information: Mapping[str, str] = field(default_factory=dict)
+    # how much sharing one CPU shrinks a change of a guest pair taken together (harness.sample.pairing):
+    # its log ratio and interval are scaled by this to the size the change has alone, at worst
+    together_shrink: float = 2.0
 
     @property
     def alpha_per_test(self) -> float:
@@ -65,6 +73,13 @@ class Settings:
     def __post_init__(self) -> None:
         # a copy: the caller's dict cannot change a frozen Settings afterwards
         object.__setattr__(self, "min_effect_by_metric", dict(self.min_effect_by_metric))
+        object.__setattr__(self, "cell_metrics", {k: tuple(v) for k, v in self.cell_metrics.items()})
+        object.__setattr__(self, "information", dict(self.information))
+        if not 1.0 <= self.together_shrink <= 4.0:
+            raise UsageError(f"together shrink {self.together_shrink:g}: use a factor from 1 to 4")
+        for name, gated in self.cell_metrics.items():
+            if not gated:
+                raise UsageError(f"cell {name!r} gates no metric: give it at least one")
         if not self.metrics:
             raise UsageError("no gated metric: give at least one (--metric total_s)")
         for name, value in (
@@ -86,6 +101,20 @@ class Settings:
             raise UsageError(f"correction {self.correction!r}: use {' or '.join(CORRECTIONS)}")
         if self.test not in TESTS:
             raise UsageError(f"test {self.test!r}: use {' or '.join(TESTS)}")
+
+    def gated_for(self, gate_name: object) -> tuple[str, ...]:
+        """The gated metrics of the cell a gate spec names ``gate_name`` (None: not a gate's cell)."""
+        return self.cell_metrics.get(str(gate_name), self.metrics) if gate_name is not None else self.metrics
+
+    def information_for(self, gate_name: object) -> dict[str, str]:
+        """The metrics shown for a cell as information, not gated there, with the reason."""
+        gated = self.gated_for(gate_name)
+        names = [*self.metrics, *self.information, *(m for ms in self.cell_metrics.values() for m in ms)]
+        return {
+            m: self.information.get(m) or f"not gated in this cell, which gates {', '.join(gated)}"
+            for m in dict.fromkeys(names)
+            if m not in gated
+        }
 
     def effect_for(self, metric: str) -> float:
         """The minimum effect of ``metric``: its rule, else the counters' or the metrics' default."""
@@ -111,6 +140,9 @@ class Settings:
             correction=self.correction,
             test=self.test,
             changed_fails=self.changed_fails,
+            cell_metrics={k: tuple(v) for k, v in sorted(self.cell_metrics.items())},
+            information=dict(sorted(self.information.items())),
+            together_shrink=self.together_shrink,
         )
 
 

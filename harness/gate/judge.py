@@ -66,17 +66,30 @@ def decide_judge(settings: Settings, *, base_guest: str, head_guest: str) -> Jud
     guest's (:data:`HOST_TIME` for any guest-reported metric)."""
     if base_guest == head_guest:
         return Judge(settings=settings, base_guest=base_guest, head_guest=head_guest)
-    dropped = tuple(m for m in settings.metrics if guest_reported(m))
-    kept = [m for m in settings.metrics if not guest_reported(m)]
-    if dropped and HOST_TIME not in kept:
-        kept.insert(0, HOST_TIME)
+    dropped = tuple(
+        dict.fromkeys(
+            m for ms in (settings.metrics, *settings.cell_metrics.values()) for m in ms if guest_reported(m)
+        )
+    )
     return Judge(
-        settings=replace(settings, metrics=tuple(kept)),
+        settings=replace(
+            settings,
+            metrics=host_measured(settings.metrics),
+            cell_metrics={name: host_measured(ms) for name, ms in settings.cell_metrics.items()},
+        ),
         guest_differs=True,
         base_guest=base_guest,
         head_guest=head_guest,
         guest_word=dropped,
     )
+
+
+def host_measured(metrics: Sequence[str]) -> tuple[str, ...]:
+    """``metrics`` less those the guest reports, with :data:`HOST_TIME` in their place."""
+    kept = [m for m in metrics if not guest_reported(m)]
+    if len(kept) < len(metrics) and HOST_TIME not in kept:
+        kept.insert(0, HOST_TIME)
+    return tuple(kept)
 
 
 def guest_word_document(

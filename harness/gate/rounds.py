@@ -272,7 +272,8 @@ def _play_round(
             tally.stop = Stop(f"budget of {options.budget_s / 60:.0f} min reached", over_budget=True)
             return
         per = turn.side.per_round.get(turn.cell, 1)
-        if per > 1:
+        # a cell of several samples a round, or whose pair runs together (a guest's, one a round)
+        if per > 1 or turn.cell in turn.side.together:
             if turn.cell not in paired:
                 paired.add(turn.cell)
                 _play_pairs(
@@ -379,7 +380,7 @@ def _play_pairs(number: int, name: str, per: int, table: _Table, *, clock: Clock
             tally.timed_out[name] = deadlines["head"]
             tally.stop = Stop(f"head timed out on {name} (deadline {deadlines['head']:.0f} s)")
             progress(
-                f"gate: head's replay of {name} ran past its deadline of {deadlines['head']:.0f} s: no more rounds"
+                f"gate: head's sample of {name} ran past its deadline of {deadlines['head']:.0f} s: no more rounds"
             )
             break
     # one entry per side and round, as a cell of one sample a round: the budget's guess stays per turn

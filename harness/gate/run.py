@@ -35,6 +35,8 @@ from harness.gate.subjects import Subject, SubjectSource, prepared_subjects, rep
 from harness.host import accounts
 from harness.paths import qemu_cache_dir
 from harness.record import Sample
+from harness.sample.guest_sampler import paired_sampler
+from harness.sample.pairing import Pairing
 from harness.subject.policy import Policy
 
 
@@ -105,6 +107,7 @@ def run_gate(
         sides = open_sides(subjects, spec, options, out_dir=out_dir, progress=progress, head_uid=head_uid)
         clock = Clock(options.budget_s, started, options.machine.workload_timeout_s)
         streams = replay_streams(spec, sides, out_dir=out_dir, progress=progress, clock=clock)
+        guest_pairs(spec, sides)
         judge = decide_judge(
             settings,
             base_guest=sides["base"].session.guest.recipe_hash,
@@ -218,6 +221,18 @@ def replay_streams(
         side.together.update(streams.together)
         side.per_round.update(dict.fromkeys(names, spec.replay_samples))
     return streams
+
+
+def guest_pairs(spec: GateSpec, sides: Mapping[str, GateSide]) -> None:
+    """The guest cells whose pair of samples runs together: one :class:`Pairing` each, shared by
+    both sides' samplers (both guests on one CPU, their workloads started at the same moment)."""
+    for name in spec.guest_pairs:
+        pairing = Pairing()
+        for side in sides.values():
+            side.samplers[name] = paired_sampler(pairing)
+            side.together[name] = pairing
+            if spec.guest_samples > 1:
+                side.per_round[name] = spec.guest_samples
 
 
 def with_stream_notes(

@@ -37,8 +37,12 @@ SPEC_KEYS = (
     "replay_samples",
     "replay_passes",
     "replay_together",
+    "guest_together",
+    "guest_samples",
 )
-SPEC_KEYS_TABLES = ("params", "cells")
+SPEC_KEYS_TABLES = ("params", "cells", "information")
+# what a cell of the spec may say beside its axes: its own gated metrics, whether its pair runs together
+CELL_GATE_KEYS = ("metrics", "together")
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,14 @@ class GateCell:
 
     name: str
     values: Mapping[str, Any]
+    #: the cell's gated metrics, where not the spec's ``metrics`` (empty: the spec's)
+    metrics: tuple[str, ...] = ()
+    #: whether base's and head's sample of a round run together; None: as the spec says
+    together: bool | None = None
+
+    @property
+    def replayed(self) -> bool:
+        return str(self.values.get("measure", "guest")) == "replay"
 
     def resolve(self, policy: Policy) -> Cell:
         return self.complete(policy).cell
@@ -77,11 +89,31 @@ class GateSpec:
     replay_passes: int = 1
     #: a replay cell's pair of samples (base's and head's) runs at the same moment, pass by pass
     replay_together: bool = False
+    #: a guest cell's pair of samples runs at the same moment on one CPU (a cell's ``together`` wins)
+    guest_together: bool = False
+    #: a guest cell's pairs per round where they run together (cheap beside a round: more pairs)
+    guest_samples: int = 1
+    #: metric -> why it is shown but not gated
+    information: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def guest_pairs(self) -> list[str]:
+        """The names of the guest cells whose pair of samples runs together."""
+        return [
+            c.name
+            for c in self.cells
+            if not c.replayed and (self.guest_together if c.together is None else c.together)
+        ]
+
+    @property
+    def cell_metrics(self) -> dict[str, tuple[str, ...]]:
+        """The gated metrics of the cells that name their own, by name."""
+        return {c.name: c.metrics for c in self.cells if c.metrics}
 
     @property
     def replay_cells(self) -> list[str]:
         """The names of the cells measured by replay."""
-        return [c.name for c in self.cells if str(c.values.get("measure", "guest")) == "replay"]
+        return [c.name for c in self.cells if c.replayed]
 
 
 def parse_gate_spec(text: str, *, source: str = "<gate spec>") -> GateSpec:
@@ -107,7 +139,13 @@ def parse_gate_spec(text: str, *, source: str = "<gate spec>") -> GateSpec:
         name = str(values.pop("name", "") or f"cell{number}")
         if any(c.name == name for c in cells):
             raise SpecError(f"{source}: cells[{number}]: the name {name!r} is used twice: name cells apart")
-        cell = GateCell(name=name, values={**params, **values})
+        own = {key: values.pop(key) for key in CELL_GATE_KEYS if key in values}
+        cell = GateCell(
+            name=name,
+            values={**params, **values},
+            metrics=_metric_list(own.get("metrics", []), f"{source}: cells[{number}] ({name}): metrics"),
+            together=_flag(own.get("together"), f"{source}: cells[{number}] ({name}): together"),
+        )
         try:
             make_cell(**cell.values)
         except SpecError as exc:
@@ -129,9 +167,14 @@ def parse_gate_spec(text: str, *, source: str = "<gate spec>") -> GateSpec:
     budget = data.get("budget_min", 60)
     if not isinstance(budget, int | float) or isinstance(budget, bool) or budget <= 0:
         raise SpecError(f"{source}: budget_min = {budget!r}: use a positive number of minutes")
-    metrics = data.get("metrics", ["total_s"])
-    if not isinstance(metrics, list) or not metrics or not all(isinstance(m, str) for m in metrics):
+    metrics = _metric_list(data.get("metrics", ["total_s"]), f"{source}: metrics")
+    if not metrics:
         raise SpecError(f'{source}: metrics must be a list of metric names such as ["total_s"]')
+    information = data.get("information", {})
+    if not isinstance(information, dict) or not all(isinstance(v, str) for v in information.values()):
+        raise SpecError(f'{source}: information must be a table of metric = "why it is not gated"')
+    for name in information:
+        _metric_list([name], f"{source}: [information]")
     rules: dict[str, float] = {}
     raw_rules = data.get("rules", {})
     if not isinstance(raw_rules, dict):
@@ -157,9 +200,7 @@ def parse_gate_spec(text: str, *, source: str = "<gate spec>") -> GateSpec:
     changed_fails = data.get("changed_fails", True)
     if not isinstance(changed_fails, bool):
         raise SpecError(f"{source}: changed_fails = {changed_fails!r}: use true or false")
-    together = data.get("replay_together", False)
-    if not isinstance(together, bool):
-        raise SpecError(f"{source}: replay_together = {together!r}: use true or false")
+    together = _flag(data.get("replay_together", False), f"{source}: replay_together")
     return GateSpec(
         name=str(data.get("name", "gate")),
         source=source,
@@ -175,8 +216,29 @@ def parse_gate_spec(text: str, *, source: str = "<gate spec>") -> GateSpec:
         changed_fails=changed_fails,
         replay_samples=integer("replay_samples", 1),
         replay_passes=integer("replay_passes", 1),
-        replay_together=together,
+        replay_together=bool(together),
+        guest_together=bool(_flag(data.get("guest_together", False), f"{source}: guest_together")),
+        information=dict(information),
+        guest_samples=integer("guest_samples", 1),
     )
+
+
+def _flag(value: Any, what: str) -> bool | None:
+    if value is not None and not isinstance(value, bool):
+        raise SpecError(f"{what} = {value!r}: use true or false")
+    return value
+
+
+def _metric_list(value: Any, what: str) -> tuple[str, ...]:
+    """A list of known metric names; a SpecError naming ``what`` and the fix otherwise."""
+    if not isinstance(value, list) or not all(isinstance(m, str) for m in value):
+        raise SpecError(f'{what} must be a list of metric names such as ["total_s"]')
+    for name in value:
+        try:
+            metric_info(name)
+        except UsageError as exc:
+            raise SpecError(f"{what}: {exc.message}") from None
+    return tuple(value)
 
 
 def load_gate_spec(path: Path) -> GateSpec:
@@ -193,6 +255,9 @@ def settings_for(
         metrics=given.metrics if metrics_given else spec.metrics,
         min_effect=given.min_effect if min_effect_given else spec.min_effect,
         min_effect_by_metric={**spec.rules, **dict(given.min_effect_by_metric)},
+        # a metric given on the command line is gated in every cell
+        cell_metrics={} if metrics_given else spec.cell_metrics,
+        information=spec.information,
         counters=spec.counters,
         changed_fails=spec.changed_fails and given.changed_fails,
     )

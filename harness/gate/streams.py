@@ -31,8 +31,8 @@ from typing import Any
 from harness.errors import GuestTimeout, StreamOverCap
 from harness.gate.rounds import Clock, Stop, head_deadline
 from harness.sample.guest_sampler import RunOptions, Sampler, vm_config
+from harness.sample.pairing import Pairing
 from harness.sample.replay.record import cached_stream, recording_caps, stream_key
-from harness.sample.replay.replay import Pairing
 from harness.sample.replay.sample import replay_sampler
 from harness.sample.replay.stream import Stream
 from harness.spec import Cell, Measure
@@ -134,7 +134,7 @@ def prepare_streams(
 ) -> GateStreams:
     """Record (or find in the cache) base's stream of every replay cell in ``names``; head's too
     where it could differ; the samplers that replay base's on both sides (``together``: a pair's
-    two samples run at the same moment on one CPU, see :class:`harness.sample.replay.replay.Pairing`).
+    two samples run at the same moment on one CPU, see :class:`harness.sample.pairing.Pairing`).
     Each recording within ``clock``'s budget (none: the sides' own timeouts) and its caps."""
     out = GateStreams()
     base, head = sides["base"], sides["head"]

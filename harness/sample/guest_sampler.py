@@ -12,6 +12,7 @@ import datetime as dt
 import errno
 import os
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -21,8 +22,10 @@ from harness.errors import GuestBuildError, HarnessError, ProtocolError
 from harness.host.workdir import image_path as sample_image_path
 from harness.record.model import Sample
 from harness.sample import images, snapshot
+from harness.sample.pairing import Pairing, meet
 from harness.sample.protocol import GuestReport, parse_ready, parse_report
 from harness.sample.vm import PAYLOAD_SERIAL, TOOLS_SERIAL, Drive, Machine, VMConfig
+from harness.sample.vm.cpu import CpuTimes
 from harness.spec import Aio, CacheState, Cell, Interface, Workload
 from harness.subject.binaries import Binaries
 from harness.subject.policy import options_for
@@ -204,6 +207,10 @@ def sample_metrics(report: GuestReport, host: dict[str, Any], aio: Aio = Aio.THR
         if key in host:
             metrics[f"host.{key}"] = float(host[key])
     metrics.update(host_counters(host.get("blockstats", {}), host.get("qemu_io", {}), aio))
+    cpu = host.get("cpu")
+    if isinstance(cpu, dict) and "workload_s" in host:
+        metrics["host.workload_cpu_s"] = float(cpu["qemu_cpu_s"])
+        metrics["host.workload_alone_s"] = float(host["workload_s"]) - float(cpu["vcpu_wait_s"])
     metrics.update(latency_metrics(host.get("latency_histograms", {}), host.get("blockstats", {})))
     return metrics
 
@@ -226,15 +233,52 @@ class GuestRun:
     # read, write, flush -> {"boundaries", "bins"} (ns) of the workload; empty when off
     latency_histograms: dict[str, Any] = field(default_factory=dict)
     start_fallback: str | None = None
+    # what QEMU had of the CPU while the workload ran (None: the kernel did not tell)
+    cpu: dict[str, float] | None = None
+    # with a partner (a gate's pair taken together): whether the workload started at the same
+    # moment as the partner's, when it was sent (the host's monotonic clock), the CPUs QEMU ran on
+    met: bool = False
+    sent_at_s: float | None = None
+    cpus: list[int] | None = None
+
+
+def cpu_delta(before: CpuTimes | None, after: CpuTimes | None) -> dict[str, float] | None:
+    """QEMU's CPU time and its vCPUs' run and wait times between two readings."""
+    if before is None or after is None:
+        return None
+    return {
+        "qemu_cpu_s": after.cpu_s - before.cpu_s,
+        "vcpu_run_s": after.vcpu_run_s - before.vcpu_run_s,
+        "vcpu_wait_s": after.vcpu_wait_s - before.vcpu_wait_s,
+    }
 
 
 def _create_scratch(path: Path, cell: Cell, binaries: Binaries) -> None:
     images.create(path, cell.image, qemu_img=binaries.qemu_img, runs_as=binaries.runs_as)
 
 
-def boot_and_run(cell: Cell, guest: Guest, opts: RunOptions, image: Path, log_dir: Path) -> GuestRun:
-    """Boot the guest on ``image``, wait for its report, read the counters, shut down."""
+def boot_and_run(
+    cell: Cell,
+    guest: Guest,
+    opts: RunOptions,
+    image: Path,
+    log_dir: Path,
+    *,
+    together: Pairing | None = None,
+) -> GuestRun:
+    """Boot the guest on ``image``, wait for its report, read the counters, shut down.
+
+    ``together``: the pair this sample belongs to (:mod:`harness.sample.pairing`): QEMU and its
+    threads run on the pair's CPU, and the workload is sent when the partner's guest is ready too.
+    """
     config = vm_config(cell, guest, opts, image)
+    scratch = opts.work_dir / f"{cell.id}.snapshot-scratch.{cell.image.format.value}"
+    if together is not None:
+        config = replace(config, affinity=together.cpus)
+        # the partner may build the same snapshot at the same moment
+        scratch = scratch.with_name(
+            f"{cell.id}.{uuid.uuid4().hex[:8]}.snapshot-scratch.{cell.image.format.value}"
+        )
 
     def wait_ready(vm: Machine) -> dict[str, Any]:
         return parse_ready(vm.wait_event("ready", timeout_s=opts.boot_timeout_s, what="ready line"))
@@ -247,7 +291,7 @@ def boot_and_run(cell: Cell, guest: Guest, opts: RunOptions, image: Path, log_di
         cell=cell,
         plan=snapshot.SnapshotPlan(
             recipe_hash=guest.recipe_hash,
-            scratch_path=opts.work_dir / f"{cell.id}.snapshot-scratch.{cell.image.format.value}",
+            scratch_path=scratch,
             make_scratch=lambda path: _create_scratch(path, cell, opts.binaries),
         ),
         boot_timeout_s=opts.boot_timeout_s,
@@ -255,8 +299,11 @@ def boot_and_run(cell: Cell, guest: Guest, opts: RunOptions, image: Path, log_di
     ) as started:
         vm = started.vm
         ready = started.ready
+        met = meet(together)
+        cpu_before = vm.cpu_times()
         vm.send_control(workload_line(cell, opts))
         sent_s = vm.elapsed_s
+        sent_at_s = time.monotonic()
         vm.wait_event("start", timeout_s=opts.boot_timeout_s, what="workload start")
         boot_s = vm.elapsed_s
         if opts.latency_histograms:
@@ -273,6 +320,7 @@ def boot_and_run(cell: Cell, guest: Guest, opts: RunOptions, image: Path, log_di
         # (its report, when it did not power off), whatever the guest says of its own time; a
         # guest that reports early and works on is timed all the same
         workload_s = (vm.elapsed_s if stopped else reported_s) - sent_s
+        cpu = cpu_delta(cpu_before, vm.cpu_times())
         stats_after = vm.blockstats(DISK_NODE)
         io_after = vm.proc_io()
         histograms = histograms_from_blockstats(stats_after) if opts.latency_histograms else {}
@@ -290,6 +338,10 @@ def boot_and_run(cell: Cell, guest: Guest, opts: RunOptions, image: Path, log_di
             garbage=vm.garbage(),
             console_tail=vm.console_tail(),
             latency_histograms={word: h.as_dict() for word, h in histograms.items()},
+            cpu=cpu,
+            met=met,
+            sent_at_s=sent_at_s if together is not None else None,
+            cpus=vm.cpus() if together is not None else None,
         )
 
 
@@ -357,11 +409,33 @@ def clean_sample(sample: Sample) -> Sample:
 Sampler = Callable[[Cell, "Guest", "RunOptions", int, Path], Sample]
 
 
-def run_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: Path) -> Sample:
-    """One measured run of ``cell``; never raises for a failure of the sample itself."""
+def paired_sampler(together: Pairing) -> Sampler:
+    """A sampler of guest samples taken with a partner's (the other side of a gate's pair):
+    both guests on one CPU, their workloads started at the same moment (:mod:`harness.sample.pairing`)."""
+
+    def sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: Path) -> Sample:
+        return run_sample(cell, guest, opts, index, log_dir, together=together)
+
+    return sample
+
+
+def run_sample(
+    cell: Cell,
+    guest: Guest,
+    opts: RunOptions,
+    index: int,
+    log_dir: Path,
+    *,
+    together: Pairing | None = None,
+) -> Sample:
+    """One measured run of ``cell``; never raises for a failure of the sample itself.
+
+    ``together``: see :func:`boot_and_run` (the priming run of a warm or cold sample runs alone)."""
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
-    image_path = sample_image_path(opts.work_dir, cell.id, cell.image.format.value)
+    # a name of its own: the two sides of a pair may run the same cell in one work dir at once
+    name = cell.id if together is None else f"{cell.id}.{uuid.uuid4().hex[:8]}"
+    image_path = sample_image_path(opts.work_dir, name, cell.image.format.value)
     # the host's own figures: free-form, as QEMU and qemu-img give them
     host: dict[str, Any] = {"cache_state": cell.cache_state.value}
     sample = Sample(
@@ -387,7 +461,16 @@ def run_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: 
         if cell.cache_state is not CacheState.FRESH:
             prime(cell, guest, opts, image_path, log_dir, host)
         host["resident_before"] = images.resident_bytes(image_path)
-        run = boot_and_run(cell, guest, opts, image_path, log_dir)
+        run = boot_and_run(cell, guest, opts, image_path, log_dir, together=together)
+        if together is not None:
+            host["together"] = {
+                "cpu": together.cpu,
+                "met": run.met,
+                "cpus": run.cpus,
+                "sent_at_s": run.sent_at_s,
+            }
+        if run.cpu is not None:
+            host["cpu"] = run.cpu
         sample = replace(sample, argv=run.argv, guest_ready=run.ready, report=run.event)
         host.update(
             boot_s=run.boot_s,

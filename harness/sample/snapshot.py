@@ -51,6 +51,7 @@ from harness.host import confine
 from harness.host.hostinfo import tool_version
 from harness.paths import cache_dir
 from harness.sample.vm import Drive, Machine, VMConfig
+from harness.sample.vm.config import DEBUG_THREADS
 from harness.spec import Cache, CacheState, Cell, Interface
 
 FORMAT_VERSION = 1
@@ -158,6 +159,9 @@ def key_material(config: VMConfig, *, recipe_hash: str, qemu_version: str, disk_
     for index, arg in enumerate(argv):
         if skip:
             skip = False
+            continue
+        if arg == "-name" and argv[index + 1] == DEBUG_THREADS:
+            skip = True  # the host's names of QEMU's threads: not guest-visible
             continue
         if arg == "-object" and argv[index + 1].startswith("secret,"):
             skip = True  # the key of a LUKS image: not guest-visible, and a secret

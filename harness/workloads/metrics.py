@@ -49,6 +49,15 @@ COMMON_METRICS: tuple[Metric, ...] = (
     seconds("host.boot_s", "QEMU start to the guest's ready line, on the host's clock"),
     seconds("host.overhead_s", "host wall time of the sample minus boot and the guest's total"),
     seconds("host.create_s", "qemu-img create of the disk under test"),
+    seconds(
+        "host.workload_cpu_s",
+        "user and system time of the QEMU process while the workload ran (/proc/PID/stat)",
+    ),
+    seconds(
+        "host.workload_alone_s",
+        "host.workload_s less the time the guest's vCPUs waited for a host CPU (schedstat): "
+        "the workload's time had it had its CPU to itself",
+    ),
     Metric(
         "host.written_bytes",
         "B",

@@ -34,7 +34,7 @@ from harness.compare import (
 )
 from harness.compare.comparison import load_comparison, write_comparison
 from harness.compare.document import Context
-from harness.compare.model import Budget, Comparison, DiffEntry, Side
+from harness.compare.model import Budget, Comparison, DiffEntry, FlatCell, Side
 from harness.errors import UsageError
 from harness.record import CellInfo, Record, Sample, new_record, write_record
 from harness.record.model import MachineInfo
@@ -404,10 +404,25 @@ def steady_cell(seed: int = 30, **axes: Any) -> CellResult:
     )
 
 
+def later(rows: list[Sample]) -> list[Sample]:
+    """``rows`` as samples of other rounds than base's (head's, taken after base's)."""
+    return [replace(row, index=(row.index or 0) + 100) for row in rows]
+
+
+def unpaired_regressed_cell(seed: int = 20) -> CellResult:
+    """A cell whose head is slower by about 20 %, its samples taken in rounds of their own."""
+    return compare_cell(
+        cell_info(),
+        samples(gauss(seed, 8, 100.0, 0.02)),
+        later(samples(gauss(seed + 1, 8, 120.0, 0.02))),
+        settings=SETTINGS,
+    )
+
+
 def test_a_moving_canary_turns_a_regression_inconclusive() -> None:
-    cells = [regressed_cell(), steady_cell()]
-    assert cells[0].verdict is Verdict.REGRESSION
-    # total_s about +20%: a host 25% slower could explain it
+    cells = [unpaired_regressed_cell(), steady_cell()]
+    assert cells[0].verdict is Verdict.REGRESSION and not cells[0].metrics[0].paired
+    # total_s about +20% on samples taken apart from base's: a host 25% slower could explain it
     out, canary = apply_canary(cells, before_mib_s=1500.0, after_mib_s=1200.0, settings=SETTINGS)
     assert canary.to_json() == {
         "before_mib_s": 1500.0,
@@ -428,8 +443,24 @@ def test_a_moving_canary_turns_a_regression_inconclusive() -> None:
     assert steady == cells and canary.to_json()["moved"] is False
 
 
-def test_a_canary_move_smaller_than_the_change_voids_nothing() -> None:
+def test_a_canary_explains_no_change_of_samples_taken_in_the_same_rounds() -> None:
+    # base and head ran in each round (order drawn): a host 25 % slower hit both alike
     cells = [regressed_cell()]
+    assert cells[0].metrics[0].paired
+    out, canary = apply_canary(cells, before_mib_s=1500.0, after_mib_s=1200.0, settings=SETTINGS)
+    assert out == cells and canary.moved is True
+    assert canary.voided == () and canary.kept == (cells[0].cell_id,)
+
+
+def test_a_canary_explains_only_a_change_its_way() -> None:
+    # the host got 25 % faster: it cannot explain a head 20 % slower
+    cells = [unpaired_regressed_cell()]
+    out, canary = apply_canary(cells, before_mib_s=1200.0, after_mib_s=1500.0, settings=SETTINGS)
+    assert out == cells and canary.voided == ()
+
+
+def test_a_canary_move_smaller_than_the_change_voids_nothing() -> None:
+    cells = [unpaired_regressed_cell()]
     # the host moved -10%, total_s +20%: the host cannot explain it
     out, canary = apply_canary(cells, before_mib_s=1500.0, after_mib_s=1350.0, settings=SETTINGS)
     assert canary.to_json()["moved"] is True
@@ -857,3 +888,29 @@ def test_cli_compares_single_record_files(tmp_path: Path) -> None:
     (a,) = base.glob("*.json")
     (b,) = head.glob("*.json")
     assert main(["compare", str(a), str(b)]) == 1
+
+
+def test_axis_sentence_names_every_value_the_regressed_cells_share() -> None:
+    # the gate's two writeback-ide cells regressed; a replayed writeback cell and an ide cell did not
+    def cell(name: str, cache: str, interface: str, verdict: Verdict, measure: str = "guest") -> CellResult:
+        axes = FlatCell(format="raw", cache=cache, interface=interface, measure=measure)
+        return CellResult(cell_id=name, cell=axes, verdict=verdict, kind=Kind.METRIC, reason="")
+
+    cells = [
+        cell("wb-ide-dd", "writeback", "ide", Verdict.REGRESSION),
+        cell("wb-ide-fio", "writeback", "ide", Verdict.REGRESSION),
+        cell("none-ide-dd", "none", "ide", Verdict.UNCHANGED),
+        cell("wb-replay", "writeback", "virtio-blk", Verdict.UNCHANGED, "replay"),
+        cell("none-virtio", "none", "virtio-blk", Verdict.UNCHANGED),
+    ]
+    assert axis_sentence(cells) == (
+        "Every regressed cell has cache=writeback (2 of 3 such cells regressed) and interface=ide "
+        "(2 of 3 such cells regressed); no other cell has all of them."
+    )
+    # two values that only the regressed cells have: both named, and said to go together
+    exact = [*cells[:2], cell("none-virtio-2", "none", "virtio-blk", Verdict.UNCHANGED), cells[4]]
+    assert axis_sentence(exact) == (
+        "Every regressed cell has cache=writeback and interface=ide (2 of 2 such cells regressed, "
+        "0 of 2 others). The cells cannot tell cache=writeback and interface=ide apart: they go "
+        "together in every cell."
+    )

@@ -222,7 +222,9 @@ def test_a_gate_whose_head_changes_the_cache_mode_says_so_before_any_table() -> 
     assert lines[0].startswith("## diskbench: CHANGED: host.flushes -100.0% in policy-dd")
     table = lines.index("| cell | metric | base | head | change (95% CI) | verdict |")
     before = lines[:table]
-    assert before[4].startswith("- **qcow2 writethrough virtio-blk · dd 64M**: `host.flushes` **-100.0%** (")
+    # under the tally, what each kind of cell could have seen; then the changed cell
+    assert before[4].startswith("Could see: 1 guest cell ≥ ")
+    assert before[6].startswith("- **qcow2 writethrough virtio-blk · dd 64M**: `host.flushes` **-100.0%** (")
     assert "- cache: none → writethrough" in before
     assert f"- cell `policy-dd`: base `{base[0].cell.id}` → head `{head[0].cell.id}`" in before
     # the cell's row shows the counter that changed; its fold gives both ids under the gate name

@@ -227,11 +227,15 @@ def test_gate_bad_usage_is_one_line_and_exit_2(
     assert not (tmp_path / "out").exists()
 
 
-def test_the_default_gate_spec_gates_the_io_path_and_fails_on_a_change() -> None:
+def test_the_default_gate_spec_gates_what_can_decide_and_fails_on_a_change() -> None:
     spec = load_gate_spec(GATE_SPEC)
-    assert spec.metrics[:2] == ("total_s", "dev.write_p90_ms")
-    # fio's own QD1 latencies, gated where a cell runs fio: the policy cell does
-    assert "fio.raw-rand-write-qd1.clat_p50_ms" in spec.metrics
+    # a guest cell gates the host's clock of its workload, a replay cell the IO path
+    assert spec.metrics == ("host.workload_s", "replay.wall_s", "replay.write_p50_ms")
+    # the guest's noisy figures are shown, each with why it is not gated
+    assert "fio.raw-rand-write-qd1.clat_p50_ms" in spec.information
+    assert "dev.write_p90_ms" in spec.information and "total_s" in spec.information
+    # every guest cell's pair runs together on one CPU
+    assert spec.guest_together and len(spec.guest_pairs) == len(spec.cells) - len(spec.replay_cells) == 5
     assert spec.cells[0].name == "policy-fio" and spec.cells[0].values["workload"] == "fio"
     # a gate of the default spec fits its 15-minute budget at its default rounds
     assert spec.budget_min <= 15 and spec.rounds >= 8

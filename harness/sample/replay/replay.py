@@ -21,9 +21,7 @@ reason (:class:`~harness.sample.replay.script.ReplayMismatch`):
 
 from __future__ import annotations
 
-import os
 import shutil
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field, replace
@@ -33,6 +31,7 @@ from typing import Any
 from harness.errors import CommandError, ProtocolError, ReplayTimeout
 from harness.host import confine, proc
 from harness.sample import images
+from harness.sample.pairing import PARTNER_WAIT_S, Pairing, meet, shared_cpu
 from harness.sample.replay.capture import graph_of
 from harness.sample.replay.script import (
     Completion,
@@ -57,35 +56,19 @@ from harness.subject.qemu_build import environ_for
 
 DISK_NODE = "disk0"
 REPLAY_TIMEOUT_S = 1800.0
-# how long a pass waits for its partner's qemu-io to be ready before it runs alone
-PARTNER_WAIT_S = 120.0
-
-
-def shared_cpu() -> int | None:
-    """The CPU a pair's two replays share: the last this process may run on (None: unknown)."""
-    try:
-        return max(os.sched_getaffinity(0))
-    except (AttributeError, OSError, ValueError):
-        return None
-
-
-@dataclass(frozen=True)
-class Pairing:
-    """Two replays (base's and head's sample of a gate's pair) that run at the same moment on one CPU.
-
-    Each pass of each replay starts its qemu-io only when the partner's is ready too (``barrier``),
-    and both qemu-io run on ``cpu`` alone (``taskset``): whatever slows the host down then, its disk
-    and the steal and load on that CPU, slows both alike and cancels in their ratio.  Measured on a
-    busy 2-core host (benchmarks/calibrate_replay.py): the A/A log ratio of a request's latency
-    quantile varied 13-15 % between pairs run together on any CPU, 1.4-3 % on one CPU.
-    """
-
-    barrier: threading.Barrier = field(default_factory=lambda: threading.Barrier(2))
-    cpu: int | None = field(default_factory=shared_cpu)
-
-    def prefix(self) -> list[str]:
-        """What runs qemu-io on the pair's CPU."""
-        return [] if self.cpu is None else ["taskset", "--cpu-list", str(self.cpu)]
+# the pair's mechanics moved to harness.sample.pairing (a guest pair shares them); the names stay
+__all__ = [
+    "DISK_NODE",
+    "PARTNER_WAIT_S",
+    "REPLAY_TIMEOUT_S",
+    "Pairing",
+    "ReplaySample",
+    "guest_drive_options",
+    "meet",
+    "qemu_io_beside",
+    "replay",
+    "shared_cpu",
+]
 
 
 def qemu_io_beside(qemu_img: str) -> str:
@@ -254,17 +237,6 @@ class _Pass:
     together: bool = False
 
 
-def _meet(together: Pairing | None) -> bool:
-    """Wait for the partner's pass to be ready; False when there is none or it broke the barrier."""
-    if together is None or together.barrier.broken:
-        return False
-    try:
-        together.barrier.wait(PARTNER_WAIT_S)
-    except threading.BrokenBarrierError:
-        return False
-    return True
-
-
 def _one_pass(
     stream: Stream, cell: Cell, script: list[str], replayer: Replayer, together: Pairing | None = None
 ) -> _Pass:
@@ -289,7 +261,7 @@ def _one_pass(
                 raise ReplayMismatch(why)
             pinned = together.prefix() if together is not None else []
             argv = [*pinned, head[0], "-T", f"enable=bdrv_open_common,file={option_value(traced)}", *head[1:]]
-            met = _meet(together)
+            met = meet(together)
             try:
                 result = proc.run(
                     [*argv, *command_args(script)],

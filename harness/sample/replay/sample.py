@@ -40,7 +40,7 @@ def replay_sampler(
     A gate hands base's stream to the samples of both sides (:mod:`harness.gate.streams`), so
     both serve the very same requests; ``label`` says whose stream it is in the sample.
     ``together``: what the two sides' samples of a pair share when the gate runs them at the same
-    moment on one CPU (:class:`harness.sample.replay.replay.Pairing`).
+    moment on one CPU (:class:`harness.sample.pairing.Pairing`).
     """
 
     given = _Given(stream=stream, passes=passes, label=label, together=together)

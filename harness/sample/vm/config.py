@@ -98,6 +98,9 @@ class Drive:
         return args
 
 
+DEBUG_THREADS = "debug-threads=on"
+
+
 @dataclass(frozen=True)
 class VMConfig:
     kernel: Path
@@ -115,6 +118,9 @@ class VMConfig:
     control: bool = False
     # wait for a migration stream on a UNIX socket (see harness.sample.snapshot)
     incoming: bool = False
+    # the CPUs QEMU and every thread of it run on (empty: any); not part of its command line, so
+    # not of a snapshot's key (see harness.sample.pairing: a gate's pair shares one CPU)
+    affinity: tuple[int, ...] = ()
 
     def argv(
         self,
@@ -137,6 +143,10 @@ class VMConfig:
             "none",
             "-sandbox",
             confine.SANDBOX,
+            # threads named by what they do ("CPU 0/TCG"): the host reads its vCPUs' waits by name
+            # (harness.sample.vm.cpu); not guest-visible
+            "-name",
+            DEBUG_THREADS,
             "-no-reboot",
             # keep QEMU alive after the guest powers off, to read its counters
             "-no-shutdown",

@@ -14,6 +14,7 @@ or QEMU exiting, ends a wait at once.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import signal
@@ -39,6 +40,7 @@ from harness.errors import (
 from harness.host import confine, proc
 from harness.host.workdir import TMP_PREFIX, clean_stale_tmp_dirs
 from harness.sample.vm.config import Drive, VMConfig, handed_config
+from harness.sample.vm.cpu import CpuTimes, cpu_times
 from harness.spec import Interface
 from harness.subject.qemu_build import environ_for
 from harness.untrusted import LOG_BYTES, cap_log, oversized_log, strict_json
@@ -145,7 +147,7 @@ class Machine:
                 start_new_session=True,  # its own process group, to reap it whole
                 # QEMU runs in its own session (a Ctrl-C reaches the harness, which shuts it down
                 # politely) and dies with the harness, which would otherwise leave it holding the image's lock
-                preexec_fn=proc.die_with_parent,
+                preexec_fn=functools.partial(_before_exec, self.config.affinity),
                 # a fetched build loads its own modules (harness.subject.qemu_build)
                 env={**os.environ, **environ_for(self.config.qemu)},
                 **self._handoff.popen_kwargs(),
@@ -469,6 +471,19 @@ class Machine:
             },
         )
 
+    def cpus(self) -> list[int] | None:
+        """The CPUs QEMU may run on (its affinity); None when it is not running."""
+        if self.pid is None:
+            return None
+        try:
+            return sorted(os.sched_getaffinity(self.pid))
+        except OSError:
+            return None
+
+    def cpu_times(self) -> CpuTimes | None:
+        """What QEMU has had of the CPU so far (its own and its vCPUs' waits); None if not told."""
+        return None if self.pid is None else cpu_times(self.pid)
+
     def proc_io(self) -> dict[str, int]:
         """``/proc/PID/io`` of QEMU: what the host process really read and wrote."""
         if self.pid is None:
@@ -482,6 +497,14 @@ class Machine:
         except (OSError, ValueError):
             return {}
         return figures
+
+
+def _before_exec(affinity: tuple[int, ...]) -> None:
+    """In QEMU's process before exec: die with the harness; run on ``affinity`` (every thread
+    QEMU starts inherits it) where given."""
+    proc.die_with_parent()
+    if affinity:
+        os.sched_setaffinity(0, affinity)
 
 
 def _free_bytes(path: Path) -> int | None:
