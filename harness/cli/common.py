@@ -12,7 +12,7 @@ import os
 import re
 import sys
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from harness.subject.binaries import Binaries
 
 if typing.TYPE_CHECKING:
     from harness.rounds.session import MachineOptions
+    from harness.subject.binaries import QemuChoice
     from harness.subject.qemu_build import QemuBuild
 
 
@@ -242,6 +243,64 @@ def qemu_build_flag(value: str) -> QemuBuild | None:
             f"--qemu {value}: {problem}: keep builds where it can read them, as `diskbench qemu get` does"
         )
     return build
+
+
+def qemu_axis(values: Sequence[str], runner: Binaries) -> tuple[QemuChoice, ...]:
+    """Each value of a QEMU axis (``runner``, a version, a build's prefix or a binary) as the
+    binaries it runs: ``runner`` is the run's own (``runner``: ``--qemu``, else the environment,
+    else PATH); a fetched build brings its own qemu-img and qemu-io; a bare qemu-system-x86_64
+    takes the runner's qemu-img.  Two values that name the same binaries are bad input."""
+    from harness.subject.binaries import QemuChoice
+    from harness.subject.qemu_pin import RUNNER
+    from harness.sweep import check_qemu_value
+
+    out: list[QemuChoice] = []
+    for value in values:
+        name = check_qemu_value(value, "--qemu")
+        if name == RUNNER:
+            binaries = runner
+        else:
+            build = qemu_build_flag(name)
+            binaries = (
+                build.binaries()
+                if build is not None
+                else Binaries(qemu=executable("--qemu", name), qemu_img=runner.qemu_img)
+            )
+        twin = next((c for c in out if c.binaries == binaries), None)
+        if twin is not None:
+            raise UsageError(
+                f"--qemu {twin.name} and {name} are the same QEMU ({binaries.qemu}): name it once"
+            )
+        out.append(QemuChoice(name, binaries))
+    return tuple(out)
+
+
+def qemu_choices(values: Sequence[str], args: argparse.Namespace) -> tuple[Binaries, tuple[QemuChoice, ...]]:
+    """The binaries a run or sweep starts with, and its QEMU axis (empty: one build).
+
+    One value is one build, as the global ``--qemu`` takes it (``--qemu-img`` still wins);
+    two or more are an axis: each build runs with its own binaries."""
+    from harness.subject.qemu_pin import RUNNER
+
+    if len(values) <= 1:
+        if values and values[0] != RUNNER:
+            return resolve_binaries(qemu=values[0], qemu_img=args.qemu_img, environ=os.environ), ()
+        return args.binaries, ()
+    choices = qemu_axis(values, args.binaries)
+    return choices[0].binaries, choices
+
+
+def add_qemu_axis(group: Any, *, what: str) -> None:
+    """``--qemu`` of ``run`` and ``sweep``: one build, or several side by side (a QEMU axis)."""
+    group.add_argument(
+        "--qemu",
+        metavar="BUILDS",
+        dest="qemu_axis",
+        default=None,
+        help="the QEMU builds to run, comma-separated: each a version `diskbench qemu list` offers "
+        "(10.0; fetched when needed), a fetched build's prefix, a qemu-system-x86_64, or 'runner' "
+        f"(the QEMU diskbench --qemu names, else the one on PATH); {what}",
+    )
 
 
 def binaries_environ(binaries: Binaries) -> dict[str, str]:

@@ -6,7 +6,14 @@ import argparse
 import typing
 from typing import Any
 
-from harness.cli.common import add_machine_options, choices, err, machine_from_args
+from harness.cli.common import (
+    add_machine_options,
+    add_qemu_axis,
+    choices,
+    err,
+    machine_from_args,
+    qemu_choices,
+)
 from harness.errors import ExitCode, SpecError
 from harness.host.workdir import hold
 from harness.report import render
@@ -73,14 +80,7 @@ def add_parser(sub: Any) -> None:
         )
     rn = run.add_argument_group("how to run")
     rn.add_argument("--repeat", type=int, default=3, help="samples per cell")
-    rn.add_argument(
-        "--qemu",
-        metavar="BUILD",
-        # the global --qemu's value stays unless this one is given
-        default=argparse.SUPPRESS,
-        help="the QEMU to run: as diskbench --qemu (a qemu-system-x86_64, a fetched build's prefix, "
-        "or a version `diskbench qemu list` offers, fetched when needed)",
-    )
+    add_qemu_axis(rn, what="several run every cell under each, side by side (runner,10.0)")
     add_machine_options(rn)
     rn.add_argument(
         "--mem-mib",
@@ -122,6 +122,8 @@ def run(args: argparse.Namespace) -> int:
     if args.repeat < 1:
         raise SpecError(f"--repeat {args.repeat}: use 1 or more")
     cells, skipped = cells_from_args(args)
+    # --qemu of run: one build replaces the global one, several are an axis
+    args.binaries, builds = qemu_choices(split_list(args.qemu_axis or ""), args)
     options = options_from_args(args)
     check_numbers(
         cells, options.machine, max_disk_bytes=args.max_disk_size, mem_mib=options.mem_mib, smp=options.smp
@@ -135,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     for note in skipped:
         err(f"skipped: {note}")
     with hold(args.results_dir, args.work_dir):
-        return _run_cells(options, cells)
+        return _run_cells(options, cells, builds)
 
 
 def options_from_args(args: argparse.Namespace) -> SessionOptions:
@@ -151,10 +153,10 @@ def options_from_args(args: argparse.Namespace) -> SessionOptions:
     )
 
 
-def _run_cells(options: SessionOptions, cells: Any) -> int:
+def _run_cells(options: SessionOptions, cells: Any, builds: Any) -> int:
     from harness.rounds.session import run_cells
 
-    result = run_cells(cells, options, progress=err)
+    result = run_cells(cells, options, progress=err, builds=builds)
     print(render(result.records), end="")
     print(f"records: {result.run_dir}")
     if result.failed_samples:

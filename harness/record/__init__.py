@@ -34,6 +34,7 @@ from harness.record.model import (
 from harness.record.schema import non_finite_problem, schema_problem
 from harness.record.store import (
     RecordDir,
+    build_dirs,
     find_records,
     gate_records,
     load_record,
@@ -57,6 +58,7 @@ __all__ = [
     "Sample",
     "SubjectInfo",
     "VMInfo",
+    "build_dirs",
     "find_records",
     "fingerprint",
     "gate_records",

@@ -48,6 +48,9 @@ class Param:
     fold: bool = False
     bounds: tuple[int, int] | None = None
     flag_choices: bool = False
+    #: the cell id names the value only when it is not the default: a parameter added after
+    #: cells of its workload were recorded leaves their ids as they were
+    quiet_default: bool = False
 
     @property
     def type(self) -> type[int] | type[str]:
@@ -124,7 +127,16 @@ class WorkloadKind:
 
     def slug(self, values: Values) -> str:
         """The workload part of a cell id: ``dd-256m-2m-ext4``."""
-        return "-".join([self.name, *(p.slug.format(values[p.name]) for p in self.params)])
+        return "-".join(
+            [
+                self.name,
+                *(
+                    p.slug.format(values[p.name])
+                    for p in self.params
+                    if not (p.quiet_default and values[p.name] == p.default)
+                ),
+            ]
+        )
 
     def kernel_args(self, values: Values) -> list[str]:
         """What the guest is told: ``diskbench.workload=NAME`` and ``diskbench.KEY=VALUE``."""
