@@ -365,3 +365,64 @@ def test_a_real_history_whose_only_change_is_the_qemu_binary_is_attributed_to_it
         assert change.cause.startswith("not the commit: lines up with QEMU version 7.2.22 → 7.2.99"), (
             change.cause
         )
+
+
+# -- a commit that moves its QEMU pin ---------------------------------------------------------------
+
+V72 = "1:7.2+dfsg-7+deb12u18+b3"
+V10 = "1:10.0.2+ds-2+deb13u1~bpo12+1"
+
+
+def test_a_step_at_a_commit_that_moves_the_qemu_pin_is_the_builds() -> None:
+    from harness.record import new_record
+
+    def rec(pin: str | None, version: str, debian: str) -> Record:
+        policy = {"drive_options": {}, **({"qemu": pin} if pin else {})}
+        machine = {"qemu_version": version, "qemu_debian_version": debian, "qemu": f"/q/{version}"}
+        return new_record(
+            cell={"id": "c"}, machine=machine, subject={"policy": policy}, vm={}, run_id="history"
+        )
+
+    before = commit_identity([rec(None, "7.2.22", V72)])
+    after = commit_identity([rec("10.0", "10.0.2", V10)])
+    assert before["QEMU pin"] == "runner" and after["QEMU pin"] == "10.0"
+    changes = identity_changes(before, after)
+    assert [c.key for c in changes] == ["QEMU pin", "QEMU version", "QEMU build", "QEMU binary"]
+    text = cause(changes, known=True)
+    assert text == (
+        "the QEMU build, not the commit's other changes (the commit moves its QEMU pin): QEMU pin runner → 10.0; "
+        f"QEMU version 7.2.22 → 10.0.2; QEMU build Debian {V72} → Debian {V10}; QEMU binary /q/7.2.22 → /q/10.0.2"
+    )
+    # the same new QEMU without a pin that moved: the runner's, not the commit's
+    runner = commit_identity([rec(None, "10.0.2", V10)])
+    assert cause(identity_changes(before, runner), known=True).startswith(
+        "not the commit: lines up with QEMU version"
+    )
+
+
+def test_the_qemu_page_lists_each_points_build_and_marks_where_it_changes() -> None:
+    from harness.history.changes.points import add_nav_link, render_points
+
+    builds = {
+        c: ("runner", "7.2.22", f"Debian {V72}") if i < 4 else ("10.0", "10.0.2", f"Debian {V10}")
+        for i, c in enumerate(COMMITS)
+    }
+
+    def identity(machine: str, commit: str) -> dict[str, str] | None:
+        if commit == COMMITS[6]:
+            return None  # a commit whose cells all failed: no identity
+        pin, version, build = builds[commit]
+        return {"QEMU pin": pin, "QEMU version": version, "QEMU build": build, "QEMU binary": "<b>"}
+
+    page = render_points([("vm-tcg", c) for c in COMMITS], identity)
+    rows = page.split("<tbody>")[1].split("</tbody>")[0].strip().splitlines()
+    assert len(rows) == 8
+    assert [i for i, r in enumerate(rows) if 'class="new-build"' in r] == [4]
+    assert f"<td>10.0.2</td><td>Debian {V10}</td>" in rows[4] and "&lt;b&gt;" in rows[4]
+    assert "<td>?</td>" in rows[6] and 'class="point"' in rows[7], (
+        "the build after an unknown point is compared with the last known"
+    )
+    index = '<ul><li id="nav-li-regressions"><a href="regressions.html">Regressions</a></li></ul>'
+    linked = add_nav_link(index)
+    assert '<li id="nav-li-qemu"><a href="qemu.html">QEMU builds</a></li>' in linked
+    assert add_nav_link(linked) == linked
