@@ -104,7 +104,10 @@ def run(args: argparse.Namespace) -> int:
     recorded = sweep.recorded_samples(directory, keep_failures=args.keep_failures)
     accel_guess = "kvm" if args.accel == "kvm" else "tcg"
     if builds:
-        print(f"QEMU builds, side by side: {', '.join(f'{b.name} ({b.binaries.qemu})' for b in builds)}")
+        named = ", ".join(f"{b.name} ({b.binaries.qemu})" for b in builds)
+        print(
+            f"QEMU builds, side by side: {named}: every cell runs under each, {len(builds)}x the samples below"
+        )
     print(
         sweep.describe_plan(
             plan,

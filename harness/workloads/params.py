@@ -48,9 +48,14 @@ class Param:
     fold: bool = False
     bounds: tuple[int, int] | None = None
     flag_choices: bool = False
-    #: the cell id names the value only when it is not the default: a parameter added after
-    #: cells of its workload were recorded leaves their ids as they were
+    #: at its default the parameter is left out of the cell id, the record's workload and what
+    #: the guest is told (its init has the same default): a parameter added after cells were
+    #: recorded leaves their ids and records as they were
     quiet_default: bool = False
+
+    def quiet(self, value: Any) -> bool:
+        """Whether ``value`` is left unsaid (:attr:`quiet_default`)."""
+        return self.quiet_default and value == self.default
 
     @property
     def type(self) -> type[int] | type[str]:
@@ -130,11 +135,7 @@ class WorkloadKind:
         return "-".join(
             [
                 self.name,
-                *(
-                    p.slug.format(values[p.name])
-                    for p in self.params
-                    if not (p.quiet_default and values[p.name] == p.default)
-                ),
+                *(p.slug.format(values[p.name]) for p in self.params if not p.quiet(values[p.name])),
             ]
         )
 
@@ -142,7 +143,7 @@ class WorkloadKind:
         """What the guest is told: ``diskbench.workload=NAME`` and ``diskbench.KEY=VALUE``."""
         return [
             f"diskbench.workload={self.name}",
-            *(f"diskbench.{p.name}={values[p.name]}" for p in self.told),
+            *(f"diskbench.{p.name}={values[p.name]}" for p in self.told if not p.quiet(values[p.name])),
         ]
 
     def parser(self) -> OutputParser:
