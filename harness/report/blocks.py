@@ -428,7 +428,9 @@ def series_blocks(series: Series, index: int) -> list[Block]:
         blocks.append(Para(f"Sweep {series.sweep}: {scale} (scale 1: {series.preset.scale_1})."))
     blocks.append(
         Para(
-            f"{machine_line(series)}; {len(series.cells)} cells, {samples} samples"
+            f"{machine_line(series)}; {len({c.id for c in series.cells})} cells"
+            + (f" under {len(series.builds)} QEMU builds" if len(series.builds) > 1 else "")
+            + f", {samples} samples"
             + (f", {failed} FAILED" if failed else ""),
             "loud" if series.accel != "kvm" else "",
         )
