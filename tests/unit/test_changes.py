@@ -148,12 +148,15 @@ def write_results(
 RECORD = Path(__file__).parent / "data" / "history-record-dd.json"
 
 
-def write_record(root: Path, machine: str, commit: str, **identity: str) -> None:
-    """The real record, as if of ``commit``, with ``identity`` replacing machine keys."""
+def write_record(root: Path, machine: str, commit: str, pin: str | None = None, **identity: str) -> None:
+    """The real record, as if of ``commit``, with ``identity`` replacing machine keys (and the QEMU
+    its policy pins, ``pin``: none, the runner's)."""
     directory = root / "results" / "history" / machine / commit / "sweeps" / "history"
     directory.mkdir(parents=True, exist_ok=True)
     record = json.loads(RECORD.read_text())
     record["machine"].update({"qemu": "/usr/bin/qemu-system-x86_64", **identity})
+    if pin not in (None, "runner"):
+        record["subject"]["policy"]["qemu"] = pin
     (directory / f"{record['cell']['id']}.json").write_text(json.dumps(record))
 
 
@@ -326,7 +329,9 @@ def real_run(tmp_path: Path, name: str) -> tuple[dict[str, Any], Path]:
             "version": 2,
         }
         (machine / f"{commit[:8]}-virtualenv-py3.11-setuptools-wheel.json").write_text(json.dumps(data))
-        write_record(tmp_path, run["machine"], commit, **run["identity"][commit])
+        write_record(
+            tmp_path, run["machine"], commit, run.get("pins", {}).get(commit), **run["identity"][commit]
+        )
     return run, tmp_path / "results"
 
 
@@ -349,8 +354,10 @@ def test_a_real_history_with_a_policy_step_has_change_points_at_that_commit_only
     assert total.after / total.before > 4
 
 
-def test_a_real_history_whose_only_change_is_the_qemu_binary_is_attributed_to_it(tmp_path: Path) -> None:
-    run, results = real_run(tmp_path, "history-run-qemu-change.json")
+def test_a_real_history_whose_commit_moves_the_qemu_pin_has_its_steps_attributed_to_the_build(
+    tmp_path: Path,
+) -> None:
+    run, results = real_run(tmp_path, "history-run-qemu-pin.json")
     found = history_changes(
         results_dir=results / "asv",
         records_root=results / "history",
@@ -358,13 +365,26 @@ def test_a_real_history_whose_only_change_is_the_qemu_binary_is_attributed_to_it
         settings=Settings(),
         order=run["order"],
     )
-    first_new = run["order"][4]
-    assert run["identity"][first_new]["qemu_version"] == "7.2.99"
-    assert found.changes and {c.commit for c in found.changes} == {first_new}
+    pinned = run["order"][4]
+    assert run["pins"][pinned] == "10.0" and run["identity"][pinned]["qemu_version"] == "10.0.2"
+    assert run["identity"][run["order"][3]]["qemu_version"] == "7.2.22"
+    assert found.series == 58
+    assert found.changes and {c.commit for c in found.changes} == {pinned}
+    assert {"total_s", "phase.write_s", "s_per_gib", "host.write_calls"} <= {
+        c.series.metric for c in found.changes
+    }
     for change in found.changes:
-        assert change.cause.startswith("not the commit: lines up with QEMU version 7.2.22 → 7.2.99"), (
-            change.cause
-        )
+        assert change.cause.startswith(
+            "the QEMU build, not the commit's other changes (the commit moves its QEMU pin): "
+            "QEMU pin runner → 10.0; QEMU version 7.2.22 → 10.0.2; "
+            "QEMU build Debian 1:7.2+dfsg-7+deb12u18+b3 → Debian 1:10.0.2+ds-2+deb13u1~bpo12+1"
+        ), change.cause
+    write_calls = next(
+        c
+        for c in found.changes
+        if c.series.metric == "host.write_calls" and c.series.cell.startswith("policy")
+    )
+    assert write_calls.after / write_calls.before < 0.7, "10.0.2 writes the same 32 MiB in fewer calls"
 
 
 # -- a commit that moves its QEMU pin ---------------------------------------------------------------
