@@ -153,7 +153,7 @@ def published(
 
 
 def test_asv_flags_the_throttled_commit_and_no_other(
-    published: HistoryResult, commits: tuple[Path, list[str]]
+    published: HistoryResult, four_commits: tuple[Path, list[str]]
 ) -> None:
     repo, commits = four_commits
     assert published.machine is not None and published.machine.endswith("-tcg")
@@ -179,7 +179,7 @@ def test_asv_flags_the_throttled_commit_and_no_other(
 
 
 def test_the_suite_measured_each_commits_own_policy(
-    published: HistoryResult, commits: tuple[Path, list[str]]
+    published: HistoryResult, four_commits: tuple[Path, list[str]]
 ) -> None:
     repo, commits = four_commits
     assert published.machine is not None
@@ -195,7 +195,7 @@ def test_the_suite_measured_each_commits_own_policy(
 
 
 def test_the_commit_that_moves_the_qemu_pin_runs_that_build_and_its_step_is_the_builds(
-    published: HistoryResult, commits: tuple[Path, list[str]]
+    published: HistoryResult, four_commits: tuple[Path, list[str]]
 ) -> None:
     from harness.history.changes.attribution import cause, identity_changes
     from harness.history.changes.find import records_identity
