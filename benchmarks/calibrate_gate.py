@@ -105,22 +105,22 @@ def one_gate(
 
 def summarize(out: Path, *, wall_s: float | None = None) -> dict[str, Any]:
     """What the calibration keeps of one gate run: its verdicts, from its comparison.json."""
-    doc = load_comparison(out / "comparison.json")
-    used_min = (doc.get("budget") or {}).get("used_min")
+    comparison = load_comparison(out / "comparison.json")
+    used_min = comparison.budget.used_min if comparison.budget is not None else None
     return {
         "out": str(out),
         "wall_s": round(wall_s if wall_s is not None else (used_min or 0) * 60, 1),
-        "verdict": doc["verdict"],
-        "fails": doc["summary"]["fails"],
+        "verdict": comparison.verdict.value,
+        "fails": comparison.summary.fails,
         "cells": {
-            c["cell"].get("gate_name", c["cell_id"]): {
-                "verdict": c["verdict"],
-                "rounds": c["rounds"],
-                "ratio": next((m["ratio"] for m in c["metrics"] if m["metric"] == "total_s"), None),
+            c.name: {
+                "verdict": c.verdict.value,
+                "rounds": c.rounds,
+                "ratio": next((m.ratio for m in c.metrics if m.metric == "total_s"), None),
             }
-            for c in doc["cells"]
+            for c in comparison.cells
         },
-        "canary": doc.get("canary"),
+        "canary": comparison.canary.to_json() if comparison.canary is not None else None,
     }
 
 

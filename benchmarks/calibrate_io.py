@@ -43,6 +43,7 @@ from typing import Any
 from harness.compare import Settings, Verdict, compare_family
 from harness.gate import GATE_SPEC, load_gate_spec, settings_for
 from harness.guest import build_guest
+from harness.record import CellInfo, Sample
 from harness.rounds.cell import new_run_id
 from harness.sample.guest_sampler import RunOptions, run_sample
 from harness.spec import make_cell
@@ -232,13 +233,13 @@ def analyse(args: argparse.Namespace) -> None:
         for _ in range(args.draws):
             picks = sorted(rng.sample(rounds, k))
 
-            def side(arm: str, picks: list[int] = picks) -> list[dict[str, Any]]:
+            def side(arm: str, picks: list[int] = picks) -> list[Sample]:
                 return [
-                    {"index": i, "status": by_arm[arm][r]["status"], "metrics": by_arm[arm][r]["metrics"]}
+                    Sample(index=i, status=by_arm[arm][r]["status"], metrics=by_arm[arm][r]["metrics"])
                     for i, r in enumerate(picks)
                 ]
 
-            cell = make_cell(**cell_values).as_dict()
+            cell = CellInfo(make_cell(**cell_values).as_dict())
             (result,) = compare_family([(cell, side(base), side(name))], settings=settings)
             verdicts[result.verdict.value] = verdicts.get(result.verdict.value, 0) + 1
             if result.verdict is Verdict.REGRESSION or (

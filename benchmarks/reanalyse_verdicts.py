@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 from harness.compare import Settings, Verdict, compare_family, compare_records  # noqa: E402
 from harness.compare.settings import TESTS  # noqa: E402
 from harness.gate import GATE_SPEC, load_gate_spec, settings_for  # noqa: E402
-from harness.record import Sample, gate_records, scan_records  # noqa: E402
+from harness.record import CellInfo, Sample, gate_records, scan_records  # noqa: E402
 from harness.spec import make_cell  # noqa: E402
 
 # calibrate_io.py's default cell, when the session predates its cell.json
@@ -92,7 +92,9 @@ def io(args: argparse.Namespace) -> dict[str, Any]:
         by_arm.setdefault(e["arm"], {})[e["round"]] = e
     rounds = sorted(set.intersection(*(set(by_arm[a]) for a in arms)))
     cell_file = out / "cell.json"
-    cell = make_cell(**(json.loads(cell_file.read_text()) if cell_file.exists() else DEFAULT_CELL)).as_dict()
+    cell = CellInfo(
+        make_cell(**(json.loads(cell_file.read_text()) if cell_file.exists() else DEFAULT_CELL)).as_dict()
+    )
     base = arms[0]
     ks = [k for k in (int(x) for x in args.rounds.split(",")) if k <= len(rounds)]
     settings = {test: io_settings(args, test) for test in TESTS}

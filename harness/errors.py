@@ -18,6 +18,8 @@ The tree::
     |       +-- GuestIOError     QEMU stopped the guest on a host IO error
     |           +-- WorkDirFull  ... because the work dir is full (ENOSPC)
     +-- ProtocolError            the guest's report is missing or malformed
+    |   +-- ReplayTimeout        a replay's qemu-io ran past its deadline
+    |   +-- StreamOverCap        a recording's write log or trace grew past its cap
     +-- RecordError              a stored record cannot be read (old, truncated)
 
 Errors carry their evidence (argv, exit code, log tail) so that a failed
@@ -84,11 +86,14 @@ class CommandError(InfraError):
         argv: Sequence[str] = (),
         returncode: int | None = None,
         stderr: str = "",
+        timed_out: bool = False,
     ) -> None:
         super().__init__(message, log_tail=stderr[-2000:])
         self.argv = list(argv)
         self.returncode = returncode
         self.stderr = stderr
+        #: the command was killed at its deadline
+        self.timed_out = timed_out
 
 
 class ImageError(CommandError):
@@ -137,6 +142,15 @@ class WorkDirFull(GuestIOError):
 
 class ProtocolError(HarnessError):
     """The guest's report is missing or malformed: a failed sample, never a number."""
+
+
+class ReplayTimeout(ProtocolError):
+    """A replay's qemu-io ran past its deadline (a head's: the gate's ``head-timed-out``)."""
+
+
+class StreamOverCap(ProtocolError):
+    """A recording's write log or trace grew past its cap: the guest writes far more than the cell's
+    disk (a head's: a structural change of the cell, never an infrastructure error)."""
 
 
 class RecordError(HarnessError):

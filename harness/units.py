@@ -6,7 +6,7 @@ Pure: what a terminal shows.  The raw values stay in records and JSON; only text
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 KIB = 1024
@@ -21,23 +21,43 @@ def human_bytes(value: float) -> str:
     return f"{value:.0f} B"
 
 
+def significant(value: float, digits: int = 3) -> str:
+    """``value`` with ``digits`` significant digits in fixed notation, trailing zeros kept:
+    ``1.1`` -> ``"1.10"``, ``87.54`` -> ``"87.5"``, ``42140.3`` -> ``"42140"`` (never ``4.214e+04``)."""
+    places = decimals(value, digits)
+    # 9.9996 rounds up to 10.00: the rounded value's own places (10.0) keep the digits the same
+    return f"{value:.{min(places, decimals(round(value, places), digits))}f}"
+
+
+def decimals(value: float, digits: int = 3) -> int:
+    """How many decimals give ``value`` ``digits`` significant digits (0 for large values)."""
+    size = abs(value)
+    if size == 0 or not math.isfinite(size):
+        return 0
+    return max(0, digits - (math.floor(math.log10(size)) + 1))
+
+
 def human_seconds(value: float) -> str:
-    """``0.0123`` -> ``"12.3 ms"``, ``28.66`` -> ``"28.66 s"``, ``439.6`` -> ``"7 min 20 s"``."""
+    """``0.0123`` -> ``"12.3 ms"``, ``1.1`` -> ``"1.10 s"``, ``439.6`` -> ``"7 min 20 s"``."""
     size = abs(value)
     if size == 0:
         return "0 s"
     if size < 1e-3:
-        return f"{value * 1e6:.3g} µs"
+        return f"{significant(value * 1e6)} µs"
     if size < 1.0:
-        return f"{value * 1e3:.3g} ms"
+        return f"{significant(value * 1e3)} ms"
     if size < 120.0:
-        return f"{value:.2f} s"
+        return f"{significant(value)} s"
     minutes, seconds = divmod(round(value), 60)
     return f"{minutes} min {seconds:02d} s"
 
 
 def human(value: float | None, unit: str) -> str:
-    """A value of a metric in its unit, scaled for a person: ``-`` for none, ``n/a`` for not finite."""
+    """A value of a metric in its unit, for a person: ``-`` for none, ``n/a`` for not finite.
+
+    Times in seconds and bytes are scaled (ms/s/min, KiB/MiB/GiB); every other metric stays in
+    its own unit (a ``_ms`` latency in ms, whatever its size).  Three significant digits with
+    their trailing zeros, counts as whole numbers, never scientific notation."""
     if value is None:
         return "-"
     if not math.isfinite(value):
@@ -46,17 +66,84 @@ def human(value: float | None, unit: str) -> str:
         return human_bytes(value)
     if unit == "s":
         return human_seconds(value)
-    if unit == "ms":
-        return human_seconds(value / 1e3)
-    if unit == "MiB/s":
-        return f"{value:.1f} MiB/s"
     if unit == "ratio":
         return f"{value:.3f}"
-    if unit == "%":
-        return f"{value:.1f}%"
     if unit in ("", "count"):
-        return f"{value:.0f}" if float(value).is_integer() else f"{value:.4g}"
-    return f"{value:.4g} {unit}"
+        return f"{value:.0f}" if float(value).is_integer() or abs(value) >= 100 else significant(value)
+    return f"{significant(value)} {unit}"
+
+
+# -- columns: one scale and one precision per column ---------------------------------------
+
+
+@dataclass(frozen=True)
+class Column:
+    """How a column of one metric's values is printed: the unit its header names (``ms``,
+    ``MiB``), the factor from the metric's unit to it, and whether its values are whole counts;
+    every other value gets the same significant digits."""
+
+    unit: str
+    factor: float = 1.0
+    whole: bool = False
+    digits: int = 3
+
+    def __call__(self, value: float | None) -> str:
+        if value is None:
+            return "-"
+        if not math.isfinite(value):
+            return "n/a"
+        scaled = value / self.factor
+        if self.whole or abs(scaled) >= 10 ** (self.digits - 1):
+            return f"{scaled:.0f}"
+        return significant(scaled, self.digits)
+
+
+_BYTE_SCALES = (("GiB", KIB**3), ("MiB", KIB**2), ("KiB", KIB), ("B", 1))
+
+
+def column(values: Sequence[float], unit: str, *, digits: int = 3) -> Column:
+    """The one format of a column of values of a metric in ``unit``: bytes and seconds scaled by
+    the column's largest value (a column under a second is in ms), every other unit as it is;
+    counts whole, the rest with ``digits`` significant digits (``1.10``, ``87.5``, ``0.0452``)."""
+    finite = [abs(v) for v in values if math.isfinite(v)]
+    top = max(finite, default=0.0)
+    if unit in ("", "count") and all(float(v).is_integer() for v in finite):
+        return Column(unit, whole=True)
+    if unit == "B":
+        label, factor = next(((n, float(f)) for n, f in _BYTE_SCALES if top >= f), ("B", 1.0))
+        return Column(label, factor, digits=digits)
+    if unit == "s" and 0 < top < 1.0:
+        return Column("ms", 1e-3, digits=digits)
+    return Column(unit, digits=digits)
+
+
+def short_names(names: Sequence[str], sep: str = ".", dash: str = "-") -> tuple[str, list[str]]:
+    """What every one of ``names`` shares, and each name without it.
+
+    First the parts (split at ``sep``) they all share go, then, within each remaining part, the
+    words (split at ``dash``) that part has in every name, as long as the names stay apart:
+    ``["raw-off-2g.wb.dd", "qcow2-off-2g.wb.dd"]`` -> ``("off-2g, wb.dd", ["raw", "qcow2"])``.
+    A single name keeps its first part."""
+    split = [n.split(sep) for n in names]
+    if not split:
+        return "", []
+    width = min(len(parts) for parts in split)
+    shared = [i for i in range(width) if len({p[i] for p in split}) == 1 and (len(names) > 1 or i > 0)]
+    kept = [[p for i, p in enumerate(parts) if i not in shared] for parts in split]
+    common: list[str] = []
+    if len(names) > 1 and len({len(k) for k in kept}) == 1:
+        for i in range(len(kept[0])):
+            words = [part[i].split(dash) for part in kept]
+            same = set(words[0]).intersection(*words[1:])
+            trimmed = [dash.join(w for w in ws if w not in same) for ws in words]
+            whole = [sep.join([*k[:i], t, *k[i + 1 :]]) for k, t in zip(kept, trimmed, strict=True)]
+            if same and all(trimmed) and len(set(whole)) == len(whole):
+                for part, text in zip(kept, trimmed, strict=True):
+                    part[i] = text
+                common.append(dash.join(w for w in words[0] if w in same))
+    common += [sep.join(split[0][i] for i in shared)] if shared else []
+    shorts = [sep.join(k) or name for k, name in zip(kept, names, strict=True)]
+    return ", ".join(common), shorts
 
 
 # -- colour ---------------------------------------------------------------------------------
@@ -90,6 +177,11 @@ def pad(text: str, width: int, *, right: bool = False) -> str:
     visible = len(_strip(text))
     fill = " " * max(0, width - visible)
     return fill + text if right else text + fill
+
+
+def visible_width(text: str) -> int:
+    """The columns ``text`` takes on a terminal (its colour codes take none)."""
+    return len(_strip(text))
 
 
 def _strip(text: str) -> str:

@@ -3,8 +3,8 @@
 A gate run builds both its sides in checkouts it removes again; a step is two
 gate runs against the ends, so the ends would be built again at every step and
 the step commit twice.  Here each commit is checked out and built once, by the
-gate's own :func:`~harness.gate.prepare_subject` (as the unprivileged account,
-in a checkout given to it), and its binaries are handed to the gate runs as
+gate's own :func:`~harness.gate.prepare_subject` (as a fresh account of its own,
+in a checkout given to it alone, sealed read-only after it), and its binaries are handed to the gate runs as
 the side's own QEMU, which they then do not build.  The checkouts live in a
 temporary directory removed when the bisection ends or stops.
 """
@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.gate import SubjectSource, prepare_subject, remove_worktree
+from harness.gate.build import BuildInfo
 
 
 class Builds:
@@ -35,7 +36,7 @@ class Builds:
         self.build_command = build_command
         self.default_policy = default_policy
         self.log = log
-        self.built: dict[str, tuple[str | None, str | None]] = {}
+        self.built: dict[str, tuple[str | None, str | None, BuildInfo | None]] = {}
         self.checkouts: list[Path] = []
         self._root: Path | None = None
 
@@ -56,9 +57,9 @@ class Builds:
                 build_command=self.build_command,
                 log=self.log,
             )
-            self.built[commit] = (subject.qemu, subject.qemu_img)
-        qemu, qemu_img = self.built[commit]
-        return SubjectSource(label, commit, qemu=qemu, qemu_img=qemu_img)
+            self.built[commit] = (subject.qemu, subject.qemu_img, subject.build)
+        qemu, qemu_img, build = self.built[commit]
+        return SubjectSource(label, commit, qemu=qemu, qemu_img=qemu_img, build=build)
 
     @property
     def root(self) -> Path:

@@ -13,7 +13,8 @@ def add_parser(sub: Any) -> None:
         "accel",
         help="say which accelerator works here, and why",
         description=(
-            "Boot the guest under KVM once (the result is cached per host boot and QEMU binary) and "
+            "Boot the guest under KVM once (the result is cached per host kernel and QEMU binary, by its "
+            "path and digest: another kernel or QEMU build probes again) and "
             "say which accelerator samples will run under, why, and what to do if KVM does not work."
         ),
     )

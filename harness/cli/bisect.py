@@ -70,6 +70,7 @@ def add_parser(sub: Any) -> None:
     )
     bisect.add_argument(
         "--out",
+        metavar="DIR",
         type=Path,
         default=None,
         help="output dir, and the state to go on from (default: RESULTS/bisect/GOOD..BAD)",

@@ -7,12 +7,13 @@ argparse lives only in :mod:`harness.cli`; the domain functions take plain value
 from __future__ import annotations
 
 import argparse
+import difflib
 import logging
 import os
 import re
 import sys
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,6 @@ from harness.subject.binaries import Binaries
 
 if typing.TYPE_CHECKING:
     from harness.rounds.session import MachineOptions
-    from harness.subject.binaries import QemuChoice
     from harness.subject.qemu_build import QemuBuild
 
 
@@ -53,6 +53,17 @@ class HelpFormatter(argparse.HelpFormatter):
         return f"{text} (default: {_shown_default(default)})"
 
 
+def _options(parser: argparse.ArgumentParser) -> list[str]:
+    """Every flag of ``parser`` and of its sub-commands (unknown flags reach the top parser)."""
+    found: list[str] = []
+    for action in parser._actions:
+        found += action.option_strings
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found += _options(sub)
+    return list(dict.fromkeys(found))
+
+
 def _shown_default(default: object) -> str:
     if isinstance(default, Path):
         return shown_path(default).replace("%", "%%")
@@ -67,6 +78,16 @@ class Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> typing.NoReturn:
+        """argparse's error, with the nearest flags of this command for one it does not know."""
+        if message.startswith("unrecognized arguments:"):
+            options = _options(self)
+            given = [w for w in message.split(":", 1)[1].split() if w.startswith("-")]
+            hints = [f"{w}{nearest(w.split('=')[0], options, count=2)}" for w in given]
+            if any("did you mean" in h for h in hints):
+                message += " (" + "; ".join(h for h in hints if "did you mean" in h) + ")"
+        super().error(message)
 
 
 def err(msg: str) -> None:
@@ -245,67 +266,81 @@ def qemu_build_flag(value: str) -> QemuBuild | None:
     return build
 
 
-def qemu_axis(values: Sequence[str], runner: Binaries) -> tuple[QemuChoice, ...]:
-    """Each value of a QEMU axis (``runner``, a version, a build's prefix or a binary) as the
-    binaries it runs: ``runner`` is the run's own (``runner``: ``--qemu``, else the environment,
-    else PATH); a fetched build brings its own qemu-img and qemu-io; a bare qemu-system-x86_64
-    takes the runner's qemu-img.  Two values that name the same binaries are bad input."""
-    from harness.subject.binaries import QemuChoice
-    from harness.subject.qemu_pin import RUNNER
-    from harness.sweep import check_qemu_value
-
-    out: list[QemuChoice] = []
-    for value in values:
-        name = check_qemu_value(value, "--qemu")
-        if name == RUNNER:
-            binaries = runner
-        else:
-            build = qemu_build_flag(name)
-            binaries = (
-                build.binaries()
-                if build is not None
-                else Binaries(qemu=executable("--qemu", name), qemu_img=runner.qemu_img)
-            )
-        twin = next((c for c in out if c.binaries == binaries), None)
-        if twin is not None:
-            raise UsageError(
-                f"--qemu {twin.name} and {name} are the same QEMU ({binaries.qemu}): name it once"
-            )
-        out.append(QemuChoice(name, binaries))
-    return tuple(out)
-
-
-def qemu_choices(values: Sequence[str], args: argparse.Namespace) -> tuple[Binaries, tuple[QemuChoice, ...]]:
-    """The binaries a run or sweep starts with, and its QEMU axis (empty: one build).
-
-    One value is one build, as the global ``--qemu`` takes it (``--qemu-img`` still wins);
-    two or more are an axis: each build runs with its own binaries."""
-    from harness.subject.qemu_pin import RUNNER
-
-    if len(values) <= 1:
-        if values and values[0] != RUNNER:
-            return resolve_binaries(qemu=values[0], qemu_img=args.qemu_img, environ=os.environ), ()
-        return args.binaries, ()
-    choices = qemu_axis(values, args.binaries)
-    return choices[0].binaries, choices
-
-
-def add_qemu_axis(group: Any, *, what: str) -> None:
-    """``--qemu`` of ``run`` and ``sweep``: one build, or several side by side (a QEMU axis)."""
-    group.add_argument(
-        "--qemu",
-        metavar="BUILDS",
-        dest="qemu_axis",
-        default=None,
-        help="the QEMU builds to run, comma-separated: each a version `diskbench qemu list` offers "
-        "(10.0; fetched when needed), a fetched build's prefix, a qemu-system-x86_64, or 'runner' "
-        f"(the QEMU diskbench --qemu names, else the one on PATH); {what}",
-    )
-
-
 def binaries_environ(binaries: Binaries) -> dict[str, str]:
     """The environment that hands ``binaries`` to another diskbench process (the history suite's)."""
     return {ENV_QEMU: binaries.qemu, ENV_QEMU_IMG: binaries.qemu_img}
+
+
+RECORDS_HELP = (
+    "a record file, a run's or sweep's directory (results/records/RUN_ID, results/sweeps/NAME), "
+    "a results directory (its newest run) or latest (latest~1: the run before it)"
+)
+
+
+def named_records(name: str | Path) -> Path:
+    """The records a person named (see :func:`harness.record.name_records`); how a name was read
+    (``results``: its newest run) goes to stderr."""
+    from harness.record import name_records
+
+    named = name_records(str(name), results_dir=default_results_dir())
+    if named.note:
+        err(named.note)
+    return named.path
+
+
+# how a deprecated spelling's help starts: the new name follows
+DEPRECATED = "deprecated: the old spelling of"
+
+
+def add_output_format(parser: Any, formats: tuple[str, ...], help_text: str) -> None:
+    """``--output-format FORMAT`` (what a command prints), and ``--format``, its old spelling in
+    ``show``, ``compare`` and ``history changes``, kept working with a deprecation line: in
+    ``run`` and ``sweep`` specs ``format`` is the image format."""
+    parser.add_argument(
+        "--output-format",
+        choices=formats,
+        default="text",
+        metavar="FORMAT",
+        help=f"{help_text}; one of %(choices)s",
+    )
+    parser.add_argument(
+        "--format",
+        dest="old_output_format",
+        choices=formats,
+        default=None,
+        metavar="FORMAT",
+        help=f"{DEPRECATED} --output-format",
+    )
+
+
+def output_format(args: argparse.Namespace) -> str:
+    """The output format asked for (``--format``, the old spelling, says it is deprecated)."""
+    old = getattr(args, "old_output_format", None)
+    if old is not None:
+        err(
+            f"diskbench: --format {old} is now --output-format {old} (--format is the image format in "
+            "run); the old spelling goes in a later version"
+        )
+        return str(old)
+    return str(args.output_format)
+
+
+def add_junit_option(parser: Any, *, default: str) -> None:
+    """``--junit FILE``: the verdicts as JUnit XML (``compare`` and ``gate``)."""
+    parser.add_argument(
+        "--junit",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help=f"write the verdicts as JUnit XML here: a testcase per cell, a regression a failure, an "
+        f"inconclusive cell skipped with its reason (without it: {default})",
+    )
+
+
+def nearest(name: str, names: Iterable[str], *, count: int = 3) -> str:
+    """``: did you mean A, B?`` with the names nearest to ``name`` (difflib), or empty."""
+    close = difflib.get_close_matches(name, list(dict.fromkeys(names)), n=count, cutoff=0.5)
+    return f": did you mean {', '.join(close)}?" if close else ""
 
 
 def add_compare_options(parser: Any) -> None:
@@ -321,8 +356,8 @@ def add_compare_options(parser: Any) -> None:
             {
                 "action": "append",
                 "default": None,
-                "metavar": "NAME",
-                "help": "a gated metric (repeatable; default: total_s): its regression fails the comparison",
+                "metavar": "PATTERN",
+                "help": METRIC_HELP + ": gated, their regression fails the comparison (default: total_s)",
             },
         ),
         (
@@ -386,17 +421,48 @@ def add_compare_options(parser: Any) -> None:
             continue  # the parser has its own
 
 
-def settings_from_args(args: argparse.Namespace) -> Settings:
+# what --metric is, in every command that has it (show, compare, gate, bisect)
+METRIC_HELP = (
+    "metrics by name or glob, e.g. total_s, 'phase.*' or 'fio.*.iops' (repeatable, or comma-separated)"
+)
+
+
+def metric_names(patterns: Iterable[str], names: Iterable[str]) -> list[str]:
+    """The metrics ``patterns`` (globs, comma-separated) name among ``names``; a pattern that
+    names none is a :class:`UsageError` that lists the nearest names."""
+    import fnmatch
+
+    from harness.spec import split_list
+
+    known = list(dict.fromkeys(names))
+    chosen: list[str] = []
+    for text in patterns:
+        for pattern in split_list(text):
+            hits = [n for n in known if fnmatch.fnmatchcase(n, pattern)]
+            if not hits and not any(c in pattern for c in "*?["):
+                hits = [pattern]  # an exact name: checked by whoever reads it
+            if not hits:
+                raise UsageError(f"--metric {pattern!r} matches no metric{nearest(pattern, known) or ''}")
+            chosen += hits
+    return list(dict.fromkeys(chosen))
+
+
+def settings_from_args(args: argparse.Namespace, *, names: Iterable[str] = ()) -> Settings:
     """:class:`Settings` from the options of :func:`add_compare_options`; bad values are UsageError.
 
-    An option that is missing or None (a parser that leaves it to a spec) takes Settings' default.
+    ``--metric`` globs match among ``names`` (the records' metrics) and every metric with a fixed
+    name.  An option that is missing or None (a parser that leaves it to a spec) takes Settings'
+    default.
     """
+    from harness.workloads import all_metrics
+
+    known = [*names, *all_metrics()]
     metrics: list[str] = []
-    for name in getattr(args, "metric", None) or ["total_s"]:
+    for name in metric_names(getattr(args, "metric", None) or ["total_s"], known):
         try:
             metrics.append(check_gated_metric(name.strip()))
         except UsageError as exc:
-            raise UsageError(f"--metric {name!r}: {exc.message}") from None
+            raise UsageError(f"--metric {name!r}: {exc.message}{nearest(name, known)}") from None
     rules = dict(parse_rule(text, what="--rule") for text in getattr(args, "rule", None) or [])
     min_effect = getattr(args, "min_effect", None)
     return Settings(

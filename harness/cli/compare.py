@@ -10,17 +10,26 @@ from pathlib import Path
 from typing import Any
 
 from harness.cli.common import (
+    RECORDS_HELP,
     add_compare_options,
+    add_junit_option,
+    add_output_format,
     add_pages_option,
     compare_argv,
     err,
+    named_records,
+    output_format,
     pages_url_from_args,
     settings_from_args,
 )
 from harness.compare.comparison import COMPARISON_NAME, SUMMARY_NAME, compare_paths, verdict_exit_code
+from harness.compare.model import Comparison
 from harness.compare.pointers import Pointers
 from harness.compare.settings import Settings
 from harness.compare.text_table import SORTS, render_text
+from harness.compare.verdict import Verdict
+from harness.files import write_text_atomic
+from harness.report.exports import EXPORTS, comparison_junit, render_comparison
 from harness.units import Style, wants_color
 
 
@@ -34,13 +43,13 @@ def add_parser(sub: Any) -> None:
             "an interleaved run on one runner. Per cell and gated metric: Mann-Whitney U test, "
             "bootstrap interval of the ratio of medians (paired by round when the rounds match) and "
             "a minimum effect; structural counters that moved make a cell 'changed'. Prints a table of "
-            "every cell (--format markdown: the summary a pull request gets; json: comparison.json). "
+            "every cell (--output-format markdown: the summary a pull request gets; json: comparison.json). "
             "Exit 1 when a cell regressed or changed (unless --changed-passes), 2 when a side has no "
             "record, else 0."
         ),
     )
-    parser.add_argument("base", type=Path, help="base records: a record file or a directory of them")
-    parser.add_argument("head", type=Path, help="head records: a record file or a directory of them")
+    parser.add_argument("base", help=f"base's records: {RECORDS_HELP}")
+    parser.add_argument("head", help="head's records, named as base's are (e.g. latest)")
     parser.add_argument(
         "--out",
         type=Path,
@@ -49,14 +58,16 @@ def add_parser(sub: Any) -> None:
         help=f"write {COMPARISON_NAME} and {SUMMARY_NAME} into DIR (atomically)",
     )
     shown = parser.add_argument_group("what is printed")
-    shown.add_argument(
-        "--format",
-        choices=("text", "markdown", "json"),
-        default="text",
-        help="text: an aligned table of every cell (colour on a terminal unless NO_COLOR is set); "
+    add_output_format(
+        shown,
+        ("text", "markdown", "json", *EXPORTS, "junit"),
+        "text: an aligned table of every cell (colour on a terminal unless NO_COLOR is set); "
         f"markdown: the summary a pull request gets ({SUMMARY_NAME}); json: the comparison "
-        f"document ({COMPARISON_NAME}, raw values)",
+        f"document ({COMPARISON_NAME}, raw values); csv: a row per cell and metric; bmf: head's "
+        "medians in Bencher Metric Format; github-action-benchmark: head's medians as its "
+        "customSmallerIsBetter JSON; junit: the verdicts as JUnit XML",
     )
+    add_junit_option(parser, default="none, or junit.xml in --out DIR")
     shown.add_argument(
         "--only-changed", action="store_true", help="text: leave out the cells whose verdict is unchanged"
     )
@@ -71,28 +82,139 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    settings = settings_from_args(args)
-    reproduce = ["diskbench", "compare", str(args.base), str(args.head), *compare_argv(args)]
+    from harness.record import find_records
+
+    base, head = named_records(args.base), named_records(args.head)
+    names = [
+        n
+        for path in (base, head)
+        for r in find_records([path], recursive=True)
+        for s in r.samples
+        for n in s.metrics
+    ]
+    settings = settings_from_args(args, names=names)
+    reproduce = ["diskbench", "compare", str(base), str(head), *compare_argv(args)]
     if settings.seed != Settings.seed:
         reproduce += ["--seed", str(settings.seed)]
     result = compare_paths(
-        args.base,
-        args.head,
+        base,
+        head,
         settings=settings,
         out=args.out,
         warn=err,
         pointers=Pointers(pages_url=pages_url_from_args(args), reproduce=tuple(reproduce)),
     )
-    if args.format == "json":
-        print(json.dumps(result.document, indent=2, allow_nan=False))
-    elif args.format == "markdown":
+    fmt = output_format(args)
+    comparison = result.comparison
+    decide = decide_commands(comparison, base, settings=settings)
+    junit = comparison_junit(comparison, decide=decide)
+    if fmt in EXPORTS:
+        print(render_comparison(comparison, fmt), end="")
+    elif fmt == "junit":
+        print(junit, end="")
+    elif fmt == "json":
+        print(json.dumps(comparison.to_json(), indent=2, allow_nan=False))
+    elif fmt == "markdown":
         print(result.markdown, end="")
     else:
         style = Style(wants_color(isatty=sys.stdout.isatty(), environ=os.environ))
-        print(
-            render_text(result.document, only_changed=args.only_changed, sort=args.sort, style=style), end=""
-        )
+        print(render_text(comparison, only_changed=args.only_changed, sort=args.sort, style=style), end="")
+    if fmt == "text":
+        print(decide_text(comparison, base, head, settings=settings), end="")
+    # beside a document on stdout, paths go to stderr: stdout stays one document
+    say = print if fmt == "text" else err
+    for path in [args.junit, *([args.out / JUNIT_NAME] if args.out is not None else [])]:
+        if path is not None:
+            write_text_atomic(path, junit)
+            say(f"junit: {path}")
     if args.out is not None:
-        # beside JSON on stdout, the path goes to stderr: stdout stays one document
-        (err if args.format == "json" else print)(f"comparison: {args.out / COMPARISON_NAME}")
-    return verdict_exit_code(result.document)
+        say(f"comparison: {args.out / COMPARISON_NAME}")
+    return verdict_exit_code(comparison)
+
+
+def rounds_to_decide(comparison: Comparison, settings: Settings) -> tuple[list[str], int | None]:
+    """The inconclusive cells' ids, and how many samples a cell each side would decide them
+    (None: more samples would not, their change sits on the minimum effect)."""
+    rows = [r for r in comparison.summary.sensitivity if r.verdict is Verdict.INCONCLUSIVE]
+    needed: list[int] = []
+    for row in rows:
+        have = row.rounds
+        if row.rounds_to_decide is not None:
+            needed.append(max(row.rounds_to_decide, settings.min_samples))
+        elif have < settings.min_samples:
+            needed.append(settings.min_samples)
+    cells = list(dict.fromkeys(r.cell_id for r in rows))
+    return cells, max(needed) if needed else None
+
+
+JUNIT_NAME = "junit.xml"
+
+
+def decide_commands(comparison: Comparison, base: Path, *, settings: Settings) -> dict[str, str]:
+    """Per inconclusive cell, the ``diskbench run`` of that cell with the samples that would
+    decide it (run once per side, then compare); none where more samples would not."""
+    from harness.cli.run import run_argv
+    from harness.compare.pointers import command_line
+    from harness.record import find_records
+    from harness.spec import Cell
+
+    cells, samples = rounds_to_decide(comparison, settings)
+    if not cells or samples is None:
+        return {}
+    records = {r.cell_id: r for r in find_records([base], recursive=True) if r.cell_id in cells}
+    return {
+        cell_id: command_line(run_argv([Cell.from_dict(record.cell.data)], repeat=samples))
+        + " (once per side), then diskbench compare latest~1 latest"
+        for cell_id, record in records.items()
+    }
+
+
+def decide_text(comparison: Comparison, base: Path, head: Path, *, settings: Settings) -> str:
+    """What to run to decide the inconclusive cells: their ``diskbench run`` with enough samples,
+    once per side, and the comparison of those two runs; empty when nothing is inconclusive."""
+    from harness.cli.run import run_argv
+    from harness.record import find_records
+    from harness.spec import Cell
+
+    cells, samples = rounds_to_decide(comparison, settings)
+    if not cells:
+        return ""
+    count = f"{len(cells)} inconclusive cell{'s' if len(cells) != 1 else ''}"
+    if samples is None:
+        return (
+            f"\nMore samples would not decide the {count}: the change sits on the minimum effect; "
+            "set that metric's own with --rule METRIC:PCT\n"
+        )
+    records = [r for r in find_records([base], recursive=True) if r.cell_id in cells]
+    argv = run_argv([Cell.from_dict(r.cell.data) for r in records], repeat=samples)
+    return "\n".join(
+        [
+            "",
+            f"To decide the {count}: {samples} samples a cell on each side. Run, once with each side:",
+            *wrap_command(argv),
+            "then compare the two runs:",
+            *wrap_command(["diskbench", "compare", "latest~1", "latest"]),
+            "",
+        ]
+    )
+
+
+def wrap_command(argv: list[str], *, width: int = 100, indent: str = "  ") -> list[str]:
+    """A command line as shell lines within ``width`` columns, continued with backslashes."""
+    import shlex
+
+    words: list[str] = []
+    for arg in argv:  # a flag and its value stay on one line
+        quoted = shlex.quote(arg)
+        if words and words[-1].startswith("--") and " " not in words[-1] and not arg.startswith("--"):
+            words[-1] += " " + quoted
+        else:
+            words.append(quoted)
+    lines: list[str] = []
+    line = indent
+    for word in words:
+        if line.strip() and len(line) + 1 + len(word) + 2 > width:
+            lines.append(line + " \\")
+            line = indent + "    "
+        line += ("" if not line.strip() else " ") + word
+    return [*lines, line]

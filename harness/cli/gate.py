@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.cli.common import (
+    add_junit_option,
     add_machine_options,
     add_pages_option,
     compare_argv,
@@ -22,6 +23,7 @@ from harness.cli.gate_args import (
     add_round_flags,
     gate_options_from_args,
 )
+from harness.compare.model import Comparison
 from harness.compare.pointers import Pointers
 from harness.gate import GATE_SPEC
 from harness.host.workdir import hold
@@ -51,7 +53,11 @@ def add_parser(sub: Any) -> None:
     gate.add_argument("--spec", type=Path, default=GATE_SPEC, help="the gate spec: cells, rounds, budget")
     gate.add_argument("--repo", type=Path, default=Path("."), help="the git repository the revisions are of")
     gate.add_argument(
-        "--out", type=Path, default=None, help="output dir (default: RESULTS/gate/BASE..HEAD-TIME)"
+        "--out",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="output dir (default: RESULTS/gate/BASE..HEAD-TIME)",
     )
     add_round_flags(gate, GATE)
     q = gate.add_argument_group("QEMU of each side (default: the one on PATH for both)")
@@ -62,6 +68,7 @@ def add_parser(sub: Any) -> None:
     add_build_flag(q, GATE)
     add_comparison_flags(gate)
     add_pages_option(gate)
+    add_junit_option(gate, default="OUT/junit.xml")
     add_machine_options(gate)
 
 
@@ -96,7 +103,29 @@ def run(args: argparse.Namespace) -> int:
         result = _run(args.repo, (sources[0], sources[1]), spec, settings, options, out, pointers)
     print(result.markdown, end="")
     print(f"comparison: {result.out_dir / 'comparison.json'}")
+    junit = args.junit or result.out_dir / "junit.xml"
+    write_junit(junit, result.comparison, settings=settings, reproduce=list(pointers.reproduce))
+    print(f"junit: {junit}")
     return result.exit_code
+
+
+def write_junit(path: Path, comparison: Comparison, *, settings: Settings, reproduce: list[str]) -> None:
+    """The gate's verdicts as JUnit XML; an inconclusive cell's message ends with the gate's own
+    command and the rounds that would decide it (``--max-rounds``)."""
+    from harness.cli.compare import rounds_to_decide
+    from harness.compare.pointers import command_line
+    from harness.files import write_text_atomic
+    from harness.report.exports import comparison_junit
+
+    cells, rounds = rounds_to_decide(comparison, settings)
+    decide = {}
+    if rounds is not None:
+        argv = [a for a in reproduce]
+        if "--max-rounds" in argv:
+            i = argv.index("--max-rounds")
+            del argv[i : i + 2]
+        decide = {cell: command_line([*argv, "--max-rounds", str(rounds)]) for cell in cells}
+    write_text_atomic(path, comparison_junit(comparison, decide=decide))
 
 
 def reproduce_argv(args: argparse.Namespace, commits: list[str], top: Path) -> list[str]:

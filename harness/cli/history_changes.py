@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from harness.cli.common import DEPRECATED, add_output_format, err, output_format
 from harness.errors import ExitCode
 from harness.history.asvrun import load_asv_config
 from harness.history.changes import method
@@ -45,24 +46,40 @@ def add_parser(sub: Any) -> None:
         help="fewest commits on each side of a change point",
     )
     changes.add_argument(
-        "--min-effect",
+        "--min-step",
         type=float,
         default=None,
         metavar="FRACTION",
         help="smallest step of the medians, 0.2 = 20 %% (default: the config's regressions_thresholds)",
     )
+    # the old spelling: --min-effect is a percentage everywhere else (compare, gate, bisect)
+    changes.add_argument(
+        "--min-effect",
+        dest="old_min_step",
+        type=float,
+        default=None,
+        metavar="FRACTION",
+        help=f"{DEPRECATED} --min-step",
+    )
     changes.add_argument(
         "--permutations", type=int, default=method.PERMUTATIONS, metavar="N", help="permutations per test"
     )
-    changes.add_argument("--format", choices=("text", "json"), default="text", help="output format")
+    add_output_format(changes, ("text", "json"), "text: a table per machine; json: every change point")
 
 
 def run(args: argparse.Namespace) -> int:
     conf = load_asv_config(args.config)
+    min_step = args.min_step
+    if args.old_min_step is not None:
+        err(
+            f"diskbench: history changes --min-effect {args.old_min_step} is now --min-step "
+            f"{args.old_min_step} (a fraction; --min-effect is a percentage in compare and gate)"
+        )
+        min_step = args.old_min_step
     settings = Settings(
         alpha=args.alpha,
         min_segment=args.min_segment,
-        min_effect=args.min_effect,
+        min_effect=min_step,
         permutations=args.permutations,
     )
     found = history_changes(
@@ -73,6 +90,6 @@ def run(args: argparse.Namespace) -> int:
         order=branch_order(conf.repo_path, conf.branch),
         machine=args.machine,
     )
-    render = render_json if args.format == "json" else render_text
+    render = render_json if output_format(args) == "json" else render_text
     print(render(found.changes, settings, series_count=found.series), end="")
     return ExitCode.OK

@@ -25,7 +25,11 @@ def add_parser(sub: Any) -> None:
         "dirs", nargs="+", type=Path, help="record dirs, e.g. RESULTS/sweeps/NAME of each shard"
     )
     merge.add_argument(
-        "--out", type=Path, required=True, help="a new or empty directory for the merged records"
+        "--out",
+        type=Path,
+        required=True,
+        metavar="DIR",
+        help="a new or empty directory for the merged records",
     )
     merge.add_argument(
         "--allow-mixed",

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from harness.cli.common import RECORDS_HELP, named_records
 from harness.errors import ExitCode, UsageError
 from harness.report.command import make_report
 from harness.report.sides import parse_labels
@@ -29,16 +30,15 @@ def add_parser(sub: Any) -> None:
     report.add_argument(
         "records",
         nargs="+",
-        type=Path,
-        help="record files or directories of records (head's, with --against)",
+        metavar="RECORDS",
+        help=f"what to report (head's, with --against): {RECORDS_HELP}",
     )
     report.add_argument(
         "--against",
-        type=Path,
         action="append",
         default=[],
         metavar="BASE",
-        help="base's records (a file or directory; repeatable): a comparison report, base and head "
+        help="base's records, named as RECORDS are (repeatable): a comparison report, base and head "
         "side by side in every table and chart",
     )
     report.add_argument(
@@ -47,9 +47,9 @@ def add_parser(sub: Any) -> None:
         metavar="BASE,HEAD",
         help="with --against: the two sides' names in tables and legends",
     )
-    report.add_argument("--html", type=Path, default=None, metavar="OUT", help="write an HTML report here")
+    report.add_argument("--html", type=Path, default=None, metavar="FILE", help="write an HTML report here")
     report.add_argument(
-        "--markdown", type=Path, default=None, metavar="OUT", help="write a Markdown report here"
+        "--markdown", type=Path, default=None, metavar="FILE", help="write a Markdown report here"
     )
 
 
@@ -57,8 +57,8 @@ def run(args: argparse.Namespace) -> int:
     if args.labels != "base,head" and not args.against:
         raise UsageError(f"--labels {args.labels!r} names the two sides of a comparison: add --against BASE")
     result = make_report(
-        args.records,
-        against=args.against,
+        [named_records(name) for name in args.records],
+        against=[named_records(name) for name in args.against],
         labels=parse_labels(args.labels),
         html_out=args.html,
         markdown_out=args.markdown,

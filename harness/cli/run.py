@@ -4,20 +4,32 @@ from __future__ import annotations
 
 import argparse
 import typing
+from collections.abc import Sequence
 from typing import Any
 
+from harness.cli.builds import add_qemu_axis, qemu_choices
 from harness.cli.common import (
     add_machine_options,
-    add_qemu_axis,
     choices,
     err,
     machine_from_args,
-    qemu_choices,
 )
 from harness.errors import ExitCode, SpecError
 from harness.host.workdir import hold
 from harness.report import render
-from harness.spec import Aio, Cache, Cell, Format, Interface, expand, split_list
+from harness.spec import (
+    COMPAT,
+    DEFAULT_CLUSTER_SIZE,
+    Aio,
+    Cache,
+    Cell,
+    Format,
+    ImageSpec,
+    Interface,
+    expand,
+    format_size,
+    split_list,
+)
 from harness.sweep.preflight import check_numbers, check_tools
 from harness.workloads import registry
 
@@ -79,7 +91,7 @@ def add_parser(sub: Any) -> None:
             help=f"{', '.join(registry.users(param))}: {param.help}",
         )
     rn = run.add_argument_group("how to run")
-    rn.add_argument("--repeat", type=int, default=3, help="samples per cell")
+    rn.add_argument("--repeat", type=int, default=3, metavar="N", help="samples per cell")
     add_qemu_axis(rn, what="several run every cell under each, side by side (runner,10.0)")
     add_machine_options(rn)
     rn.add_argument(
@@ -90,6 +102,11 @@ def add_parser(sub: Any) -> None:
     )
     rn.add_argument("--smp", type=int, default=1, help="guest vCPUs")
     rn.add_argument("--keep-images", action="store_true", help="keep each sample's image in the work dir")
+    rn.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="list the cells, the combinations left out and the estimate; run nothing",
+    )
 
 
 def cells_from_args(args: argparse.Namespace) -> tuple[list[Cell], list[str]]:
@@ -118,12 +135,53 @@ def cells_from_args(args: argparse.Namespace) -> tuple[list[Cell], list[str]]:
     return expand(axes, skip_format_mismatch=len(axes["format"]) > 1, **fixed)
 
 
+def run_argv(cells: Sequence[Cell], *, repeat: int) -> list[str]:
+    """The ``diskbench run`` command that measures ``cells`` again (every combination of their
+    axes' values: the cells themselves, and those of the combinations a run would not skip),
+    ``repeat`` samples each: what to run to have more samples of the cells of some records."""
+    argv = ["diskbench", "run"]
+
+    def values(get: Any) -> str:
+        return ",".join(dict.fromkeys(str(get(c)) for c in cells))
+
+    axes: list[tuple[str, Any, str | None]] = [
+        ("--format", lambda c: c.image.format.value, None),
+        ("--preallocation", lambda c: c.image.preallocation, None),
+        ("--cache-state", lambda c: c.cache_state.value, "fresh"),
+        ("--measure", lambda c: c.measure.value, "guest"),
+        ("--size", lambda c: format_size(c.image.size), format_size(ImageSpec.size)),
+        ("--cache", lambda c: c.drive.cache.value, None),
+        ("--aio", lambda c: c.drive.aio.value, "threads"),
+        ("--interface", lambda c: c.drive.interface.value, None),
+        ("--workload", lambda c: c.workload.name.value, None),
+    ]
+    for flag, get, default in axes:
+        text = values(get)
+        if text != default:
+            argv += [flag, text]
+    qcow2 = [c for c in cells if c.image.format is Format.QCOW2]
+    clusters = list(dict.fromkeys(c.image.cluster_size or DEFAULT_CLUSTER_SIZE for c in qcow2))
+    if clusters and clusters != [DEFAULT_CLUSTER_SIZE]:
+        argv += ["--cluster-size", ",".join(format_size(size) for size in clusters)]
+    if any(c.image.lazy_refcounts for c in qcow2):
+        argv.append("--lazy-refcounts")
+    compat = sorted({str(c.image.compat) for c in qcow2 if c.image.compat not in (None, COMPAT[0])})
+    if compat:
+        argv += ["--compat", compat[0]]
+    for name, param in registry.params().items():
+        users = [c for c in cells if c.workload.name.value in registry.users(param)]
+        given = list(dict.fromkeys(getattr(c.workload, name) for c in users))
+        if given and given != [param.default]:
+            argv += [param.flag, str(given[0])]
+    return [*argv, "--repeat", str(repeat)]
+
+
 def run(args: argparse.Namespace) -> int:
     if args.repeat < 1:
         raise SpecError(f"--repeat {args.repeat}: use 1 or more")
     cells, skipped = cells_from_args(args)
     # --qemu of run: one build replaces the global one, several are an axis
-    args.binaries, builds = qemu_choices(split_list(args.qemu_axis or ""), args)
+    args.binaries, builds = qemu_choices(args.qemu_builds, args, given=True)
     options = options_from_args(args)
     check_numbers(
         cells, options.machine, max_disk_bytes=args.max_disk_size, mem_mib=options.mem_mib, smp=options.smp
@@ -131,13 +189,52 @@ def run(args: argparse.Namespace) -> int:
     check_tools(cells)
     from harness.sweep import check_free_space
 
+    if args.dry_run:
+        if builds:
+            named = ", ".join(f"{b.name} ({b.binaries.qemu})" for b in builds)
+            print(
+                f"QEMU builds, side by side: {named}: every cell runs under each, {len(builds)}x the samples below"
+            )
+        print(_plan(args, cells, skipped), end="")
+        return ExitCode.OK
     check_free_space(
         args.work_dir, cells, qemu_img=args.binaries.qemu_img
     )  # too little is exit 3 before any image exists
-    for note in skipped:
-        err(f"skipped: {note}")
+    # the combinations a format cannot have (metadata on raw) are left out without a word: a
+    # list of formats asks for the combinations each can have (--dry-run lists them)
     with hold(args.results_dir, args.work_dir):
         return _run_cells(options, cells, builds)
+
+
+def _plan(args: argparse.Namespace, cells: Sequence[Cell], skipped: Sequence[str]) -> str:
+    """What ``--dry-run`` prints: the cells, the combinations left out, the estimate, the disk."""
+    from collections import Counter
+
+    from harness.errors import HarnessError
+    from harness.sweep import check_free_space
+    from harness.sweep.planning import estimate_builds_s, estimate_sample_s, format_duration
+
+    accel = "tcg" if args.accel == "auto" else args.accel
+    lines = [f"run: {len(cells)} cell{'s' if len(cells) != 1 else ''} x {args.repeat} samples"]
+    lines += [f"  run   {cell.id}" for cell in cells]
+    for note, count in Counter(skipped).items():
+        lines.append(f"  left out ({count} combination{'s' if count != 1 else ''}): {note}")
+    seconds = sum(args.repeat * estimate_sample_s(c, accel=accel, start=args.start) for c in cells)
+    builds, build_s = estimate_builds_s(cells, accel=accel, start=args.start)
+    lines.append(
+        f"estimate: {len(cells) * args.repeat} samples, about {format_duration(seconds + build_s)} under "
+        f"{accel.upper()} with --start {args.start}"
+        + (
+            f" ({builds} snapshot build{'s' if builds != 1 else ''} included, none if cached)"
+            if builds
+            else ""
+        )
+    )
+    try:
+        lines.append(check_free_space(args.work_dir, cells, qemu_img=args.binaries.qemu_img))
+    except HarnessError as exc:
+        lines.append(f"disk: NOT ENOUGH: {exc.message}")
+    return "\n".join(lines) + "\n"
 
 
 def options_from_args(args: argparse.Namespace) -> SessionOptions:

@@ -7,7 +7,8 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from harness.cli.common import add_machine_options, add_qemu_axis, err, machine_from_args, qemu_choices
+from harness.cli.builds import add_qemu_axis, qemu_choices
+from harness.cli.common import add_machine_options, err, machine_from_args
 from harness.errors import ExitCode, HarnessError, SpecError
 from harness.host.workdir import hold
 from harness.sweep.preflight import check_numbers, check_tools
@@ -43,7 +44,7 @@ def add_parser(sub: Any) -> None:
         help="with --preset: multiply its sizes (1: the seed's own sizes; see --preset list)",
     )
     sweep.add_argument(
-        "--repeat", type=int, default=None, help="samples per cell (default: the spec's repeat)"
+        "--repeat", type=int, default=None, metavar="N", help="samples per cell (default: the spec's repeat)"
     )
     sweep.add_argument(
         "--shard",
@@ -93,10 +94,9 @@ def run(args: argparse.Namespace) -> int:
     policy = load_policy(args.policy) if args.policy else None
     plan = sweep.expand_spec(spec, policy=policy)
     cells = sweep.select(plan.cells, only=args.only, shard=args.shard)
-    from harness.spec import split_list
-
     # the spec's QEMU axis, unless --qemu names the builds; one build replaces the global --qemu
-    args.binaries, builds = qemu_choices(split_list(args.qemu_axis) if args.qemu_axis else spec.qemu, args)
+    given = bool(args.qemu_builds)
+    args.binaries, builds = qemu_choices(args.qemu_builds if given else spec.qemu, args, given=given)
     options = SessionOptions(machine=machine_from_args(args), repeat=repeat)
     check_numbers(cells, options.machine, max_disk_bytes=args.max_disk_size)
     check_tools(cells)

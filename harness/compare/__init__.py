@@ -21,8 +21,9 @@ metric this module says whether head is worse, by how much and how sure:
 :func:`compare_cell` for a cell (failures included: head failing where base
 works is a regression of its own kind; both failing is an error, never "no
 change"), :func:`compare_records` for two sets of records, and
-:func:`build_comparison` into the versioned ``comparison.json`` document that
-``docs/comparison.md`` describes and :func:`render_markdown` renders.
+:func:`build_comparison` into the :class:`Comparison` whose JSON is the versioned
+``comparison.json`` document that ``docs/comparison.md`` describes, and that
+:func:`render_markdown` renders.
 The command-line options of ``diskbench compare`` and ``diskbench gate`` are
 :mod:`harness.cli.common`'s; reading and writing files is :mod:`harness.compare.comparison`'s
 (``load_comparison``).
@@ -45,7 +46,9 @@ its level in the family, what stopped it), :mod:`~harness.compare.settings`
 decision table), :mod:`~harness.compare.rules` (cell, family and overall
 verdicts), :mod:`~harness.compare.canary`, :mod:`~harness.compare.axis`
 (the axis sentence), :mod:`~harness.compare.subject` (what differs between the
-sides), :mod:`~harness.compare.document` (``comparison.json``) and
+sides), :mod:`~harness.compare.model` (the comparison as a value, :class:`Comparison`, and
+its parts; :mod:`~harness.compare.jsonpart` reads and writes their JSON),
+:mod:`~harness.compare.document` (builds it, checks a loaded ``comparison.json``) and
 :mod:`~harness.compare.markdown`.  Everything public is re-exported here.
 """
 
@@ -60,6 +63,7 @@ from harness.compare.document import (
     validate_comparison,
 )
 from harness.compare.markdown import render_markdown
+from harness.compare.model import Comparison
 from harness.compare.rules import (
     CellResult,
     MetricResult,
@@ -93,6 +97,7 @@ __all__ = [
     "TESTS",
     "VERSION",
     "CellResult",
+    "Comparison",
     "Kind",
     "MetricResult",
     "Settings",

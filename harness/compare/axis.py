@@ -17,7 +17,7 @@ GUEST_ONLY = frozenset({"interface"})
 
 
 def _replayed(cell: CellResult) -> bool:
-    return cell.cell.get("measure") == "replay"
+    return cell.cell.measure == "replay"
 
 
 def _axis_text(axis: str, value: Any) -> str:
@@ -43,18 +43,18 @@ def axis_sentence(cells: Sequence[CellResult]) -> str | None:
     word = words[verdict]
     if len(changed) < 2:
         return None
-    axes = [a for a in AXES if all(a in c.cell for c in pool)]
+    axes = AXES
     candidates: list[tuple[float, int, str, Any]] = []
     for order, axis in enumerate(axes):
         if axis in GUEST_ONLY and any(_replayed(c) for c in changed):
             continue  # a replay has no guest device: its cells say nothing of the bus
-        values = {repr(c.cell[axis]) for c in changed}
+        values = {repr(c.cell.axis(axis)) for c in changed}
         if len(values) != 1:
             continue
-        value = changed[0].cell[axis]
+        value = changed[0].cell.axis(axis)
         if value is None:
             continue
-        having = [c for c in pool if c.cell[axis] == value]
+        having = [c for c in pool if c.cell.axis(axis) == value]
         if len(having) == len(pool):
             continue  # every cell has it: it tells nothing apart
         candidates.append((len(changed) / len(having), -order, axis, value))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
 
+from harness.compare.model import Canary
 from harness.compare.rules import CellResult, MetricResult, with_counters
 from harness.compare.settings import Settings
 from harness.compare.text import pct
@@ -39,7 +39,7 @@ def apply_canary(
     before_mib_s: float,
     after_mib_s: float,
     settings: Settings,
-) -> tuple[list[CellResult], dict[str, Any]]:
+) -> tuple[list[CellResult], Canary]:
     """Void the time verdicts that the host's own disk moving during the run could explain.
 
     The canary is a plain write throughput of the runner's disk measured
@@ -49,8 +49,8 @@ def apply_canary(
     speed whose change is within the canary's move (:func:`explainable`): a
     write latency ×5 is not explained by a host 20 % slower.  Failures and
     ``changed`` cells (counters: a count of flushes does not depend on the
-    disk's speed) are left as they are.  Returns the cells and the ``canary``
-    object of the document, whose ``voided`` lists the cells it voided and
+    disk's speed) are left as they are.  Returns the cells and the document's
+    :class:`~harness.compare.model.Canary`, whose ``voided`` lists the cells it voided and
     ``kept`` those it could not explain.
     """
     measured = before_mib_s > 0 and after_mib_s > 0 and math.isfinite(before_mib_s + after_mib_s)
@@ -58,14 +58,12 @@ def apply_canary(
     moved = change is not None and abs(change - 1.0) > settings.min_effect
     voided: list[str] = []
     kept: list[str] = []
-    canary = {
-        "before_mib_s": before_mib_s if math.isfinite(before_mib_s) else None,
-        "after_mib_s": after_mib_s if math.isfinite(after_mib_s) else None,
-        "change": change,
-        "moved": moved,
-        "voided": voided,
-        "kept": kept,
-    }
+    canary = Canary(
+        before_mib_s=before_mib_s if math.isfinite(before_mib_s) else None,
+        after_mib_s=after_mib_s if math.isfinite(after_mib_s) else None,
+        change=change,
+        moved=moved,
+    )
     if not moved or change is None:
         return list(cells), canary
     why = (
@@ -89,4 +87,4 @@ def apply_canary(
             else:
                 kept.append(cell.cell_id)
         out.append(cell)
-    return out, canary
+    return out, replace(canary, voided=tuple(voided), kept=tuple(kept))

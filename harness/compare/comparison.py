@@ -10,42 +10,48 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from harness import compare
 from harness.compare import Settings
+from harness.compare.document import load_document
+from harness.compare.model import Comparison, Side
 from harness.compare.pointers import Pointers
 from harness.errors import ExitCode, UsageError
 from harness.files import write_json_atomic, write_text_atomic
 from harness.record import Record, find_records, identity_warnings
+from harness.record.model import MachineInfo, SubjectInfo
 
 COMPARISON_NAME = "comparison.json"
 SUMMARY_NAME = "summary.md"
 
 
-def side_info(label: str, records: Sequence[Record]) -> dict[str, Any]:
-    """``{label, rev, subject, records}`` of one side for the document."""
+def side_info(label: str, records: Sequence[Record]) -> Side:
+    """One side of records compared: its label, the rev, subject and machine of its first record,
+    how many records."""
     subject = records[0].subject if records else None
-    return {
-        "label": label,
-        "rev": subject.rev if subject is not None else None,
-        "subject": subject.to_json() if subject is not None else {},
-        "records": len(records),
-        "machine": records[0].machine.to_json() if records else {},
-    }
+    return Side(
+        label=label,
+        rev=subject.rev if subject is not None else None,
+        subject=subject if subject is not None else SubjectInfo(),
+        records=len(records),
+        machine=records[0].machine if records else MachineInfo(),
+        keys=Side.RECORDS,
+    )
 
 
 @dataclass(frozen=True)
-class Comparison:
-    document: dict[str, Any]
+class Compared:
+    """A comparison of records and its markdown summary."""
+
+    comparison: Comparison
     markdown: str
 
     @property
     def verdict(self) -> compare.Verdict:
-        return compare.Verdict(self.document["verdict"])
+        return self.comparison.verdict
 
 
 def compare_paths(
@@ -57,7 +63,7 @@ def compare_paths(
     created_at: str | None = None,
     warn: Callable[[str], None] = lambda _msg: None,
     pointers: Pointers | None = None,
-) -> Comparison:
+) -> Compared:
     """Compare the records under ``base`` and ``head``; write the outputs into ``out`` if given.
 
     ``pointers``: the history pages' URL and the command line, for the summary's links and its
@@ -70,34 +76,40 @@ def compare_paths(
     for warning in warnings:
         warn(f"diskbench: WARNING: {warning}")
     cells = compare.compare_records(base_records, head_records, settings=settings)
-    doc = compare.build_comparison(
+    comparison = compare.build_comparison(
         cells,
         settings=settings,
         base=side_info(str(base), base_records),
         head=side_info(str(head), head_records),
-        machine=head_records[0].machine.to_json(),
+        machine=head_records[0].machine,
         created_at=created_at or dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         warnings=warnings,
         pointers=pointers,
     )
-    result = Comparison(doc, compare.render_markdown(doc))
+    result = Compared(comparison, compare.render_markdown(comparison))
     if out is not None:
-        write_outputs(out, result)
+        write_outputs(out, result.comparison, result.markdown)
     return result
 
 
-def write_outputs(out: Path, result: Comparison) -> tuple[Path, Path]:
+def write_comparison(path: Path, comparison: Comparison) -> None:
+    """Write ``comparison.json`` atomically, byte for byte as :meth:`Comparison.to_json` gives it."""
+    write_json_atomic(path, comparison.to_json())
+
+
+def write_outputs(out: Path, comparison: Comparison, markdown: str) -> tuple[Path, Path]:
     """``OUT/comparison.json`` and ``OUT/summary.md``."""
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is a file: pass a directory")
     json_path, md_path = out / COMPARISON_NAME, out / SUMMARY_NAME
-    write_json_atomic(json_path, result.document)
-    write_text_atomic(md_path, result.markdown)
+    write_comparison(json_path, comparison)
+    write_text_atomic(md_path, markdown)
     return json_path, md_path
 
 
-def load_comparison(path: Path) -> dict[str, Any]:
-    """Read a ``comparison.json``; a foreign, old or truncated file is a UsageError saying what to do."""
+def load_comparison(path: Path) -> Comparison:
+    """Read a ``comparison.json``; a foreign, old, truncated or malformed file is a UsageError
+    saying what to do."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -110,11 +122,11 @@ def load_comparison(path: Path) -> dict[str, Any]:
         raise UsageError(
             f"comparison {path} is not valid JSON (truncated?, line {exc.lineno}): run `diskbench compare` again"
         ) from None
-    return compare.validate_comparison(data, source=str(path))
+    return load_document(data, source=str(path))
 
 
-def verdict_exit_code(document: Mapping[str, Any]) -> int:
-    """The exit code of ``compare`` and ``gate`` for a comparison document.
+def verdict_exit_code(comparison: Comparison) -> int:
+    """The exit code of ``compare`` and ``gate`` for a comparison.
 
     1 when the comparison fails (a regression, or a changed IO unless the
     spec lets changes pass), also when other cells are in error: a finding
@@ -123,8 +135,8 @@ def verdict_exit_code(document: Mapping[str, Any]) -> int:
     base failed, a side lacks the cell): a head that loses a cell must not
     pass.  0 otherwise.
     """
-    if document["summary"]["fails"]:
+    if comparison.summary.fails:
         return ExitCode.REGRESSION
-    if any(cell.get("verdict") == compare.Verdict.ERROR for cell in document.get("cells", [])):
+    if any(cell.verdict is compare.Verdict.ERROR for cell in comparison.cells):
         return ExitCode.INFRA
     return ExitCode.OK

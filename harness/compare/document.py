@@ -1,40 +1,90 @@
-"""The ``comparison.json`` document: built from the cells, and checked when loaded."""
+"""The comparison (:class:`~harness.compare.model.Comparison`): built from the cells, and its
+``comparison.json`` document checked when loaded."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 from harness.compare.axis import axis_sentence
-from harness.compare.pointers import Pointers, cell_pointers
+from harness.compare.jsonpart import PartError
+from harness.compare.model import (
+    SCHEMA,
+    VERSION,
+    Budget,
+    Canary,
+    ChangedCell,
+    ComparedCell,
+    Comparison,
+    HeldCell,
+    KeptCell,
+    Reach,
+    SensitivityRow,
+    Side,
+    StructuralChange,
+    Summary,
+)
+from harness.compare.pointers import Pointers, with_pointers
 from harness.compare.rules import CellResult, overall_verdict
 from harness.compare.screen import with_screen
 from harness.compare.settings import Settings
 from harness.compare.subject import cell_id_changes, subject_diff
 from harness.compare.verdict import Verdict
 from harness.errors import UsageError
+from harness.record.model import MachineInfo
 
-SCHEMA = "diskbench-comparison"
-# 2: the verdict "changed" (kind "counter"), Holm's correction, the subject diff, the canary's
-# voided/kept lists; a reader of version 1 would misread a changed cell, so it must refuse
-VERSION = 2
+__all__ = [
+    "REQUIRED_KEYS",
+    "SCHEMA",
+    "VERSION",
+    "build_comparison",
+    "compared_cell",
+    "fails",
+    "load_document",
+    "sensitivity",
+    "validate_comparison",
+    "with_policy_reach",
+]
+
+
+def compared_cell(result: CellResult) -> ComparedCell:
+    """A cell of the comparison: ``result``'s verdict and figures, its short name and history graphs."""
+    return with_pointers(
+        ComparedCell(
+            cell_id=result.cell_id,
+            cell=result.cell,
+            verdict=result.verdict,
+            kind=result.kind,
+            reason=result.reason,
+            rounds=result.rounds,
+            base_ok=result.base_ok,
+            base_failed=result.base_failed,
+            head_ok=result.head_ok,
+            head_failed=result.head_failed,
+            metrics=tuple(r.figures() for r in result.metrics),
+            counters=tuple(r.figures() for r in result.counters),
+            counter_verdict=result.counter_verdict,
+            time_verdict=result.time_verdict or result.verdict,
+            note=result.note,
+        )
+    )
 
 
 def build_comparison(
     cells: Sequence[CellResult],
     *,
     settings: Settings,
-    base: Mapping[str, Any],
-    head: Mapping[str, Any],
-    machine: Mapping[str, Any],
-    canary: Mapping[str, Any] | None = None,
-    budget: Mapping[str, Any] | None = None,
+    base: Side,
+    head: Side,
+    machine: MachineInfo,
+    canary: Canary | None = None,
+    budget: Budget | None = None,
     created_at: str,
     warnings: Sequence[str] = (),
     pointers: Pointers | None = None,
-) -> dict[str, Any]:
-    """The ``comparison.json`` document (schema ``diskbench-comparison`` version 2, docs/comparison.md).
+) -> Comparison:
+    """The comparison (schema ``diskbench-comparison`` version 2, docs/comparison.md).
 
     ``pointers``: the history pages' URL and the command that reproduces the comparison, for the
     summary and the comment (each cell gets its short name and history graphs whatever they are).
@@ -45,7 +95,7 @@ def build_comparison(
     for cell in cells:
         counts[cell.verdict.value] += 1
     verdict = overall_verdict(cells)
-    cell_docs = [{**doc, **cell_pointers(doc)} for doc in (c.as_dict() for c in cells)]
+    compared = tuple(compared_cell(c) for c in cells)
     if settings.correction == "holm":
         # the family Holm's correction was applied to: the tests that can fail the comparison
         family = [
@@ -56,102 +106,126 @@ def build_comparison(
         ]
         if family:
             settings = replace(settings, comparisons=len(family))
-    doc = {
-        "schema": SCHEMA,
-        "version": VERSION,
-        "created_at": created_at,
-        "verdict": verdict.value,
-        "accel": str(machine.get("accel") or "unknown"),
-        "summary": {
-            "cells": len(cells),
-            "counts": counts,
-            "structural_changes": [
-                {"cell_id": c.cell_id, "note": c.note} for c in cells if c.note.startswith("structural")
-            ],
-            "axis_sentence": axis_sentence(cells),
-            "fails": fails(verdict, settings),
-            "changed": [
-                {
-                    "cell_id": c.cell_id,
-                    "name": str(c.cell.get("gate_name") or c.cell_id),
-                    "counters": [
-                        m.change_text()
-                        for m in c.counters
-                        if m.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT)
-                    ],
-                }
-                for c in cells
-                if c.counter_verdict is Verdict.CHANGED
-            ],
-            "subject_diff": subject_diff(base, head),
-            "cell_id_changes": cell_id_changes(cell_docs),
-            "sensitivity": sensitivity(cells),
-        },
-        "warnings": list(warnings),
-        "base": dict(base),
-        "head": dict(head),
-        "machine": dict(machine),
-        "settings": settings.as_dict(),
-        "canary": dict(canary) if canary is not None else None,
-        "budget": dict(budget) if budget is not None else None,
-        **(pointers or Pointers()).as_dict(),
-        "cells": cell_docs,
-    }
-    return with_screen(doc)
+    pointers = pointers or Pointers()
+    summary = Summary(
+        cells=len(cells),
+        counts=counts,
+        structural_changes=tuple(
+            StructuralChange(cell_id=c.cell_id, note=c.note) for c in cells if c.note.startswith("structural")
+        ),
+        axis_sentence=axis_sentence(cells),
+        fails=fails(verdict, settings),
+        changed=tuple(
+            ChangedCell(
+                cell_id=c.cell_id,
+                name=c.cell.gate_name or c.cell_id,
+                counters=tuple(
+                    m.change_text()
+                    for m in c.counters
+                    if m.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT)
+                ),
+            )
+            for c in cells
+            if c.counter_verdict is Verdict.CHANGED
+        ),
+        subject_diff=tuple(subject_diff(base, head)),
+        cell_id_changes=tuple(cell_id_changes(compared)),
+        sensitivity=sensitivity(cells),
+    )
+    comparison = Comparison(
+        created_at=created_at,
+        verdict=verdict,
+        accel=str(machine.accel or "unknown"),
+        summary=summary,
+        warnings=tuple(warnings),
+        base=base,
+        head=head,
+        machine=machine,
+        settings=settings.used(),
+        canary=canary,
+        budget=budget,
+        pages_url=pointers.pages_url,
+        reproduce=pointers.reproduce or None,
+        cells=compared,
+    )
+    return with_screen(comparison)
 
 
-def with_policy_reach(
-    document: dict[str, Any], cells: Sequence[CellResult], reach: Mapping[str, Any]
-) -> dict[str, Any]:
-    """``document`` with where each difference of the policies applied (a gate's ``reach``, see
+class PolicyLine(Protocol):
+    """A value that differs between the sides' policies and the gate cells it reached."""
+
+    @property
+    def what(self) -> str: ...
+
+    @property
+    def where(self) -> str: ...
+
+    @property
+    def applied(self) -> tuple[str, ...]: ...
+
+    @property
+    def kept(self) -> tuple[KeptCell, ...]: ...
+
+
+class PolicyReach(Protocol):
+    """Where each difference of a gate's two policies applied (:class:`harness.gate.reach.PolicyReach`)."""
+
+    @property
+    def keys(self) -> tuple[PolicyLine, ...]: ...
+
+    @property
+    def held(self) -> tuple[HeldCell, ...]: ...
+
+    @property
+    def untouched(self) -> tuple[str, ...]: ...
+
+
+def with_policy_reach(comparison: Comparison, cells: Sequence[CellResult], reach: PolicyReach) -> Comparison:
+    """``comparison`` with where each difference of the policies applied (a gate's ``reach``, see
     :mod:`harness.gate.reach`): each policy line of the subject diff gets the cells it applied to
     and the ones that kept another value (``reach``, and ``where`` in words), the summary the cells
     that hold back a value of their side's policy (``policy_held``) and those no difference reached
     (``untouched``); the axis sentence counts only cells that a difference reached."""
-    summary = dict(document["summary"])
-    by_what = {str(k["what"]): k for k in reach.get("keys") or []}
+    summary = comparison.summary
+    by_what = {line.what: line for line in reach.keys}
     diff = []
-    for entry in summary.get("subject_diff") or []:
-        key = by_what.get(entry["what"])
-        if key is None:
+    for entry in summary.subject_diff or ():
+        line = by_what.get(entry.what)
+        if line is None:
             diff.append(entry)
             continue
-        diff.append(
-            {
-                **entry,
-                "where": key["where"],
-                "reach": {"applied": list(key["applied"]), "kept": list(key["kept"])},
-            }
-        )
-    summary["subject_diff"] = diff
-    summary["policy_held"] = list(reach.get("held") or [])
-    untouched = [str(n) for n in reach.get("untouched") or []]
+        diff.append(replace(entry, where=line.where, reach=Reach(applied=line.applied, kept=line.kept)))
     # only a policy's values can leave a cell alike on both sides: a QEMU or guest difference reaches all
-    if any(entry["what"] not in by_what for entry in diff):
-        untouched = []
-    summary["untouched"] = untouched
+    untouched = reach.untouched if all(entry.what in by_what for entry in diff) else ()
+    sentence = summary.axis_sentence
     if untouched:
-        reached = [c for c in cells if str(c.cell.get("gate_name") or c.cell_id) not in untouched]
-        summary["axis_sentence"] = axis_sentence(reached)
-    return {**document, "summary": summary}
+        sentence = axis_sentence([c for c in cells if (c.cell.gate_name or c.cell_id) not in untouched])
+    summary = replace(
+        summary,
+        subject_diff=tuple(diff),
+        axis_sentence=sentence,
+        policy_held=tuple(reach.held),
+        untouched=tuple(untouched),
+    )
+    return replace(comparison, summary=summary)
 
 
-def sensitivity(cells: Sequence[CellResult]) -> list[dict[str, Any]]:
+def sensitivity(cells: Sequence[CellResult]) -> tuple[SensitivityRow, ...]:
     """Per cell and gated metric: the smallest change it could have caught (percent) at its
     rounds, and for an inconclusive metric about how many rounds per side would decide it."""
-    return [
-        {
-            "cell_id": c.cell_id,
-            "name": str(c.cell.get("gate_name") or c.cell_id),
-            "metric": m.metric,
-            "rounds": min(m.n_base, m.n_head),
-            "verdict": m.verdict.value,
-            "could_see_pct": m.as_dict()["could_see_pct"],
-            "rounds_to_decide": m.rounds_to_decide,
-        }
+    return tuple(
+        SensitivityRow(
+            cell_id=c.cell_id,
+            name=c.cell.gate_name or c.cell_id,
+            metric=m.metric,
+            rounds=min(m.n_base, m.n_head),
+            verdict=m.verdict,
+            could_see_pct=m.figures().could_see_pct,
+            rounds_to_decide=m.rounds_to_decide,
+        )
         for c in cells
         for m in c.metrics
-    ]
+    )
 
 
 def fails(verdict: Verdict, settings: Settings) -> bool:
@@ -196,3 +270,13 @@ def validate_comparison(data: Any, *, source: str) -> dict[str, Any]:
     if data["verdict"] not in {v.value for v in Verdict}:
         raise UsageError(f"comparison {source} has an unknown verdict {data['verdict']!r}: run it again")
     return data
+
+
+def load_document(data: Any, *, source: str) -> Comparison:
+    """The comparison of a loaded ``comparison.json`` document: checked (:func:`validate_comparison`),
+    then read into its parts; a part of the wrong kind is a UsageError naming the field."""
+    checked = validate_comparison(data, source=source)
+    try:
+        return Comparison.from_json(checked)
+    except PartError as exc:
+        raise UsageError(f"comparison {source}: {exc}: run `diskbench compare` again") from None

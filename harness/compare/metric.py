@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from harness.compare.evidence import Evidence, rounds_text, weigh
+from harness.compare.model import Figures
 from harness.compare.paired import bootstrap_pairs_ci, pairs_ratio
 from harness.compare.power import could_see, rounds_to_decide
 from harness.compare.settings import Settings
@@ -52,37 +52,38 @@ class MetricResult:
     # every pair ran at the same moment: ratio, interval and test are the pairs' log ratios'
     together: bool = False
 
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready: figures that are not finite (a median of 0 as divisor) become null."""
+    def figures(self) -> Figures:
+        """As the comparison writes it: figures that are not finite (a median of 0 as divisor)
+        become None, the ratio and its interval also as percent changes."""
 
         def change(value: float | None) -> float | None:
             v = _finite(value)
             return None if v is None else round((v - 1.0) * 100.0, 4)
 
-        return {
-            "metric": self.metric,
-            "unit": self.unit,
-            "higher_is_better": self.higher_is_better,
-            "paired": self.paired,
-            "together": self.together,
-            "n_base": self.n_base,
-            "n_head": self.n_head,
-            "median_base": _finite(self.median_base),
-            "median_head": _finite(self.median_head),
-            "ratio": _finite(self.ratio),
-            "change_pct": change(self.ratio),
-            "ci_low": _finite(self.ci_low),
-            "ci_high": _finite(self.ci_high),
-            "ci_low_pct": change(self.ci_low),
-            "ci_high_pct": change(self.ci_high),
-            "p_value": _finite(self.p_value),
-            "p_adjusted": _finite(self.p_adjusted),
-            "min_effect": self.min_effect,
-            "verdict": self.verdict.value,
-            "reason": self.reason,
-            "could_see_pct": None if self.could_see is None else round(self.could_see * 100.0, 2),
-            "rounds_to_decide": self.rounds_to_decide,
-        }
+        return Figures(
+            metric=self.metric,
+            unit=self.unit,
+            higher_is_better=self.higher_is_better,
+            paired=self.paired,
+            together=self.together,
+            n_base=self.n_base,
+            n_head=self.n_head,
+            median_base=_finite(self.median_base),
+            median_head=_finite(self.median_head),
+            ratio=_finite(self.ratio),
+            change_pct=change(self.ratio),
+            ci_low=_finite(self.ci_low),
+            ci_high=_finite(self.ci_high),
+            ci_low_pct=change(self.ci_low),
+            ci_high_pct=change(self.ci_high),
+            p_value=_finite(self.p_value),
+            p_adjusted=_finite(self.p_adjusted),
+            min_effect=self.min_effect,
+            verdict=self.verdict,
+            reason=self.reason,
+            could_see_pct=None if self.could_see is None else round(self.could_see * 100.0, 2),
+            rounds_to_decide=self.rounds_to_decide,
+        )
 
     def change_text(self) -> str:
         """``"host.write_amplification +2.6% (1.001 → 1.027)"``."""

@@ -22,10 +22,12 @@ import math
 import re
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Protocol, TypeVar
 from urllib.parse import quote
 
+from harness.compare.model import ComparedCell, FlatCell, SensitivityRow
+from harness.compare.verdict import Verdict
 from harness.errors import UsageError
 from harness.untrusted import inert_markdown
 
@@ -47,9 +49,6 @@ class Pointers:
 
     pages_url: str | None = None
     reproduce: tuple[str, ...] = field(default_factory=tuple)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"pages_url": self.pages_url, "reproduce": list(self.reproduce) or None}
 
 
 def check_pages_url(url: str, *, flag: str = "--pages-url") -> str:
@@ -76,28 +75,28 @@ def workload_words(slug: str) -> str:
     return f"{name} {first}".strip()
 
 
-def short_name(cell: Mapping[str, Any], cell_id: str = "") -> str:
+def short_name(cell: FlatCell, cell_id: str = "") -> str:
     """The cell's parts in a few words (see the module's docstring); ``cell`` is the document's
     flat cell (:func:`harness.compare.rules.flatten_cell`), ``cell_id`` its id."""
-    fmt = cell.get("format")
-    if not fmt or not cell.get("cache") or not cell.get("workload"):
-        return cell_id or str(cell.get("id") or "?")
+    fmt = cell.format
+    if not fmt or not cell.cache or not cell.workload:
+        return cell_id or str(cell.axis("id") or "?")
     image = [str(fmt)]
-    if cell.get("preallocation") not in (None, "off"):
-        image.append(str(cell["preallocation"]))
-    cluster = cell.get("cluster_size")
+    if cell.preallocation not in (None, "off"):
+        image.append(str(cell.preallocation))
+    cluster = cell.cluster_size
     if fmt == "qcow2" and isinstance(cluster, int) and cluster != DEFAULT_CLUSTER_SIZE:
         image.append(f"cluster {_binary(cluster)}")
     head = cell_id.split(".")[0]
     image += [word for part, word in (("lazy", "lazy refcounts"), ("luks", "luks")) if f"-{part}-" in head]
-    drive = [str(cell.get("cache")), str(cell.get("interface") or "?")]
-    if cell.get("aio") not in (None, "threads"):
-        drive.append(f"aio={cell['aio']}")
-    parts = [" ".join(image + drive), workload_words(str(cell["workload"]))]
-    if cell.get("cache_state") not in (None, "fresh"):
-        parts.append(str(cell["cache_state"]))
-    if cell.get("measure") not in (None, "guest"):
-        parts.append(str(cell["measure"]))
+    drive = [str(cell.cache), str(cell.interface or "?")]
+    if cell.aio not in (None, "threads"):
+        drive.append(f"aio={cell.aio}")
+    parts = [" ".join(image + drive), workload_words(str(cell.workload))]
+    if cell.cache_state not in (None, "fresh"):
+        parts.append(str(cell.cache_state))
+    if cell.measure not in (None, "guest"):
+        parts.append(str(cell.measure))
     return SEPARATOR.join(parts)
 
 
@@ -140,13 +139,13 @@ def workload_class(slug: str) -> str:
     return "".join(part.capitalize() for part in re.split(r"[^A-Za-z0-9]+", name))
 
 
-def history_graph(cell: Mapping[str, Any], metric: str) -> str | None:
+def history_graph(cell: FlatCell, metric: str) -> str | None:
     """The fragment of the asv pages that shows ``metric`` of the history matrix's cell with this
     cell's format, cache mode and bus; None for a cell the history does not measure."""
-    if cell.get("measure") not in (None, "guest") or cell.get("cache_state") not in (None, "fresh"):
+    if cell.measure not in (None, "guest") or cell.cache_state not in (None, "fresh"):
         return None
-    values = [cell.get(axis) for axis in HISTORY_AXES]
-    workload = cell.get("workload")
+    values = [cell.axis(axis) for axis in HISTORY_AXES]
+    workload = cell.workload
     if not workload or not all(isinstance(v, str) and v for v in values):
         return None
     params = "&".join(
@@ -161,15 +160,14 @@ def graph_url(pages_url: str, fragment: str) -> str:
     return f"{base}#{fragment}"
 
 
-def cell_pointers(cell_doc: Mapping[str, Any]) -> dict[str, Any]:
-    """A document cell's ``title`` and ``history`` (metric -> graph fragment)."""
-    flat = cell_doc.get("cell") or {}
-    metrics = [m.get("metric") for m in (*(cell_doc.get("metrics") or ()), *(cell_doc.get("counters") or ()))]
-    history = {str(m): history_graph(flat, str(m)) for m in metrics if m}
-    return {
-        "title": short_name(flat, str(cell_doc.get("cell_id") or "")),
-        "history": {m: g for m, g in history.items() if g is not None},
-    }
+def with_pointers(cell: ComparedCell) -> ComparedCell:
+    """A document cell with its ``title`` and ``history`` (metric -> graph fragment)."""
+    history = {m.metric: history_graph(cell.cell, m.metric) for m in cell.figures if m.metric}
+    return replace(
+        cell,
+        title=short_name(cell.cell, cell.cell_id),
+        history={m: g for m, g in history.items() if g is not None},
+    )
 
 
 # --- the command and the inconclusive sentence ----------------------------------------------------
@@ -181,7 +179,7 @@ def command_line(argv: Sequence[str]) -> str:
 
 
 def inconclusive_sentence(
-    rows: Sequence[Mapping[str, Any]],
+    rows: Sequence[SensitivityRow],
     *,
     min_effect: float,
     names: Mapping[str, str] | None = None,
@@ -200,18 +198,15 @@ def inconclusive_sentence(
     if seen is not None:
         text += f"; a regression of about {seen:.1f}% or more would have been caught 4 times in 5"
     if most is not None:
-        rounds = int(most["rounds_to_decide"])
-        who = inert_markdown(
-            names.get(str(most.get("cell_id")), str(most.get("name") or most.get("cell_id")))
-        )
+        rounds = int(most.rounds_to_decide or 0)
+        who = inert_markdown(names.get(most.cell_id, most.name or most.cell_id))
         how = (
             f"e.g. the command below with `--max-rounds {rounds}` and the budget for them"
             if gate
             else f"record them (`--repeat {rounds}`) and compare again"
         )
         return (
-            f"{text}. To decide, run more rounds: about {rounds} per side ({who}, has "
-            f"{most.get('rounds')}), {how}."
+            f"{text}. To decide, run more rounds: about {rounds} per side ({who}, has {most.rounds}), {how}."
         )
     return (
         f"{text}. More rounds would not decide it (its change sits on the minimum effect): read it "
@@ -219,16 +214,34 @@ def inconclusive_sentence(
     )
 
 
-def inconclusive_figures(rows: Sequence[Mapping[str, Any]]) -> tuple[float | None, Mapping[str, Any] | None]:
+class Decidable(Protocol):
+    """A gated metric's figures as the inconclusive sentence reads them."""
+
+    @property
+    def verdict(self) -> Verdict: ...
+
+    @property
+    def could_see_pct(self) -> float | None: ...
+
+    @property
+    def rounds_to_decide(self) -> int | None: ...
+
+
+R = TypeVar("R", bound=Decidable)
+
+
+def inconclusive_figures(rows: Sequence[R]) -> tuple[float | None, R | None]:
     """The figures of the inconclusive sentence, from the inconclusive metrics among ``rows``
     (``summary.sensitivity``'s): the largest regression they could have seen, and the row that
     needs the most rounds to decide (None without such figures)."""
-    open_rows = [r for r in rows if r.get("verdict") == "inconclusive"]
-    seen = [float(r["could_see_pct"]) for r in open_rows if _number(r.get("could_see_pct"))]
-    need = [r for r in open_rows if isinstance(r.get("rounds_to_decide"), int)]
-    most = max(need, key=lambda r: int(r["rounds_to_decide"])) if need else None
+    open_rows = [r for r in rows if r.verdict is Verdict.INCONCLUSIVE]
+    seen = [
+        float(r.could_see_pct) for r in open_rows if r.could_see_pct is not None and _number(r.could_see_pct)
+    ]
+    need = [r for r in open_rows if isinstance(r.rounds_to_decide, int)]
+    most = max(need, key=lambda r: int(r.rounds_to_decide or 0)) if need else None
     return (max(seen) if seen else None), most
 
 
-def _number(value: Any) -> bool:
+def _number(value: object) -> bool:
     return isinstance(value, int | float) and math.isfinite(value)

@@ -10,10 +10,11 @@ from typing import Any
 
 from harness.compare.evidence import family_p
 from harness.compare.metric import MetricResult, compare_metric
+from harness.compare.model import FlatCell
 from harness.compare.settings import Settings
 from harness.compare.stats import holm_adjust
 from harness.compare.verdict import Kind, Verdict, worst
-from harness.record.model import Record, Sample
+from harness.record.model import CellInfo, Record, Sample
 
 __all__ = [
     "CellResult",
@@ -48,7 +49,7 @@ class CellResult:
     """
 
     cell_id: str
-    cell: Mapping[str, Any]
+    cell: FlatCell
     verdict: Verdict
     kind: Kind
     reason: str
@@ -63,25 +64,6 @@ class CellResult:
     note: str = ""
     time_verdict: Verdict | None = None  # None: the same as ``verdict``
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "cell_id": self.cell_id,
-            "cell": dict(self.cell),
-            "verdict": self.verdict.value,
-            "kind": self.kind.value,
-            "reason": self.reason,
-            "rounds": self.rounds,
-            "base_ok": self.base_ok,
-            "base_failed": self.base_failed,
-            "head_ok": self.head_ok,
-            "head_failed": self.head_failed,
-            "metrics": [r.as_dict() for r in self.metrics],
-            "counters": [r.as_dict() for r in self.counters],
-            "counter_verdict": self.counter_verdict.value,
-            "time_verdict": (self.time_verdict or self.verdict).value,
-            "note": self.note,
-        }
-
 
 def _workload_slug(workload: Mapping[str, Any]) -> str:
     """The workload part of a cell id (``install-full``, ``dd-256m-2m-ext4``)."""
@@ -93,32 +75,36 @@ def _workload_slug(workload: Mapping[str, Any]) -> str:
         return str(workload.get("name", "?"))
 
 
-def flatten_cell(cell: Mapping[str, Any]) -> dict[str, Any]:
-    """The axes of a record's cell dict, flat: format, ..., workload (slug), cache_state.
+def flatten_cell(cell: CellInfo) -> FlatCell:
+    """The axes of a record's cell, flat: format, ..., workload (slug), cache_state.
 
-    Other plain values at the top of the cell dict (a gate's ``gate_name``...)
+    Other plain values at the top of the cell (a replay's ``measure``, a gate's ``gate_name``...)
     follow the axes as they are.
     """
     image = cell.get("image") or {}
     drive = cell.get("drive") or {}
     workload = cell.get("workload") or {}
-    extra = {
+    plain: dict[str, Any] = {
         k: v
-        for k, v in cell.items()
+        for k, v in cell.data.items()
         if k not in ("id", "image", "drive", "workload", "cache_state")
         and (v is None or isinstance(v, str | int | float | bool))
     }
-    return {
-        "format": image.get("format"),
-        "preallocation": image.get("preallocation"),
-        "cluster_size": image.get("cluster_size"),
-        "cache": drive.get("cache"),
-        "aio": drive.get("aio"),
-        "interface": drive.get("interface"),
-        "workload": _workload_slug(workload) if isinstance(workload, Mapping) else str(workload),
-        "cache_state": cell.get("cache_state", "fresh"),
-        **extra,
-    }
+    named = ("measure", "gate_name", "base_id")
+    return FlatCell(
+        format=image.get("format"),
+        preallocation=image.get("preallocation"),
+        cluster_size=image.get("cluster_size"),
+        cache=drive.get("cache"),
+        aio=drive.get("aio"),
+        interface=drive.get("interface"),
+        workload=_workload_slug(workload) if isinstance(workload, Mapping) else str(workload),
+        cache_state=cell.get("cache_state", "fresh"),
+        measure=plain.get("measure"),
+        gate_name=plain.get("gate_name"),
+        base_id=plain.get("base_id"),
+        extra={k: v for k, v in plain.items() if k not in named},
+    )
 
 
 def _ok(samples: Sequence[Sample]) -> list[Sample]:
@@ -187,7 +173,7 @@ def _present(metric: str, samples: Iterable[Sample]) -> bool:
 
 
 def compare_cell(
-    cell: Mapping[str, Any],
+    cell: CellInfo,
     base_samples: Sequence[Sample],
     head_samples: Sequence[Sample],
     *,
@@ -373,11 +359,11 @@ def overall_verdict(cells: Sequence[CellResult]) -> Verdict:
     return Verdict.UNCHANGED
 
 
-def _group(records: Sequence[Record]) -> dict[str, tuple[Mapping[str, Any], list[Sample]]]:
+def _group(records: Sequence[Record]) -> dict[str, tuple[CellInfo, list[Sample]]]:
     """Cell id -> (the record's cell, samples of every record of that cell, in order)."""
-    groups: dict[str, tuple[Mapping[str, Any], list[Sample]]] = {}
+    groups: dict[str, tuple[CellInfo, list[Sample]]] = {}
     for record in records:
-        cell = record.cell.data
+        cell = record.cell
         cell_id = str(cell.get("id", "?"))
         if cell_id not in groups:
             groups[cell_id] = (cell, [])
@@ -429,7 +415,7 @@ def compare_records(
 
 
 def compare_family(
-    groups: Sequence[tuple[Mapping[str, Any], Sequence[Sample], Sequence[Sample]]],
+    groups: Sequence[tuple[CellInfo, Sequence[Sample], Sequence[Sample]]],
     *,
     settings: Settings,
 ) -> list[CellResult]:

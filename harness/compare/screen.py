@@ -28,159 +28,151 @@ renderer decides it again:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
+from harness.compare.model import (
+    Budget,
+    ComparedCell,
+    Comparison,
+    CouldSee,
+    Figures,
+    FirstLine,
+    Inconclusive,
+    Row,
+    RowFigure,
+    Screen,
+)
 from harness.compare.pointers import inconclusive_figures
 from harness.compare.verdict import Kind, Verdict
 
 # the flags the command that decides replaces (the gate's own command may carry them)
 _DECIDE_FLAGS = ("--max-rounds", "--budget-min")
-_NO_FIGURES_FIRST = (Kind.HEAD_TIMED_OUT.value, Kind.FAILURE.value)
+_NO_FIGURES_FIRST = (Kind.HEAD_TIMED_OUT, Kind.FAILURE)
 
 
-def _metric_list(cell: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return list(cell.get("metrics") or [])
-
-
-def _counter_list(cell: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return list(cell.get("counters") or [])
-
-
-def _moved(m: Mapping[str, Any]) -> bool:
-    return m.get("verdict") in (Verdict.REGRESSION.value, Verdict.IMPROVEMENT.value)
-
-
-def worse_log(m: Mapping[str, Any]) -> float:
+def worse_log(m: Figures) -> float:
     """How far the metric moved toward worse, as a log ratio (negative: better); an infinite
     ratio is infinitely far, a metric without figures the least of all."""
-    ratio = m.get("ratio")
+    ratio = m.ratio
     if not isinstance(ratio, int | float) or ratio <= 0 or math.isnan(ratio):
-        change = m.get("change_pct")
-        both = m.get("median_base") is not None and m.get("median_head") is not None
-        if change is None and both:
+        both = m.median_base is not None and m.median_head is not None
+        if m.change_pct is None and both:
             ratio = math.inf  # x against 0: the document writes no ratio
         else:
             return -math.inf
     size = math.log(ratio) if math.isfinite(ratio) else math.inf
-    return -size if m.get("higher_is_better") else size
+    return -size if m.higher_is_better else size
 
 
-def lead_metric(cell: Mapping[str, Any]) -> str | None:
+def lead_metric(cell: ComparedCell) -> str | None:
     """The metric a cell's row shows (see the module's doc); None for a cell without figures."""
-    metrics, counters = _metric_list(cell), _counter_list(cell)
-    verdict = cell.get("verdict")
-    if verdict == Verdict.CHANGED.value:
-        pool = [m for m in counters if _moved(m)]
+    metrics, counters = list(cell.metrics), list(cell.counters)
+    verdict = cell.verdict
+    if verdict is Verdict.CHANGED:
+        pool = [m for m in counters if m.moved]
         if pool:
-            return str(max(pool, key=lambda m: abs(worse_log(m)))["metric"])
-    if verdict == Verdict.IMPROVEMENT.value:
-        pool = [m for m in metrics if m.get("verdict") == verdict]
+            return max(pool, key=lambda m: abs(worse_log(m))).metric
+    if verdict is Verdict.IMPROVEMENT:
+        pool = [m for m in metrics if m.verdict is verdict]
         if pool:
-            return str(min(pool, key=worse_log)["metric"])
-    pool = [m for m in metrics if m.get("verdict") == verdict] or metrics or counters
+            return min(pool, key=worse_log).metric
+    pool = [m for m in metrics if m.verdict is verdict] or metrics or counters
     if not pool:
         return None
-    return str(max(pool, key=worse_log)["metric"])
+    return max(pool, key=worse_log).metric
 
 
-def _figure(cell: Mapping[str, Any], metric: str | None) -> Mapping[str, Any] | None:
-    return next((m for m in (*_metric_list(cell), *_counter_list(cell)) if m.get("metric") == metric), None)
-
-
-def said(cell: Mapping[str, Any]) -> str:
+def said(cell: ComparedCell) -> str:
     """A cell's reason in a few words: up to its first parenthesis, colon or semicolon
     (``head's guest ran past its deadline of 320 s``, ``both sides failed``)."""
-    reason = str(cell.get("reason") or cell.get("kind") or "")
+    reason = str(cell.reason or cell.kind.value)
     cut = min(
         (i for i in (reason.find(" ("), reason.find(": "), reason.find("; ")) if i > 0), default=len(reason)
     )
     return reason[:cut]
 
 
-def row_label(cell: Mapping[str, Any]) -> str:
+def row_label(cell: ComparedCell) -> str:
     """A cell's verdict as its row writes it: ``regression``, ``regression (failure)``."""
-    verdict, kind = str(cell.get("verdict", "?")), cell.get("kind")
-    return verdict if kind in (None, Kind.METRIC.value) else f"{verdict} ({kind})"
+    verdict, kind = cell.verdict.value, cell.kind
+    return verdict if kind is Kind.METRIC else f"{verdict} ({kind.value})"
 
 
 # the cell verdicts that more rounds would not change: a metric's row says its own figures
-DECIDED = (Verdict.REGRESSION.value, Verdict.IMPROVEMENT.value, Verdict.CHANGED.value)
+DECIDED = (Verdict.REGRESSION, Verdict.IMPROVEMENT, Verdict.CHANGED)
 
 
-def beyond(m: Mapping[str, Any]) -> str:
+def beyond(m: Figures) -> str:
     """``"worse"`` or ``"better"`` when the metric's whole interval lies beyond its minimum effect."""
-    lo, hi = m.get("ci_low"), m.get("ci_high")
-    edge = 1.0 + float(m.get("min_effect", 0))
+    lo, hi = m.ci_low, m.ci_high
+    edge = 1.0 + float(m.min_effect)
     if lo is None and hi is None:
         return ""
     above = lo is not None and lo >= edge  # hi may be null: infinite
     below = hi is not None and hi <= 1.0 / edge
     if not (above or below):
         return ""
-    return "better" if above == bool(m.get("higher_is_better")) else "worse"
+    return "better" if above == m.higher_is_better else "worse"
 
 
-def figure_label(cell: Mapping[str, Any], m: Mapping[str, Any], *, counter: bool) -> str:
+def figure_label(cell: ComparedCell, m: Figures, *, counter: bool) -> str:
     """A figure's verdict in its cell's fold: a counter that moved is the cell's change; an
     inconclusive metric of a decided cell whose interval lies beyond its minimum effect says so."""
-    verdict = str(m.get("verdict", "?"))
-    if counter and _moved(m):
+    if counter and m.moved:
         return Verdict.CHANGED.value
     moved_beyond = beyond(m)
-    if verdict == Verdict.INCONCLUSIVE.value and moved_beyond and cell.get("verdict") in DECIDED:
-        return f"{moved_beyond} beyond {float(m.get('min_effect', 0)) * 100:g}%, not yet significant alone"
-    return verdict
+    if m.verdict is Verdict.INCONCLUSIVE and moved_beyond and cell.verdict in DECIDED:
+        return f"{moved_beyond} beyond {float(m.min_effect) * 100:g}%, not yet significant alone"
+    return m.verdict.value
 
 
-def _row(index: int, cell: Mapping[str, Any], lead: str | None) -> dict[str, Any]:
-    figures = [
-        {"metric": str(m.get("metric")), "label": figure_label(cell, m, counter=counter)}
-        for counter, group in ((False, _metric_list(cell)), (True, _counter_list(cell)))
+def _row(index: int, cell: ComparedCell, lead: str | None) -> Row:
+    figures = tuple(
+        RowFigure(metric=m.metric, label=figure_label(cell, m, counter=counter))
+        for counter, group in ((False, cell.metrics), (True, cell.counters))
         for m in group
-    ]
-    return {"cell": index, "metric": lead, "label": row_label(cell), "figures": figures}
+    )
+    return Row(cell=index, metric=lead, label=row_label(cell), figures=figures)
 
 
-def _order(cells: Sequence[Mapping[str, Any]], leads: Sequence[str | None], verdict: Verdict) -> list[int]:
+def _order(cells: Sequence[ComparedCell], leads: Sequence[str | None], verdict: Verdict) -> list[int]:
     """The cells of ``verdict``, worst first: no figures (head timed out, failed) before figures,
     then by the lead's move toward worse (for changed: its size either way)."""
 
     def key(i: int) -> tuple[int, float]:
         cell = cells[i]
-        lead = _figure(cell, leads[i])
+        lead = cell.figure(leads[i])
         if lead is None:
-            return (0 if cell.get("kind") in _NO_FIGURES_FIRST else 1, 0.0)
+            return (0 if cell.kind in _NO_FIGURES_FIRST else 1, 0.0)
         size = abs(worse_log(lead)) if verdict is Verdict.CHANGED else worse_log(lead)
         if verdict is Verdict.IMPROVEMENT:
             size = -size
         return (2, -size)
 
-    return sorted((i for i, c in enumerate(cells) if c.get("verdict") == verdict.value), key=key)
+    return sorted((i for i, c in enumerate(cells) if c.verdict is verdict), key=key)
 
 
-def _could_see(cells: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def _could_see(cells: Sequence[ComparedCell]) -> CouldSee:
     """Every cell's best figure (what it would have caught four times in five, never below its
     minimum effect), the smallest and largest of them."""
     best: list[float] = []
     for cell in cells:
         seen = [
-            max(float(m["could_see_pct"]), float(m.get("min_effect", 0)) * 100.0)
-            for m in _metric_list(cell)
-            if isinstance(m.get("could_see_pct"), int | float) and math.isfinite(m["could_see_pct"])
+            max(float(m.could_see_pct), float(m.min_effect) * 100.0)
+            for m in cell.metrics
+            if m.could_see_pct is not None and math.isfinite(m.could_see_pct)
         ]
         if seen:
             best.append(min(seen))
-    return {
-        "cells": len(cells),
-        "could_see_low_pct": round(min(best), 2) if best else None,
-        "could_see_high_pct": round(max(best), 2) if best else None,
-    }
+    return CouldSee(
+        cells=len(cells),
+        could_see_low_pct=round(min(best), 2) if best else None,
+        could_see_high_pct=round(max(best), 2) if best else None,
+    )
 
 
-def decide_command(
-    reproduce: Sequence[str], rounds: int, budget: Mapping[str, Any] | None
-) -> list[str] | None:
+def decide_command(reproduce: Sequence[str], rounds: int, budget: Budget | None) -> list[str] | None:
     """The gate's command that would run ``rounds`` rounds per side: its own command with
     ``--max-rounds`` and, when the budget says how long its rounds took, ``--budget-min`` scaled
     to them (whole minutes, rounded up).  None for a comparison of records (no gate to run)."""
@@ -197,88 +189,99 @@ def decide_command(
             continue
         argv.append(str(arg))
     argv += ["--max-rounds", str(rounds)]
-    used, done = (budget or {}).get("used_min"), (budget or {}).get("rounds")
+    used = budget.used_min if budget is not None else None
+    done = budget.rounds if budget is not None else None
     if isinstance(used, int | float) and isinstance(done, int) and done > 0 and used > 0:
         argv += ["--budget-min", str(math.ceil(used * rounds / done))]
     return argv
 
 
+@dataclass(frozen=True)
+class _At:
+    """A gated metric of the cell ``at``, as the inconclusive sentence weighs it."""
+
+    at: int
+    verdict: Verdict
+    could_see_pct: float | None
+    rounds_to_decide: int | None
+    rounds: int
+
+
 def _inconclusive(
-    cells: Sequence[Mapping[str, Any]],
+    cells: Sequence[ComparedCell],
     order: Sequence[int],
     reproduce: Sequence[str],
-    budget: Mapping[str, Any] | None,
-) -> dict[str, Any] | None:
+    budget: Budget | None,
+) -> Inconclusive | None:
     """The inconclusive cells, and the figures of what decides them: those of the inconclusive
     sentence (:func:`harness.compare.pointers.inconclusive_figures`, over every cell's
     inconclusive metrics), the gate's command for the rounds the slowest needs."""
     if not order:
         return None
     rows = [
-        {
-            "at": i,
-            "verdict": m.get("verdict"),
-            "could_see_pct": m.get("could_see_pct"),
-            "rounds_to_decide": m.get("rounds_to_decide"),
-            "rounds": min(int(m.get("n_base") or 0), int(m.get("n_head") or 0)),
-        }
+        _At(
+            at=i,
+            verdict=m.verdict,
+            could_see_pct=m.could_see_pct,
+            rounds_to_decide=m.rounds_to_decide,
+            rounds=m.rounds,
+        )
         for i, cell in enumerate(cells)
-        for m in _metric_list(cell)
+        for m in cell.metrics
     ]
     seen, most = inconclusive_figures(rows)
-    rounds = int(most["rounds_to_decide"]) if most is not None else None
+    rounds = int(most.rounds_to_decide or 0) if most is not None else None
     # a gate adds rounds itself (--max-rounds); records compared by hand need more samples
     gate = list(reproduce[1:2]) == ["gate"] if reproduce else budget is not None
-    return {
-        "cells": list(order),
-        "rounds": rounds,
-        "command": decide_command(reproduce, rounds, budget) if rounds is not None else None,
-        "gate": gate,
-        "could_see_pct": seen,
-        "slowest": most["at"] if most is not None else None,
-        "slowest_rounds": most["rounds"] if most is not None else None,
-    }
+    command = decide_command(reproduce, rounds, budget) if rounds is not None else None
+    return Inconclusive(
+        cells=tuple(order),
+        rounds=rounds,
+        command=tuple(command) if command is not None else None,
+        gate=gate,
+        could_see_pct=seen,
+        slowest=most.at if most is not None else None,
+        slowest_rounds=most.rounds if most is not None else None,
+    )
 
 
 def screen(
-    cells: Sequence[Mapping[str, Any]],
+    cells: Sequence[ComparedCell],
     *,
-    verdict: str,
+    verdict: Verdict,
     reproduce: Sequence[str] = (),
-    budget: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """``summary.screen`` of a document's ``cells`` (see the module's doc)."""
+    budget: Budget | None = None,
+) -> Screen:
+    """``summary.screen`` of a comparison's ``cells`` (see the module's doc)."""
     leads = [lead_metric(c) for c in cells]
     regressed = _order(cells, leads, Verdict.REGRESSION)
     changed = _order(cells, leads, Verdict.CHANGED)
-    errors = [i for i, c in enumerate(cells) if c.get("verdict") == Verdict.ERROR.value]
+    errors = [i for i, c in enumerate(cells) if c.verdict is Verdict.ERROR]
     inconclusive = _order(cells, leads, Verdict.INCONCLUSIVE)
     improved = _order(cells, leads, Verdict.IMPROVEMENT)
     unchanged = _order(cells, leads, Verdict.UNCHANGED)
-    first = [
-        {"cell": i, "metric": leads[i], "said": None if leads[i] else said(cells[i])}
+    first = tuple(
+        FirstLine(cell=i, metric=leads[i], said=None if leads[i] else said(cells[i]))
         for i in (*regressed, *changed, *errors)
-    ]
-    return {
-        "first": first,
-        "unchanged": _could_see(cells) if verdict == Verdict.UNCHANGED.value and cells else None,
-        "inconclusive": _inconclusive(cells, inconclusive, reproduce, budget),
-        "rows": [
-            _row(i, cells[i], leads[i]) for i in (*regressed, *changed, *errors, *inconclusive, *improved)
-        ],
-        "unchanged_rows": [_row(i, cells[i], leads[i]) for i in unchanged],
-    }
-
-
-def with_screen(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """``doc`` with ``summary.screen`` as this version decides it (a document written before it
-    gets it; one that has it gets it again, the same)."""
-    cells = list(doc.get("cells") or [])
-    summary = dict(doc.get("summary") or {})
-    summary["screen"] = screen(
-        cells,
-        verdict=str(doc.get("verdict")),
-        reproduce=[str(a) for a in doc.get("reproduce") or []],
-        budget=doc.get("budget") if isinstance(doc.get("budget"), Mapping) else None,
     )
-    return {**doc, "summary": summary}
+    return Screen(
+        first=first,
+        unchanged=_could_see(cells) if verdict is Verdict.UNCHANGED and cells else None,
+        inconclusive=_inconclusive(cells, inconclusive, reproduce, budget),
+        rows=tuple(
+            _row(i, cells[i], leads[i]) for i in (*regressed, *changed, *errors, *inconclusive, *improved)
+        ),
+        unchanged_rows=tuple(_row(i, cells[i], leads[i]) for i in unchanged),
+    )
+
+
+def with_screen(comparison: Comparison) -> Comparison:
+    """``comparison`` with ``summary.screen`` as this version decides it (a comparison written
+    before it gets it; one that has it gets it again, the same)."""
+    decided = screen(
+        comparison.cells,
+        verdict=comparison.verdict,
+        reproduce=comparison.reproduce or (),
+        budget=comparison.budget,
+    )
+    return replace(comparison, summary=replace(comparison.summary, screen=decided))

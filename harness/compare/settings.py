@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
+from harness.compare.model import SettingsUsed
 from harness.errors import UsageError
 from harness.workloads import metric_info
 
@@ -93,24 +93,25 @@ class Settings:
             return self.min_effect_by_metric[metric]
         return self.counter_min_effect if metric in self.counters else self.min_effect
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "metrics": list(self.metrics),
-            "counters": list(self.counters),
-            "min_effect": self.min_effect,
-            "counter_min_effect": self.counter_min_effect,
-            "min_effect_by_metric": dict(sorted(self.min_effect_by_metric.items())),
-            "alpha": self.alpha,
-            "confidence": self.confidence,
-            "bootstrap": self.bootstrap,
-            "seed": self.seed,
-            "min_samples": self.min_samples,
-            "comparisons": self.comparisons,
-            "alpha_per_test": self.alpha_per_test,
-            "correction": self.correction,
-            "test": self.test,
-            "changed_fails": self.changed_fails,
-        }
+    def used(self) -> SettingsUsed:
+        """These settings as the comparison writes them (with ``alpha_per_test``)."""
+        return SettingsUsed(
+            metrics=self.metrics,
+            counters=self.counters,
+            min_effect=self.min_effect,
+            counter_min_effect=self.counter_min_effect,
+            min_effect_by_metric=dict(sorted(self.min_effect_by_metric.items())),
+            alpha=self.alpha,
+            confidence=self.confidence,
+            bootstrap=self.bootstrap,
+            seed=self.seed,
+            min_samples=self.min_samples,
+            comparisons=self.comparisons,
+            alpha_per_test=self.alpha_per_test,
+            correction=self.correction,
+            test=self.test,
+            changed_fails=self.changed_fails,
+        )
 
 
 def parse_percent(text: str, *, what: str) -> float:

@@ -14,9 +14,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from harness.compare import CellResult, Settings, apply_canary
+from harness.compare.model import Canary
 from harness.errors import InfraError
 
 CANARY_MIB = 256
@@ -52,16 +52,16 @@ def host_canary(work_dir: Path, *, repeats: int = 5, mib: int = CANARY_MIB) -> l
 
 def judge_canary(
     results: Sequence[CellResult], before: Sequence[float], after: Sequence[float], settings: Settings
-) -> tuple[list[CellResult], dict[str, Any]]:
+) -> tuple[list[CellResult], Canary]:
     """The host moved only if the medians differ by more than the minimum effect *and* the
     ranges of the canary's own repeats do not overlap: its own noise is not a move of the host."""
     before_s, after_s = statistics.median(before), statistics.median(after)
     overlap = max(min(before), min(after)) <= min(max(before), max(after))
     if overlap:
         # judged with an effect no change can reach: the document still carries the figures
-        results, doc = apply_canary(
+        results, canary = apply_canary(
             results, before_mib_s=before_s, after_mib_s=after_s, settings=replace(settings, min_effect=9.99)
         )
     else:
-        results, doc = apply_canary(results, before_mib_s=before_s, after_mib_s=after_s, settings=settings)
-    return results, {**doc, "before_runs": list(before), "after_runs": list(after)}
+        results, canary = apply_canary(results, before_mib_s=before_s, after_mib_s=after_s, settings=settings)
+    return results, replace(canary, before_runs=tuple(before), after_runs=tuple(after))

@@ -15,11 +15,11 @@ word, never gated; the summary says so.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from harness.compare import Settings
+from harness.compare.model import GuestWord, GuestWordRow
 from harness.compare.text import format_value
 from harness.errors import UsageError
 from harness.record import Sample
@@ -81,7 +81,7 @@ def decide_judge(settings: Settings, *, base_guest: str, head_guest: str) -> Jud
 
 def guest_word_document(
     judge: Judge, cells: Sequence[tuple[str, Sequence[Sample], Sequence[Sample]]]
-) -> dict[str, Any] | None:
+) -> GuestWord | None:
     """The guest's own figures per cell (name, base samples, head samples): medians of the ok
     samples and their change, for the summary; None when the guests are the same."""
     if not judge.guest_differs:
@@ -94,15 +94,15 @@ def guest_word_document(
                 continue
             change = None if b in (None, 0) or h is None else (h / b - 1) * 100
             rows.append(
-                {"cell": name, "metric": metric, "median_base": b, "median_head": h, "change_pct": change}
+                GuestWordRow(cell=name, metric=metric, median_base=b, median_head=h, change_pct=change)
             )
-    return {
-        "base_guest": judge.base_guest,
-        "head_guest": judge.head_guest,
-        "gated_instead": list(judge.settings.metrics),
-        "metrics": list(judge.guest_word),
-        "rows": rows,
-    }
+    return GuestWord(
+        base_guest=judge.base_guest,
+        head_guest=judge.head_guest,
+        gated_instead=judge.settings.metrics,
+        metrics=judge.guest_word,
+        rows=tuple(rows),
+    )
 
 
 def _median(samples: Sequence[Sample], metric: str) -> float | None:
@@ -112,34 +112,34 @@ def _median(samples: Sequence[Sample], metric: str) -> float | None:
     return statistics.median(values) if values else None
 
 
-def render_guest_word(doc: Mapping[str, Any] | None) -> str:
+def render_guest_word(word: GuestWord | None) -> str:
     """The summary's section of the guest's own word (empty when the guests are the same)."""
-    if not doc:
+    if word is None:
         return ""
     lines = [
         "### The head's guest's own word (not gated)",
         "",
         "The head brings another guest than base: these figures are what each side's guest reports "
         "of itself. The verdict above rests on the host's figures alone "
-        f"({', '.join(inert_markdown(m) for m in doc.get('gated_instead') or [])}).",
+        f"({', '.join(inert_markdown(m) for m in word.gated_instead)}).",
         "",
     ]
-    rows = doc.get("rows") or []
+    rows = word.rows
     if not rows:
         return "\n".join([*lines, "- no figure of the guest's in the samples", ""]) + "\n"
     lines += ["| cell | metric (guest's word) | base | head | change |", "| --- | --- | --- | --- | --- |"]
     for row in rows:
-        unit = _unit(str(row.get("metric")))
-        change = row.get("change_pct")
+        unit = _unit(row.metric)
+        change = row.change_pct
         lines.append(
             "| "
             + " | ".join(
                 inert_markdown(x)
                 for x in (
-                    row.get("cell"),
-                    row.get("metric"),
-                    format_value(row.get("median_base"), unit),
-                    format_value(row.get("median_head"), unit),
+                    row.cell,
+                    row.metric,
+                    format_value(row.median_base, unit),
+                    format_value(row.median_head, unit),
                     "n/a" if change is None else f"{change:+.1f}%",
                 )
             )

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.compare.model import HeldCell, KeptCell
 from harness.gate.spec import GateSpec
 from harness.spec import format_size
 from harness.subject.policy import DRIVE_KEYS, FORMAT_SPECIFIC, IMAGE_KEYS, QEMU_DEFAULT, Completed, Policy
@@ -28,26 +29,13 @@ OPTION_PREFIX = "drive option "
 
 
 @dataclass(frozen=True)
-class Kept:
-    """A cell that a change of the policy does not reach, what it keeps, and why."""
-
-    name: str
-    keeps: str
-    axis: str  # the cell's value that rules the policy's out ("cache=writeback"); "" if the cell sets the key
-    why: str
-
-    def as_dict(self) -> dict[str, str]:
-        return {"name": self.name, "keeps": self.keeps, "axis": self.axis, "why": self.why}
-
-
-@dataclass(frozen=True)
 class KeyReach:
     """One value that differs between the sides' policies: the cells it applies to and the rest."""
 
     what: str  # as the subject diff names it: "aio", "image preallocation", "drive option l2-cache-size"
     key: str  # the key alone: "aio", "preallocation", "l2-cache-size"
     applied: tuple[str, ...]
-    kept: tuple[Kept, ...]
+    kept: tuple[KeptCell, ...]
 
     @property
     def where(self) -> str:
@@ -76,38 +64,6 @@ class KeyReach:
             parts.append(f"{_joined(nouns)} {'keeps' if counts[keeps] == 1 else 'keep'} {shown}")
         return "; ".join([text, *parts])
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "what": self.what,
-            "applied": list(self.applied),
-            "kept": [k.as_dict() for k in self.kept],
-            "where": self.where,
-        }
-
-
-@dataclass(frozen=True)
-class HeldIn:
-    """A value of a side's policy that one cell cannot take, on which sides."""
-
-    name: str
-    key: str
-    value: str
-    keeps: str
-    axis: str
-    why: str
-    sides: tuple[str, ...]
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "key": self.key,
-            "value": self.value,
-            "keeps": self.keeps,
-            "axis": self.axis,
-            "why": self.why,
-            "sides": list(self.sides),
-        }
-
 
 @dataclass(frozen=True)
 class PolicyReach:
@@ -115,7 +71,7 @@ class PolicyReach:
 
     cells: tuple[str, ...]
     keys: tuple[KeyReach, ...]
-    held: tuple[HeldIn, ...]
+    held: tuple[HeldCell, ...]
 
     @property
     def untouched(self) -> tuple[str, ...]:
@@ -124,13 +80,6 @@ class PolicyReach:
             return ()
         reached = {name for key in self.keys for name in key.applied}
         return tuple(name for name in self.cells if name not in reached)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "keys": [k.as_dict() for k in self.keys],
-            "held": [h.as_dict() for h in self.held],
-            "untouched": list(self.untouched),
-        }
 
 
 def _joined(words: Sequence[str]) -> str:
@@ -206,25 +155,28 @@ def policy_reach(spec: GateSpec, base: Policy, head: Policy) -> PolicyReach:
                 (h for label in ("head", "base") for h in done[label][gc.name].held if h.key == key), None
             )
             if held is not None:
-                kept.append(Kept(gc.name, held.keeps, held.axis, held.why))
+                kept.append(KeptCell(name=gc.name, keeps=held.keeps, axis=held.axis, why=held.why))
             elif key in gc.values:
-                kept.append(Kept(gc.name, keeps, "", f"the cell sets {key} itself"))
+                kept.append(KeptCell(name=gc.name, keeps=keeps, axis="", why=f"the cell sets {key} itself"))
             elif image and key in FORMAT_SPECIFIC:
                 fmt = done["head"][gc.name].cell.image.format.value
                 why = f"{key} of the policy applies to cells of its own format only"
-                kept.append(Kept(gc.name, keeps, f"format={fmt}", why))
+                kept.append(KeptCell(name=gc.name, keeps=keeps, axis=f"format={fmt}", why=why))
             else:
-                kept.append(Kept(gc.name, keeps, "alike", "the same on both sides"))
+                kept.append(KeptCell(name=gc.name, keeps=keeps, axis="alike", why="the same on both sides"))
         keys.append(KeyReach(what=what, key=key, applied=tuple(applied), kept=tuple(kept)))
     return PolicyReach(cells=tuple(gc.name for gc in spec.cells), keys=tuple(keys), held=_held(spec, done))
 
 
-def _held(spec: GateSpec, done: Mapping[str, Mapping[str, Completed]]) -> tuple[HeldIn, ...]:
-    found: list[HeldIn] = []
+def _held(spec: GateSpec, done: Mapping[str, Mapping[str, Completed]]) -> tuple[HeldCell, ...]:
+    found: list[HeldCell] = []
     for gc in spec.cells:
         sides: dict[tuple[str, str, str, str, str], list[str]] = {}
         for label in ("base", "head"):
             for h in done[label][gc.name].held:
                 sides.setdefault((h.key, h.value, h.keeps, h.axis, h.why), []).append(label)
-        found += [HeldIn(gc.name, *key, sides=tuple(labels)) for key, labels in sides.items()]
+        found += [
+            HeldCell(name=gc.name, key=k, value=v, keeps=keeps, axis=axis, why=why, sides=tuple(labels))
+            for (k, v, keeps, axis, why), labels in sides.items()
+        ]
     return tuple(found)

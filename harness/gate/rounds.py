@@ -26,7 +26,6 @@ import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from harness.compare import (
     CellResult,
@@ -40,7 +39,7 @@ from harness.compare import (
 from harness.gate.options import GateOptions
 from harness.gate.spec import GateSpec
 from harness.gate.subjects import SIDES, Subject
-from harness.record import Record, Sample, gate_records
+from harness.record import CellInfo, Record, Sample, gate_records
 from harness.sample.guest_sampler import Sampler
 from harness.sample.replay.replay import Pairing
 from harness.spec import Cell
@@ -65,11 +64,15 @@ def head_deadline(base_workload_s: Sequence[float], *, limit_s: float) -> float:
     return min(limit_s, HEAD_DEADLINE_FACTOR * statistics.median(base_workload_s) + HEAD_DEADLINE_FLOOR_S)
 
 
+#: the errors of a sample that ran past its deadline: a guest's (its ready line, its workload's start
+#: or its report did not come in time) and a replay's (its qemu-io was still running)
+TIMEOUT_ERRORS = ("GuestTimeout", "ReplayTimeout")
+
+
 def timed_out(sample: Sample) -> bool:
-    """Whether ``sample`` failed because its guest ran past a deadline: its ready line, its
-    workload's start or its report did not come in time (a head throttled to a byte a second
-    does not even boot)."""
-    return not sample.ok and sample.error_type == "GuestTimeout"
+    """Whether ``sample`` failed because it ran past a deadline (a head throttled to a byte a second
+    does not even boot; its replay never ends)."""
+    return not sample.ok and sample.error_type in TIMEOUT_ERRORS
 
 
 @dataclass
@@ -89,11 +92,29 @@ class GateSide:
 
 
 @dataclass(frozen=True)
+class Clock:
+    """The time a sample may take: the run's workload timeout, within what is left of the budget."""
+
+    budget_s: float
+    started: float
+    workload_timeout_s: float
+
+    def left_s(self) -> float:
+        return self.budget_s - (time.monotonic() - self.started)
+
+    def limit_s(self) -> float:
+        """A base sample's deadline now (and a head's while base has no time of its own)."""
+        return min(self.workload_timeout_s, self.left_s())
+
+
+@dataclass(frozen=True)
 class Stop:
     """Why no further round runs; ``over_budget`` when cells stay unclear for lack of time."""
 
     reason: str
     over_budget: bool = False
+    #: cells whose head ran past its deadline before the rounds (its recording), with that deadline
+    head_timed_out: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -137,14 +158,20 @@ def run_rounds(
     out_dir: Path,
     started: float,
     progress: Callable[[str], None],
+    before: Stop | None = None,
 ) -> Rounds:
     """Run the first rounds of every cell, then more of the unclear ones; compare after each.
 
     Every round, the first ones included, starts only within the budget; a head that
-    times out ends the rounds."""
+    times out ends the rounds.  ``before``: why none is to run at all (the recordings of the
+    replay cells' streams ended the gate)."""
     rng = random.Random(options.seed)
     names = [gc.name for gc in spec.cells]
     tally = _Tally(rounds_of=dict.fromkeys(names, 0))
+    if before is not None:
+        # the streams' recordings already ended the gate: the budget, or a head past its deadline
+        tally.stop = before
+        tally.timed_out.update(dict(before.head_timed_out))
     play = functools.partial(
         _play_round,
         table=_Table(sides=sides, rng=rng, tally=tally, out_dir=out_dir, progress=progress),
@@ -253,7 +280,7 @@ def _play_round(
                     turn.cell,
                     per,
                     table,
-                    workload_timeout_s=min(options.machine.workload_timeout_s, left_s),
+                    clock=Clock(options.budget_s, started, options.machine.workload_timeout_s),
                 )
             continue
         deadline = min(options.machine.workload_timeout_s, left_s)
@@ -272,30 +299,45 @@ def _play_round(
             )
 
 
+#: what a sample's deadline is measured against: a guest's workload as the host clocked it, a
+#: replay's passes (their summed wall times)
+TIMED_METRICS = ("host.workload_s", "replay.wall_s")
+
+
 def _workload_times(side: GateSide, name: str) -> list[float]:
-    """The workload times of ``side``'s ok samples of cell ``name``, as the host clocked them."""
+    """The workload times of ``side``'s ok samples of cell ``name``, as the host clocked them (a
+    replay sample's: its passes' wall time)."""
     record = side.records.get(name)
-    return [
-        float(s.metrics["host.workload_s"])
-        for s in (record.samples if record is not None else ())
-        if s.ok and isinstance(s.metrics.get("host.workload_s"), (int, float))
-    ]
+    times = []
+    for s in record.samples if record is not None else ():
+        if not s.ok:
+            continue
+        for key in TIMED_METRICS:
+            if isinstance(s.metrics.get(key), (int, float)):
+                times.append(float(s.metrics[key]))
+                break
+    return times
 
 
-def _play_pairs(number: int, name: str, per: int, table: _Table, *, workload_timeout_s: float) -> None:
+def _play_pairs(number: int, name: str, per: int, table: _Table, *, clock: Clock) -> None:
     """Round ``number`` of a cell taking ``per`` samples a round: ``per`` pairs of base and head,
     each pair's order drawn, so that sample i of both sides are taken next to each other; where
-    the cell's pairs run together, both samples of a pair at the same moment."""
+    the cell's pairs run together, both samples of a pair at the same moment.
+
+    As for a guest cell, head's samples have the deadline :func:`head_deadline` gives from base's
+    own times of the cell; a head that runs past it ends the rounds (``head-timed-out``).  A pair
+    starts only where twice what the pairs so far took fits what is left of the budget."""
     sides, rng, tally, out_dir, progress = table.sides, table.rng, table.tally, table.out_dir, table.progress
     spent = dict.fromkeys(SIDES, 0.0)
     pairing = sides["base"].together.get(name)
     barrier = pairing.barrier if pairing is not None else None
     raised: list[BaseException] = []
+    deadlines = dict.fromkeys(SIDES, 0.0)
 
     def one(label: str, index: int) -> None:
         t0 = time.monotonic()
         try:
-            _run_one(sides[label], name, index, out_dir, progress, workload_timeout_s=workload_timeout_s)
+            _run_one(sides[label], name, index, out_dir, progress, workload_timeout_s=deadlines[label])
         except BaseException as exc:  # handed to the gate's own thread below
             if barrier is None:
                 raise
@@ -306,27 +348,43 @@ def _play_pairs(number: int, name: str, per: int, table: _Table, *, workload_tim
                 barrier.abort()
             spent[label] += time.monotonic() - t0
 
+    started = time.monotonic()
+    done = 0
     for k in range(1, per + 1):
         index = (number - 1) * per + k
         pair = list(SIDES)
         rng.shuffle(pair)
+        pair_s = (time.monotonic() - started) / done if done else 0.0
+        if clock.left_s() <= 2 * pair_s:
+            tally.stop = Stop(f"budget of {clock.budget_s / 60:.0f} min reached", over_budget=True)
+            break
+        deadlines["base"] = clock.limit_s()
+        deadlines["head"] = head_deadline(_workload_times(sides["base"], name), limit_s=clock.limit_s())
         if barrier is None:
             for label in pair:
                 one(label, index)
-            continue
-        barrier.reset()
-        threads = [
-            threading.Thread(target=one, args=(label, index), name=f"{name}-{label}") for label in pair
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        if raised:
-            raise raised[0]
+        else:
+            barrier.reset()
+            threads = [
+                threading.Thread(target=one, args=(label, index), name=f"{name}-{label}") for label in pair
+            ]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            if raised:
+                raise raised[0]
+        done = k
+        if timed_out(sides["head"].records[name].samples[-1]):
+            tally.timed_out[name] = deadlines["head"]
+            tally.stop = Stop(f"head timed out on {name} (deadline {deadlines['head']:.0f} s)")
+            progress(
+                f"gate: head's replay of {name} ran past its deadline of {deadlines['head']:.0f} s: no more rounds"
+            )
+            break
     # one entry per side and round, as a cell of one sample a round: the budget's guess stays per turn
     tally.sample_s.extend(spent.values())
-    tally.rounds_of[name] = number * per
+    tally.rounds_of[name] = (number - 1) * per + done
 
 
 def _key(sides: Mapping[str, GateSide], name: str) -> str:
@@ -381,9 +439,12 @@ def _compare_all(
     for gc in spec.cells:
         base_rec = sides["base"].records.get(gc.name)
         head_rec = sides["head"].records.get(gc.name)
-        cell = {**sides["head"].cells[gc.name].as_dict(), "gate_name": gc.name}
-        if base_rec is not None and base_rec.cell.id != cell["id"]:
-            cell["base_id"] = base_rec.cell.id
+        head_cell = sides["head"].cells[gc.name]
+        # the gate's name of the cell, and base's id where the sides' ids differ, beside its axes
+        axes = {**head_cell.as_dict(), "gate_name": gc.name}
+        if base_rec is not None and base_rec.cell.id != head_cell.id:
+            axes["base_id"] = base_rec.cell.id
+        cell = CellInfo(axes)
         if gc.name in tally.timed_out:
             own[gc.name] = _timed_out_result(cell, base_rec, head_rec, tally.timed_out[gc.name])
         elif base_rec is None or head_rec is None:
@@ -391,7 +452,7 @@ def _compare_all(
                 label for label, rec in (("base", base_rec), ("head", head_rec)) if rec is None
             )
             own[gc.name] = CellResult(
-                cell_id=cell["id"],
+                cell_id=head_cell.id,
                 cell=flatten_cell(cell),
                 verdict=Verdict.ERROR,
                 kind=Kind.MISSING,
@@ -410,19 +471,20 @@ def _compare_all(
 
 
 def _timed_out_result(
-    cell: dict[str, Any], base: Record | None, head: Record | None, deadline_s: float
+    cell: CellInfo, base: Record | None, head: Record | None, deadline_s: float
 ) -> CellResult:
     base_samples = list(base.samples) if base is not None else []
     head_samples = list(head.samples) if head is not None else []
     return CellResult(
-        cell_id=cell["id"],
+        cell_id=str(cell.id),
         # flat axes, as compare_cell writes every other cell: the document's shape, the short name
         cell=flatten_cell(cell),
         verdict=Verdict.REGRESSION,
         kind=Kind.HEAD_TIMED_OUT,
         reason=(
-            f"head's guest ran past its deadline of {deadline_s:.0f} s ({HEAD_DEADLINE_FACTOR:g} x base's "
-            f"median workload time + {HEAD_DEADLINE_FLOOR_S:g} s, within the budget)"
+            f"head's {'replay' if cell.get('measure') == 'replay' else 'guest'} ran past its deadline of "
+            f"{deadline_s:.0f} s ({HEAD_DEADLINE_FACTOR:g} x base's median workload time + "
+            f"{HEAD_DEADLINE_FLOOR_S:g} s, within the budget)"
         ),
         base_ok=sum(1 for s in base_samples if s.ok),
         base_failed=sum(1 for s in base_samples if not s.ok),

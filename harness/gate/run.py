@@ -8,22 +8,31 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
-from harness.compare import CellResult, Settings, build_comparison, render_markdown
+from harness.compare import CellResult, Kind, Settings, Verdict, build_comparison, render_markdown
+from harness.compare.comparison import write_comparison
 from harness.compare.document import with_policy_reach
+from harness.compare.model import Budget, Canary, Comparison, Side
 from harness.compare.pointers import Pointers
 from harness.errors import InfraError
-from harness.files import write_json_atomic, write_text_atomic
+from harness.files import write_text_atomic
 from harness.gate.canary import host_canary, judge_canary
 from harness.gate.checks import check_side, side_cells
 from harness.gate.judge import Judge, decide_judge, guest_word_document, render_guest_word
 from harness.gate.options import GateOptions
 from harness.gate.reach import policy_reach
-from harness.gate.rounds import GateSide, Rounds, run_rounds
+from harness.gate.rounds import (
+    HEAD_DEADLINE_FACTOR,
+    HEAD_DEADLINE_FLOOR_S,
+    Clock,
+    GateSide,
+    Rounds,
+    run_rounds,
+)
 from harness.gate.spec import GateSpec
 from harness.gate.streams import GateStreams, prepare_streams
 from harness.gate.subjects import Subject, SubjectSource, prepared_subjects, repo_toplevel, side_binaries
+from harness.host import accounts
 from harness.paths import qemu_cache_dir
 from harness.record import Sample
 from harness.subject.policy import Policy
@@ -32,7 +41,7 @@ from harness.subject.policy import Policy
 @dataclass
 class GateResult:
     out_dir: Path
-    document: dict[str, Any]
+    comparison: Comparison
     markdown: str
     cells: list[CellResult]
 
@@ -40,7 +49,7 @@ class GateResult:
     def exit_code(self) -> int:
         from harness.compare.comparison import verdict_exit_code
 
-        return verdict_exit_code(self.document)
+        return verdict_exit_code(self.comparison)
 
 
 def run_gate(
@@ -80,17 +89,22 @@ def run_gate(
             )
         )
 
-    with prepared_subjects(
-        repo,
-        sources,
-        default_policy=options.default_policy,
-        build_command=options.build_command,
-        log=progress,
-        vet=vet,
-    ) as subjects:
+    with (
+        prepared_subjects(
+            repo,
+            sources,
+            default_policy=options.default_policy,
+            build_command=options.build_command,
+            log=progress,
+            vet=vet,
+        ) as subjects,
+        # head's QEMU runs as a uid of its own: it cannot signal, trace or write base's while both run
+        accounts.side_account() as head_uid,
+    ):
         out_dir.mkdir(parents=True, exist_ok=True)
-        sides = open_sides(subjects, spec, options, out_dir=out_dir, progress=progress)
-        streams = replay_streams(spec, sides, out_dir=out_dir, progress=progress)
+        sides = open_sides(subjects, spec, options, out_dir=out_dir, progress=progress, head_uid=head_uid)
+        clock = Clock(options.budget_s, started, options.machine.workload_timeout_s)
+        streams = replay_streams(spec, sides, out_dir=out_dir, progress=progress, clock=clock)
         judge = decide_judge(
             settings,
             base_guest=sides["base"].session.guest.recipe_hash,
@@ -106,27 +120,34 @@ def run_gate(
         if canary_before:
             progress(f"gate: host canary before: {statistics.median(canary_before):.0f} MiB/s")
         played = run_rounds(
-            spec, sides, settings, options, out_dir=out_dir, started=started, progress=progress
+            spec,
+            sides,
+            settings,
+            options,
+            out_dir=out_dir,
+            started=started,
+            progress=progress,
+            before=streams.stop,
         )
-        results, canary_doc = with_stream_notes(played.results, streams.notes, sides), None
+        results, canary = with_stream_notes(played.results, streams, sides), None
         if canary_before:
             canary_after = host_canary(machine.work_dir)
             progress(f"gate: host canary after: {statistics.median(canary_after):.0f} MiB/s")
-            results, canary_doc = judge_canary(results, canary_before, canary_after, settings)
-        document = comparison_document(
+            results, canary = judge_canary(results, canary_before, canary_after, settings)
+        comparison = comparison_document(
             spec,
             sides,
             replace(played, results=results),
             judge=judge,
             options=options,
-            canary=canary_doc,
+            canary=canary,
             elapsed_s=time.monotonic() - started,
             pointers=pointers,
         )
-        markdown = render_markdown(document) + render_guest_word(document.get("guest_word"))
-        write_json_atomic(out_dir / "comparison.json", document)
+        markdown = render_markdown(comparison) + render_guest_word(comparison.guest_word)
+        write_comparison(out_dir / "comparison.json", comparison)
         write_text_atomic(out_dir / "summary.md", markdown)
-        return GateResult(out_dir=out_dir, document=document, markdown=markdown, cells=results)
+        return GateResult(out_dir=out_dir, comparison=comparison, markdown=markdown, cells=results)
 
 
 def open_sides(
@@ -136,9 +157,12 @@ def open_sides(
     *,
     out_dir: Path,
     progress: Callable[[str], None],
+    head_uid: int | None = None,
 ) -> dict[str, GateSide]:
     """Each side's cells under its own policy, and a session on its guest and QEMU
-    (its own binaries, else ``options.machine``'s), its records under ``out_dir``.
+    (its own binaries, else ``options.machine``'s), its records under ``out_dir``; head's
+    binaries run as ``head_uid`` (:func:`harness.host.accounts.side_account`), base's as the
+    QEMU account.
 
     Both sides must get the same accelerator: a gate never compares kvm with tcg.
     """
@@ -148,6 +172,8 @@ def open_sides(
     qemu_cache = options.qemu_cache or qemu_cache_dir()
     runner = options.machine.binaries
     side_qemu = {s.label: side_binaries(s, runner, qemu_cache, progress) for s in subjects}
+    if "head" in side_qemu:
+        side_qemu["head"] = replace(side_qemu["head"], runs_as=head_uid)
     sides: dict[str, GateSide] = {}
     for subject in subjects:
         cells = side_cells(spec, subject.label, subject.policy)
@@ -168,9 +194,15 @@ def open_sides(
 
 
 def replay_streams(
-    spec: GateSpec, sides: Mapping[str, GateSide], *, out_dir: Path, progress: Callable[[str], None]
+    spec: GateSpec,
+    sides: Mapping[str, GateSide],
+    *,
+    out_dir: Path,
+    progress: Callable[[str], None],
+    clock: Clock | None = None,
 ) -> GateStreams:
-    """Base's stream of every replay cell, handed to both sides' samples, ``replay_samples`` a round."""
+    """Base's stream of every replay cell, handed to both sides' samples, ``replay_samples`` a round;
+    the recordings within ``clock``'s budget."""
     names = spec.replay_cells
     streams = prepare_streams(
         sides,
@@ -179,6 +211,7 @@ def replay_streams(
         log_root=out_dir / "logs" / "streams",
         progress=progress,
         together=spec.replay_together,
+        clock=clock,
     )
     for side in sides.values():
         side.samplers.update(streams.samplers)
@@ -188,14 +221,35 @@ def replay_streams(
 
 
 def with_stream_notes(
-    results: Sequence[CellResult], notes: Mapping[str, str], sides: Mapping[str, GateSide]
+    results: Sequence[CellResult], streams: GateStreams, sides: Mapping[str, GateSide]
 ) -> list[CellResult]:
-    """``results`` with the structural change of each replay cell whose head records another stream."""
-    by_id = {sides["head"].cells[name].id: note for name, note in notes.items()}
-    return [
-        replace(r, note="; ".join(n for n in (r.note, by_id[r.cell_id]) if n)) if r.cell_id in by_id else r
-        for r in results
-    ]
+    """``results`` with the structural change of each replay cell whose head records another stream;
+    a cell whose head recording ran past its cap is ``changed`` with that reason (a regression stays
+    one), one whose head recording ran past its deadline ``head-timed-out``."""
+    head = sides["head"].cells
+    by_id = {head[name].id: note for name, note in streams.notes.items()}
+    over = {head[name].id: why for name, why in streams.over_cap.items()}
+    late = {head[name].id: deadline for name, deadline in streams.timed_out.items()}
+    out = []
+    for r in results:
+        if r.cell_id in by_id:
+            r = replace(r, note="; ".join(n for n in (r.note, by_id[r.cell_id]) if n))
+        if r.cell_id in late:
+            r = replace(
+                r,
+                verdict=Verdict.REGRESSION,
+                kind=Kind.HEAD_TIMED_OUT,
+                reason=(
+                    f"head's recording of its stream ran past its deadline of {late[r.cell_id]:.0f} s "
+                    f"({HEAD_DEADLINE_FACTOR:g} x base's + {HEAD_DEADLINE_FLOOR_S:g} s, within the budget)"
+                ),
+            )
+        elif r.cell_id in over:
+            if r.verdict is not Verdict.REGRESSION:
+                r = replace(r, verdict=Verdict.CHANGED, kind=Kind.COUNTER, reason=over[r.cell_id])
+            r = replace(r, note="; ".join(n for n in (r.note, over[r.cell_id]) if n))
+        out.append(r)
+    return out
 
 
 def comparison_document(
@@ -205,31 +259,31 @@ def comparison_document(
     *,
     judge: Judge,
     options: GateOptions,
-    canary: dict[str, Any] | None,
+    canary: Canary | None,
     elapsed_s: float,
     pointers: Pointers | None = None,
-) -> dict[str, Any]:
-    """``comparison.json`` of a gate: the verdicts (``played.results``, decided by
-    ``judge.settings``), both sides, the canary and the budget used; with guests that differ, the
-    guest's own word (``guest_word``) and a warning that says so."""
+) -> Comparison:
+    """The comparison of a gate: the verdicts (``played.results``, decided by ``judge.settings``),
+    both sides, the canary and the budget used; with guests that differ, the guest's own word
+    (``guest_word``) and a warning that says so."""
     settings, results = judge.settings, played.results
-    document = build_comparison(
+    comparison = build_comparison(
         results,
         settings=settings,
         base=_describe(sides["base"]),
         head=_describe(sides["head"]),
-        machine=sides["head"].session.machine.to_json(),
+        machine=sides["head"].session.machine,
         canary=canary,
-        budget={
-            "budget_min": options.budget_s / 60,
-            "used_min": round(elapsed_s / 60, 2),
-            "rounds": options.rounds,
-            "max_rounds": options.max_rounds,
-            "stopped": played.stopped,
-            "seed": options.seed,
-            "spec": spec.source,
-            "accel": sides["base"].session.opts.accel,
-        },
+        budget=Budget(
+            budget_min=options.budget_s / 60,
+            used_min=round(elapsed_s / 60, 2),
+            rounds=options.rounds,
+            max_rounds=options.max_rounds,
+            stopped=played.stopped,
+            seed=options.seed,
+            spec=spec.source,
+            accel=sides["base"].session.opts.accel,
+        ),
         created_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         warnings=judge.warnings,
         pointers=_with_seed(pointers, options.seed),
@@ -242,11 +296,9 @@ def comparison_document(
         )
         for gc in spec.cells
     ]
-    word = guest_word_document(judge, pairs)
-    if word is not None:
-        document["guest_word"] = word
+    comparison = replace(comparison, guest_word=guest_word_document(judge, pairs))
     reach = policy_reach(spec, sides["base"].subject.policy, sides["head"].subject.policy)
-    return with_policy_reach(document, results, reach.as_dict())
+    return with_policy_reach(comparison, results, reach)
 
 
 def _with_seed(pointers: Pointers | None, seed: int) -> Pointers | None:
@@ -262,9 +314,5 @@ def _samples(side: GateSide, name: str) -> tuple[Sample, ...]:
     return record.samples if record is not None else ()
 
 
-def _describe(side: GateSide) -> dict[str, Any]:
-    return {
-        **side.subject.describe(),
-        "subject": side.session.subject.to_json(),
-        "machine": side.session.machine.to_json(),
-    }
+def _describe(side: GateSide) -> Side:
+    return replace(side.subject.describe(), subject=side.session.subject, machine=side.session.machine)

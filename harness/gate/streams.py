@@ -12,17 +12,26 @@ change too.  Where head's stream would be recorded under other such material tha
 anyway), head's stream is recorded as well and the two are compared by
 :meth:`~harness.sample.replay.stream.Stream.summary`; a difference is reported as a structural change
 of the cell (:func:`stream_note`), while both sides still replay base's requests.
+
+Every recording is inside the gate's limits: base's within what is left of the budget, head's
+within :func:`~harness.gate.rounds.head_deadline` of base's own recording time (as the host clocked
+it); its write log and trace within :func:`~harness.sample.replay.record.recording_caps` (head's
+also within a few times base's log).  A head recording past its cap is a structural change of the
+cell (:attr:`GateStreams.over_cap`), one past its deadline ``head-timed-out``
+(:attr:`GateStreams.timed_out`): the pull request's, never an infrastructure error.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from harness.sample.guest_sampler import Sampler, vm_config
-from harness.sample.replay.record import cached_stream, stream_key
+from harness.errors import GuestTimeout, StreamOverCap
+from harness.gate.rounds import Clock, Stop, head_deadline
+from harness.sample.guest_sampler import RunOptions, Sampler, vm_config
+from harness.sample.replay.record import cached_stream, recording_caps, stream_key
 from harness.sample.replay.replay import Pairing
 from harness.sample.replay.sample import replay_sampler
 from harness.sample.replay.stream import Stream
@@ -58,6 +67,12 @@ class GateStreams:
     notes: dict[str, str] = field(default_factory=dict)
     #: where the two sides' samples of a pair run at the same moment: what they share
     together: dict[str, Pairing] = field(default_factory=dict)
+    #: cells whose head recording grew past its cap: why (a structural change of its own kind)
+    over_cap: dict[str, str] = field(default_factory=dict)
+    #: cells whose head recording ran past its deadline: that deadline
+    timed_out: dict[str, float] = field(default_factory=dict)
+    #: why the recordings ended the gate before any round (a head past its deadline, the budget)
+    stop: Stop | None = None
 
 
 def summary_difference(base: Mapping[str, Any], head: Mapping[str, Any]) -> list[str]:
@@ -98,6 +113,15 @@ def _material(cell: Cell, side: Any) -> dict[str, Any]:
     return {k: v for k, v in material.items() if k != "drive"}
 
 
+def within(opts: RunOptions, deadline_s: float) -> RunOptions:
+    """``opts`` with its boot and workload within ``deadline_s``."""
+    return replace(
+        opts,
+        workload_timeout_s=min(opts.workload_timeout_s, deadline_s),
+        boot_timeout_s=min(opts.boot_timeout_s, deadline_s),
+    )
+
+
 def prepare_streams(
     sides: Mapping[str, Any],
     names: list[str],
@@ -106,10 +130,12 @@ def prepare_streams(
     log_root: Path,
     together: bool = False,
     progress: Callable[[str], None] = lambda _m: None,
+    clock: Clock | None = None,
 ) -> GateStreams:
     """Record (or find in the cache) base's stream of every replay cell in ``names``; head's too
     where it could differ; the samplers that replay base's on both sides (``together``: a pair's
-    two samples run at the same moment on one CPU, see :class:`harness.sample.replay.replay.Pairing`)."""
+    two samples run at the same moment on one CPU, see :class:`harness.sample.replay.replay.Pairing`).
+    Each recording within ``clock``'s budget (none: the sides' own timeouts) and its caps."""
     out = GateStreams()
     base, head = sides["base"], sides["head"]
     for name in names:
@@ -117,7 +143,25 @@ def prepare_streams(
         if cell.measure is not Measure.REPLAY:
             continue
         progress(f"gate: the request stream of {name} (base's guest)")
-        _, stream = cached_stream(cell, base.session.guest, base.session.opts, log_root / "base" / name)
+        limit_s = clock.limit_s() if clock is not None else base.session.opts.workload_timeout_s
+        budget = Stop(f"budget of {clock.budget_s / 60:.0f} min reached", over_budget=True) if clock else None
+        if limit_s <= 0 and budget is not None:
+            out.stop = budget
+            return out
+        try:
+            _, stream = cached_stream(
+                cell,
+                base.session.guest,
+                within(base.session.opts, limit_s),
+                log_root / "base" / name,
+                caps=recording_caps(cell.image.size),
+            )
+        except GuestTimeout:
+            # base's own recording cut by what was left of the budget: the budget ran out
+            if budget is None or limit_s >= base.session.opts.workload_timeout_s:
+                raise
+            out.stop = budget
+            return out
         out.streams[name] = stream
         if together:
             out.together[name] = Pairing()
@@ -127,9 +171,36 @@ def prepare_streams(
         head_cell = head.cells[name]
         if _material(head_cell, head) != _material(cell, base):
             progress(f"gate: the request stream of {name} (head's guest, to compare)")
-            _, theirs = cached_stream(
-                head_cell, head.session.guest, head.session.opts, log_root / "head" / name
+            limit_s = clock.limit_s() if clock is not None else head.session.opts.workload_timeout_s
+            base_s = stream.source.get("recording_host_s")
+            deadline_s = head_deadline(
+                [float(base_s)] if isinstance(base_s, (int, float)) else [], limit_s=limit_s
             )
+            caps = recording_caps(head_cell.image.size, base=stream)
+            try:
+                _, theirs = cached_stream(
+                    head_cell,
+                    head.session.guest,
+                    within(head.session.opts, deadline_s),
+                    log_root / "head" / name,
+                    caps=caps,
+                )
+            except StreamOverCap as exc:
+                out.over_cap[name] = f"structural change: head's recording stopped: {exc.message}"
+                progress(f"gate: head's recording of {name} stopped: {exc.message}")
+                continue
+            except GuestTimeout as exc:
+                # as a head sample past its deadline: no more recordings, no rounds
+                out.timed_out[name] = deadline_s
+                out.stop = Stop(
+                    f"head timed out on {name} (its recording, deadline {deadline_s:.0f} s)",
+                    head_timed_out=((name, deadline_s),),
+                )
+                progress(
+                    f"gate: head's recording of {name} ran past its deadline of {deadline_s:.0f} s: "
+                    f"{exc.message}; no more rounds"
+                )
+                return out
             note = stream_note(stream, theirs)
             if note:
                 out.notes[name] = note

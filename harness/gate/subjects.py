@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shlex
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from harness.compare.model import Side
 from harness.errors import BuildError, CommandError, InfraError, UsageError
-from harness.host import confine, proc
+from harness.gate.build import BuildInfo, build_side
+from harness.host import proc
 from harness.paths import IMAGES_DIR
 from harness.subject.binaries import Binaries
 from harness.subject.policy import POLICY_FILE, Policy, load_policy
@@ -33,6 +33,8 @@ class SubjectSource:
     rev: str
     qemu: str | None = None
     qemu_img: str | None = None
+    #: whose build ``qemu`` is, where it was built for this side (a bisection's commit)
+    build: BuildInfo | None = None
 
 
 @dataclass
@@ -47,16 +49,21 @@ class Subject:
     recipe_dir: Path
     qemu: str | None
     qemu_img: str | None
+    build: BuildInfo | None = None
 
-    def describe(self) -> dict[str, Any]:
-        return {
-            "label": self.label,
-            "rev": self.rev,
-            "commit": self.commit,
-            "policy": self.policy.as_dict(),
-            "qemu": self.qemu,
-            "qemu_img": self.qemu_img,
-        }
+    def describe(self) -> Side:
+        """This side as the comparison names it: label, rev, commit, policy and the binaries it
+        brought (the session adds its subject and machine)."""
+        return Side(
+            label=self.label,
+            rev=self.rev,
+            commit=self.commit,
+            policy=self.policy.as_dict(),
+            qemu=self.qemu,
+            qemu_img=self.qemu_img,
+            build=self.build.as_dict() if self.build is not None else None,
+            keys=Side.GATE_BUILT if self.build is not None else Side.GATE,
+        )
 
     def binaries(self, default: Binaries) -> Binaries:
         """This side's QEMU and qemu-img: its own where it brings them, else ``default`` (the run's)."""
@@ -83,9 +90,26 @@ def side_binaries(
     return build.binaries()
 
 
+def quiet_git(repo: Path) -> list[str]:
+    """``git -C repo`` with no hook, no fsmonitor and no filter driver: what checks a pull request's
+    tree out as root runs nothing the tree's ``.gitattributes`` names (a filter configured for the
+    whole system, git-lfs's, would run its smudge command on the pull request's files)."""
+    words = ["git", "-C", str(repo), "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"]
+    found = proc.run(
+        ["git", "-C", str(repo), "config", "--name-only", "--get-regexp", r"^filter\."],
+        timeout_s=60,
+        check=False,
+    )
+    drivers = sorted({line.split(".")[1] for line in found.stdout.splitlines() if line.count(".") >= 2})
+    for driver in drivers:
+        for key, value in (("smudge", ""), ("clean", ""), ("process", ""), ("required", "false")):
+            words += ["-c", f"filter.{driver}.{key}={value}"]
+    return words
+
+
 def git(repo: Path, *args: str, timeout_s: float = 120.0) -> str:
     try:
-        result = proc.run(["git", "-C", str(repo), *args], timeout_s=timeout_s)
+        result = proc.run([*quiet_git(repo), *args], timeout_s=timeout_s)
     except CommandError as exc:
         raise InfraError(f"git {' '.join(args)} in {repo} failed: {exc.message}") from exc
     return result.stdout.strip()
@@ -131,24 +155,18 @@ def prepare_subject(
     recipe_dir = into / "images" if (into / "images" / "recipe.toml").is_file() else IMAGES_DIR
     if vet is not None:
         vet(source.label, policy)
-    qemu, qemu_img = source.qemu, source.qemu_img
+    qemu, qemu_img, build = source.qemu, source.qemu_img, source.build
     if build_command and not qemu:
-        # the build is the pull request's code: it runs as QEMU's account, in a checkout given to it
-        acct = confine.account()
-        log(f"gate: building {source.label} as {acct.name}: {build_command}")
-        confine.give_tree(into, acct)
-        try:
-            proc.run(
-                shlex.split(build_command),
-                cwd=into,
-                timeout_s=3 * 3600,
-                env={"HOME": str(into)},
-                confined=acct.popen_kwargs(),
-            )
-        except CommandError as exc:
-            raise BuildError(
-                f"the build command failed for {source.label} ({source.rev}): {exc.message}"
-            ) from exc
+        # the build is the pull request's code: it runs as a fresh account of its own, in a checkout
+        # given to it alone; nothing of it outlives it, and its tree is sealed read-only after it
+        log(f"gate: building {source.label}: {build_command}")
+        build = build_side(
+            f"{source.label} ({source.rev})",
+            build_command,
+            into,
+            log_path=into.parent / f"{into.name}.build.log",
+        )
+        log(f"gate: {source.label} built as {build.account.name}; its tree is read-only now")
         qemu = str(into / BUILT_QEMU)
         qemu_img = qemu_img or str(into / BUILT_QEMU_IMG)
         for path in (qemu, qemu_img):
@@ -163,14 +181,13 @@ def prepare_subject(
         recipe_dir=recipe_dir,
         qemu=qemu,
         qemu_img=qemu_img,
+        build=build,
     )
 
 
 def remove_worktree(repo: Path, checkout: Path) -> None:
-    proc.run(
-        ["git", "-C", str(repo), "worktree", "remove", "--force", str(checkout)], timeout_s=120, check=False
-    )
-    proc.run(["git", "-C", str(repo), "worktree", "prune"], timeout_s=60, check=False)
+    proc.run([*quiet_git(repo), "worktree", "remove", "--force", str(checkout)], timeout_s=120, check=False)
+    proc.run([*quiet_git(repo), "worktree", "prune"], timeout_s=60, check=False)
 
 
 def repo_toplevel(repo: Path) -> Path:

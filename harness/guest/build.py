@@ -43,6 +43,10 @@ from harness.paths import IMAGES_DIR, cache_dir
 logger = logging.getLogger(__name__)
 
 KEEP_BUILDS = 4
+#: what all guest builds may take together before the least recently used go (a build: ~300 MB)
+MAX_BUILD_BYTES = 4 * 2**30
+#: a build used this recently may be in use right now: never removed
+IN_USE_S = 3600.0
 
 
 def build_guest(
@@ -102,33 +106,85 @@ def _cached_build(recipe_dir: Path, cache: Path, *, force: bool) -> GuestArtifac
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     logger.info("guest: built in %.1f s: %s", time.monotonic() - start, out)
-    prune_builds(guest_root, keep=KEEP_BUILDS)
+    prune_builds(guest_root, keep=KEEP_BUILDS, current=rhash)
     return GuestArtifacts.load(out)
 
 
-def prune_builds(guest_root: Path, *, keep: int, log: Log | None = None, idle_s: float = 86400.0) -> None:
-    """Remove builds (each is ~300 MB) beyond the ``keep`` newest that were unused for a day.
+def prune_builds(
+    guest_root: Path,
+    *,
+    keep: int,
+    log: Log | None = None,
+    idle_s: float = 86400.0,
+    current: str | None = None,
+    max_bytes: int = MAX_BUILD_BYTES,
+    in_use_s: float = IN_USE_S,
+) -> None:
+    """Remove builds (each is ~300 MB) beyond the ``keep`` newest that were unused for ``idle_s``; then,
+    while all builds take more than ``max_bytes``, the least recently used.
 
-    Builds used within ``idle_s`` are kept whatever their number: another
-    checkout (another commit under asv, the other side of a gate, a sweep in
-    progress) may be running on another recipe right now.
+    The build of recipe ``current`` is never removed, nor one used within ``in_use_s``: another
+    checkout (the other side of a gate, a sweep) may be running on it right now.  Every push of a
+    pull request that changes ``images/`` builds a guest of its own: by age alone they would pile
+    up on a runner for a day.
     """
     with reported_to(log):
-        _prune_builds(guest_root, keep=keep, idle_s=idle_s)
+        _prune_builds(
+            guest_root, keep=keep, idle_s=idle_s, current=current, max_bytes=max_bytes, in_use_s=in_use_s
+        )
 
 
-def _prune_builds(guest_root: Path, *, keep: int, idle_s: float) -> None:
+def _prune_builds(
+    guest_root: Path, *, keep: int, idle_s: float, current: str | None, max_bytes: int, in_use_s: float
+) -> None:
     builds = sorted(
         (p for p in guest_root.iterdir() if p.is_dir() and not p.name.startswith(".")),
         key=lambda p: p.stat().st_mtime,
         reverse=True,
     )
     now = time.time()
+
+    def spared(build: Path) -> bool:
+        return build.name == current or now - build.stat().st_mtime < in_use_s
+
     for old in builds[keep:]:
-        if now - old.stat().st_mtime < idle_s:
+        if spared(old) or now - old.stat().st_mtime < idle_s:
             continue
         logger.info("guest: removing old build %s", old)
         shutil.rmtree(old, ignore_errors=True)
+    left = [b for b in builds if b.exists()]
+    sizes = {b: _tree_bytes(b) for b in left}
+    total = sum(sizes.values())
+    for old in reversed(left):  # least recently used first
+        if total <= max_bytes:
+            return
+        if spared(old):
+            continue
+        logger.info(
+            "guest: removing build %s: builds take %.0f MiB, over the cap of %.0f MiB",
+            old,
+            total / 2**20,
+            max_bytes / 2**20,
+        )
+        shutil.rmtree(old, ignore_errors=True)
+        total -= sizes[old]
+    if total > max_bytes:
+        logger.warning(
+            "guest: builds take %.0f MiB, over the cap of %.0f MiB, all in use",
+            total / 2**20,
+            max_bytes / 2**20,
+        )
+
+
+def _tree_bytes(path: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+            except OSError:
+                continue
+    return total
 
 
 def _build_into(recipe: Recipe, recipe_dir: Path, cache: Path, tmp: Path, rhash: str) -> GuestArtifacts:

@@ -66,18 +66,29 @@ class Account:
 
     def as_dict(self) -> dict[str, Any]:
         """What a record says of the confinement."""
-        return {"user": self.name, "uid": self.uid, "runs": ["qemu-system", "qemu-img"], "sandbox": SANDBOX}
+        return {
+            "user": self.name,
+            "uid": self.uid,
+            "runs": ["qemu-system", "qemu-img", "qemu-io"],
+            "sandbox": SANDBOX,
+        }
 
 
-def account() -> Account:
+def account(runs_as: int | None = None) -> Account:
     """The account for QEMU and qemu-img: :data:`ACCOUNT` when we are root, else ourselves.
 
-    Root without the account is an infrastructure error naming the fix: the
-    harness never runs QEMU as root.
+    ``runs_as`` (a side's :attr:`~harness.subject.binaries.Binaries.runs_as`) is a uid of that
+    side's own instead of :data:`ACCOUNT`, with the device groups; it cannot be root's.  Root
+    without the account is an infrastructure error naming the fix: the harness never runs QEMU as
+    root.
     """
     if os.geteuid() != 0:
         me = pwd.getpwuid(os.geteuid())
         return Account(me.pw_name, me.pw_uid, os.getegid(), tuple(os.getgroups()))
+    if runs_as is not None:
+        if runs_as == 0:
+            raise InfraError("a side's QEMU account has uid 0: it must be unprivileged")
+        return Account(f"uid {runs_as}", runs_as, runs_as, _device_groups())
     try:
         entry = pwd.getpwnam(ACCOUNT)
     except KeyError:
@@ -98,10 +109,21 @@ def account() -> Account:
     return Account(ACCOUNT, entry.pw_uid, entry.pw_gid, tuple(groups))
 
 
-def as_account() -> dict[str, Any]:
+def _device_groups() -> tuple[int, ...]:
+    """The gids of :data:`DEVICE_GROUPS` that exist: what a side's own uid gets for ``/dev/kvm``."""
+    gids = []
+    for name in DEVICE_GROUPS:
+        try:
+            gids.append(grp.getgrnam(name).gr_gid)
+        except KeyError:
+            continue
+    return tuple(gids)
+
+
+def as_account(runs_as: int | None = None) -> dict[str, Any]:
     """``subprocess`` arguments that start a child as :func:`account` (none when that is us): for
     what a pull request built or named, such as ``qemu-img --version`` or a gate's build command."""
-    return account().popen_kwargs()
+    return account(runs_as).popen_kwargs()
 
 
 def give_tree(path: Path, acct: Account) -> None:
@@ -156,10 +178,10 @@ def reach_problem(path: Path, acct: Account) -> str | None:
     return None
 
 
-def describe() -> dict[str, Any]:
+def describe(runs_as: int | None = None) -> dict[str, Any]:
     """The record's line on who ran QEMU and qemu-img (never raises: a record is written anyway)."""
     try:
-        return account().as_dict()
+        return account(runs_as).as_dict()
     except InfraError as exc:
         return {"user": None, "error": exc.message, "sandbox": SANDBOX}
 

@@ -48,13 +48,13 @@ def boot_id() -> str:
 
 
 @lru_cache(maxsize=8)
-def tool_version(binary: str) -> str:
+def tool_version(binary: str, *, runs_as: int | None = None) -> str:
     """First line of ``BINARY --version``, e.g. ``QEMU emulator version 7.2.22 (...)``.
 
     A binary a pull request built or named: it runs as QEMU does, never as root
     (:func:`harness.host.confine.as_account`)."""
     try:
-        result = proc.run([binary, "--version"], timeout_s=30, confined=confine.as_account())
+        result = proc.run([binary, "--version"], timeout_s=30, confined=confine.as_account(runs_as))
     except CommandError as exc:
         raise CommandError(
             f"{binary} cannot run ({exc.message}): run scripts/setup.sh, or pass working binaries "
@@ -76,14 +76,14 @@ def debian_version(text: str) -> str:
     return match.group(1) if match else ""
 
 
-def build_identity(qemu: str, qemu_img: str) -> dict[str, Any]:
+def build_identity(qemu: str, qemu_img: str, *, runs_as: int | None = None) -> dict[str, Any]:
     """What names the QEMU build exactly: its Debian version, the SHA256 of each binary, and the
     fetched build's prefix (``diskbench qemu get``) or None."""
     from harness.subject.qemu_build import binary_digest, build_of
 
     build = build_of(qemu)
     return {
-        "qemu_debian_version": debian_version(tool_version(qemu)),
+        "qemu_debian_version": debian_version(tool_version(qemu, runs_as=runs_as)),
         "qemu_sha256": binary_digest(qemu),
         "qemu_img_sha256": binary_digest(qemu_img),
         "qemu_build": str(build.prefix) if build is not None else None,
@@ -105,10 +105,10 @@ def machine_info(work_dir: Path, *, accel: str, accel_reason: str, binaries: Bin
         "accel": accel,
         "accel_reason": accel_reason,
         "qemu": qemu,
-        "qemu_version": short_version(tool_version(qemu)),
+        "qemu_version": short_version(tool_version(qemu, runs_as=binaries.runs_as)),
         "qemu_img": qemu_img,
-        "qemu_img_version": short_version(tool_version(qemu_img)),
-        **build_identity(qemu, qemu_img),
+        "qemu_img_version": short_version(tool_version(qemu_img, runs_as=binaries.runs_as)),
+        **build_identity(qemu, qemu_img, runs_as=binaries.runs_as),
         "work_dir": str(work_dir),
         "work_dir_fs": filesystem_type(work_dir),
     }

@@ -34,6 +34,21 @@ def die_with_parent() -> None:
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
+def _preexec(extra: dict[str, Any]) -> Callable[[], None]:
+    """What runs in the child before exec: :func:`die_with_parent`, then the caller's own
+    ``preexec_fn`` (taken out of ``extra``) where it gave one."""
+    own = extra.pop("preexec_fn", None)
+    return die_with_parent if own is None else _both(die_with_parent, own)
+
+
+def _both(first: Callable[[], None], then: Callable[[], None]) -> Callable[[], None]:
+    def both() -> None:
+        first()
+        then()
+
+    return both
+
+
 @dataclass(frozen=True)
 class CommandResult:
     argv: tuple[str, ...]
@@ -66,9 +81,11 @@ def run(
     exit code and the tail of stderr.  The command runs in the C locale (:data:`TOOL_LOCALE`),
     with ``env`` added to the harness's environment.  ``confined`` holds the extra
     ``subprocess`` arguments of :meth:`harness.host.confine.Handoff.popen_kwargs`
-    (the account to run as, the descriptors it inherits).
+    (the account to run as, the descriptors it inherits); a ``preexec_fn`` there runs after the
+    one that ties the child to the harness.
     """
     extra = dict(confined or {})
+    preexec = _preexec(extra)
 
     def child(args: list[str], full_env: dict[str, str]) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -81,7 +98,7 @@ def run(
             cwd=cwd,
             input=input_text,
             check=False,
-            preexec_fn=die_with_parent,
+            preexec_fn=preexec,
             **extra,
         )
 
@@ -103,8 +120,11 @@ def run_logged(
     can be followed there) instead of being captured; the result's ``stderr`` is the tail of what
     this command wrote."""
 
+    extra = dict(confined or {})
+    extra["preexec_fn"] = _preexec(extra)
+
     def child(args: list[str], full_env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-        return _run_logged(args, log_path, timeout_s=timeout_s, env=full_env, cwd=cwd, extra=confined)
+        return _run_logged(args, log_path, timeout_s=timeout_s, env=full_env, cwd=cwd, extra=extra)
 
     return _run(argv, child, timeout_s=timeout_s, check=check, env=env, error_cls=error_cls)
 
@@ -140,6 +160,7 @@ def _run(
             f"{args[0]} did not finish within {timeout_s} s",
             argv=args,
             stderr=str(exc.stderr or ""),
+            timed_out=True,
         ) from exc
     result = CommandResult(
         argv=tuple(args),
@@ -183,8 +204,7 @@ def _run_logged(
                 env=env,
                 cwd=cwd,
                 check=False,
-                preexec_fn=die_with_parent,
-                **(extra or {}),
+                **{"preexec_fn": die_with_parent, **(extra or {})},
             )
         finally:
             fh.flush()

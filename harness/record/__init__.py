@@ -33,14 +33,18 @@ from harness.record.model import (
 )
 from harness.record.schema import non_finite_problem, schema_problem
 from harness.record.store import (
+    LATEST,
+    Named,
     RecordDir,
     build_dirs,
     find_records,
     gate_records,
     load_record,
+    name_records,
     record_files,
     record_path,
     run_records,
+    runs,
     scan_records,
     sweep_dir,
     sweep_records,
@@ -48,11 +52,13 @@ from harness.record.store import (
 )
 
 __all__ = [
+    "LATEST",
     "MACHINE_KEYS",
     "SCHEMA",
     "VERSION",
     "CellInfo",
     "MachineInfo",
+    "Named",
     "Record",
     "RecordDir",
     "Sample",
@@ -65,12 +71,14 @@ __all__ = [
     "identity_warnings",
     "load_record",
     "merge_identity",
+    "name_records",
     "new_record",
     "non_finite_problem",
     "record_files",
     "record_fingerprint",
     "record_path",
     "run_records",
+    "runs",
     "scan_records",
     "schema_problem",
     "series_identity",

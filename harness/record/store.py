@@ -222,3 +222,73 @@ def scan_records(directory: Path) -> dict[str, Record]:
         record = load_record(path)
         found[record.cell_id] = record
     return found
+
+
+# --- naming a set of records: a record, a run or sweep directory, a results directory, latest ------
+
+LATEST = "latest"
+
+
+@dataclass(frozen=True)
+class Named:
+    """What a name a person gave stands for: the records' path, and how it was read from the name
+    (None where the name was that path already)."""
+
+    path: Path
+    note: str | None = None
+
+
+def runs(results_dir: Path) -> list[Path]:
+    """The run and sweep directories under ``results_dir`` that hold records, oldest first (by
+    their newest record's time; a run's id, which starts with its time, breaks ties)."""
+    found = [
+        d
+        for parent in (results_dir / "records", results_dir / "sweeps")
+        if parent.is_dir()
+        for d in parent.iterdir()
+        if d.is_dir() and any(d.glob("*.json"))
+    ]
+
+    def newest(directory: Path) -> tuple[float, str]:
+        return max(p.stat().st_mtime for p in directory.glob("*.json")), directory.name
+
+    return sorted(found, key=newest)
+
+
+def _is_results_dir(path: Path) -> bool:
+    return (
+        path.is_dir()
+        and not any(path.glob("*.json"))
+        and any((path / sub).is_dir() for sub in ("records", "sweeps"))
+    )
+
+
+def name_records(name: str, *, results_dir: Path) -> Named:
+    """The records ``name`` names: a record file or a directory of records as it is; a results
+    directory (``results``: its ``records/`` and ``sweeps/``) stands for its newest run;
+    ``latest`` for the newest run under ``results_dir``, ``latest~1`` the one before it.
+
+    A name that is none of these is a :class:`UsageError` that says what exists."""
+    path = Path(name)
+    match = _LATEST.fullmatch(name)
+    if match and not path.exists():
+        back = int(match.group(1) or 0)
+        found = runs(results_dir)
+        if len(found) <= back:
+            have = f"{len(found)} run{'s' if len(found) != 1 else ''}"
+            raise UsageError(
+                f"{name}: {results_dir} holds {have}: run `diskbench run` first, or pass "
+                "--results-dir (or $DISKBENCH_RESULTS_DIR) where your runs are"
+            )
+        chosen = found[-1 - back]
+        return Named(chosen, f"{name}: {chosen}")
+    if _is_results_dir(path):
+        found = runs(path)
+        if not found:
+            raise UsageError(f"{path}: a results directory with no run in it: run `diskbench run` first")
+        others = f" (of {len(found)} runs)" if len(found) > 1 else ""
+        return Named(found[-1], f"{path}: its newest run, {found[-1].relative_to(path)}{others}")
+    return Named(path)
+
+
+_LATEST = re.compile(r"latest(?:~(\d+))?")

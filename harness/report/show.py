@@ -6,6 +6,7 @@ Pure: records in, text out.  Text and Markdown scale the values for a person
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import json
 from collections.abc import Sequence
@@ -14,7 +15,8 @@ from typing import Any
 from harness.compare.samplestats import Stats
 from harness.errors import HarnessError, UsageError
 from harness.record import Record, Sample
-from harness.report.tables import metric_order, render_summary, render_time_split
+from harness.report.summary import legend, render_summary
+from harness.report.tables import metric_order, render_time_split
 from harness.units import PLAIN, Style, human, table
 from harness.untrusted import clean_line, inert_markdown
 from harness.workloads import metric_info
@@ -39,9 +41,11 @@ def select_metrics(records: Sequence[Record], patterns: Sequence[str]) -> list[s
     for pattern in patterns:
         hits = [n for n in names if fnmatch.fnmatchcase(n, pattern)]
         if not hits:
-            example = ", ".join(names[:4]) or "none"
+            close = difflib.get_close_matches(pattern, names, n=3, cutoff=0.5)
+            example = ", ".join(close or names[:4]) or "none"
             raise UsageError(
-                f"--metric {pattern!r} matches no metric of these records: names look like {example}"
+                f"--metric {pattern!r} matches no metric of these records: "
+                + (f"did you mean {example}?" if close else f"names look like {example}")
             )
         chosen += hits
     return list(dict.fromkeys(chosen))
@@ -101,11 +105,11 @@ def _sample_cells(record: Record, name: str, unit: str) -> list[str]:
 
 
 def _heading(record: Record) -> str:
-    samples = record.samples
+    """``CELL_ID  2/2 ok, tcg, 256 MiB, 1 vCPU``: within 100 columns for the ids a run makes."""
     vm = record.vm
     return (
-        f"cell {record.cell.id}  [{len(_ok(record))}/{len(samples)} ok, "
-        f"accel {vm.get('accel', '?')}, {vm.get('mem_mib', '?')} MiB, {vm.get('smp', '?')} vCPU]"
+        f"{record.cell.id}  {len(_ok(record))}/{len(record.samples)} ok, "
+        f"{vm.get('accel', '?')}, {vm.get('mem_mib', '?')} MiB, {vm.get('smp', '?')} vCPU"
     )
 
 
@@ -115,11 +119,16 @@ def render_text(
     metrics: Sequence[str] | None = None,
     samples: bool = False,
     style: Style = PLAIN,
+    every: bool = False,
 ) -> str:
-    """One aligned table per cell (metric, median ± spread, min, max, n; with ``samples`` every
-    sample's value), its failed samples under it; for several cells the headline line per cell
-    and where the time went."""
+    """The summary (a line per cell with its workload's headline figures) and where the time
+    went; with ``every`` (``--all``), ``metrics`` or ``samples`` first one aligned table per
+    cell (metric, median ± spread, min, max, n; with ``samples`` every sample's value), its
+    failed samples under it, and a legend of the counters that need one."""
+    if not (every or metrics is not None or samples):
+        return render_summary(records, style=style) + render_time_split(records)
     lines: list[str] = []
+    shown: list[str] = []
     for record in records:
         lines.append(style(clean_line(_heading(record)), "bold"))
         header = ["metric", "median ± spread", "min", "max", "n"]
@@ -127,6 +136,7 @@ def render_text(
         if samples:
             header += [f"#{_index(s, i)}" for i, s in enumerate(record.samples)]
         rows = _rows(record, metrics, samples)
+        shown += [row[0] for row in rows]
         if rows:
             numeric = {2, 3, 4, *range(5, 5 + (count if samples else 0))}
             lines += ["  " + line for line in table(header, rows, numeric=numeric)]
@@ -136,9 +146,10 @@ def render_text(
                 lines.append(style(f"  sample {sample.index}: FAILED: {reason}", "red"))
                 lines.append(f"    console: {sample.logs.get('console', '-')}")
         lines.append("")
+    lines += legend(shown)
     text = "\n".join(lines).rstrip() + "\n"
     if len(records) > 1:
-        text += "\n" + render_summary(records)
+        text += "\n" + render_summary(records, style=style)
     return text + render_time_split(records)
 
 

@@ -139,7 +139,7 @@ def _minutes(seconds: float) -> str:
 
 
 def render_time_split(records: Sequence[Record]) -> str:
-    """One line: ``time: 72 samples, 41.2 min of samples: boot 8.1 min (20%), ...``."""
+    """One line: ``time: 72 samples took 41.2 min: boot 8.1 min (20%), ...``."""
     split = time_split(records)
     wall = split["wall_s"]
     count = sum(len(r.samples) for r in records)
@@ -155,12 +155,12 @@ def render_time_split(records: Sequence[Record]) -> str:
         )
         if split[key] or key != "failed_s"
     ]
-    return f"time: {count} samples, {_minutes(wall)} in samples: " + ", ".join(parts) + "\n"
+    return f"time: {count} samples took {_minutes(wall)}: " + ", ".join(parts) + "\n"
 
 
 def render(records: Sequence[Record]) -> str:
-    """The per-cell tables, one line per cell when there are several, and the time split."""
-    table = render_table(records)
-    if len(records) > 1:
-        table += "\n" + render_summary(records)
-    return table + render_time_split(records)
+    """What a run or sweep prints at its end: a line per cell with its workload's headline
+    figures (:mod:`harness.report.summary`) and where the time went."""
+    from harness.report.summary import render_summary as summary
+
+    return summary(records) + render_time_split(records)

@@ -78,7 +78,7 @@ def run_cell(
                 "smp": opts.smp,
                 "boot_timeout_s": opts.boot_timeout_s,
                 "workload_timeout_s": opts.workload_timeout_s,
-                "confinement": confine.describe(),
+                "confinement": confine.describe(opts.binaries.runs_as),
                 "start": opts.start,
             }
         ),

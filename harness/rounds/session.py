@@ -138,7 +138,12 @@ def open_session(
     if guest is None:
         guest = build_guest(recipe_dir=recipe_dir or IMAGES_DIR, log=progress)
     choice = choose_accel(
-        machine.accel, guest.kernel, guest.initrd, warn=progress, qemu=machine.binaries.qemu
+        machine.accel,
+        guest.kernel,
+        guest.initrd,
+        warn=progress,
+        qemu=machine.binaries.qemu,
+        runs_as=machine.binaries.runs_as,
     )
     progress(f"accel: {choice.accel} ({choice.reason}); work dir {work_dir} on {fstype}")
     opts = RunOptions(

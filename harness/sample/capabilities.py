@@ -13,6 +13,7 @@ from typing import Any
 from harness.errors import CommandError
 from harness.files import write_json_atomic
 from harness.host import confine, proc
+from harness.sample.vm.config import option_value
 from harness.spec import Aio, Cache, Cell
 from harness.subject.binaries import Binaries
 
@@ -20,7 +21,7 @@ _QMP_QUIT = '{"execute":"qmp_capabilities"}\n{"execute":"quit"}\n'
 
 
 @lru_cache(maxsize=16)
-def aio_problem(qemu: str, aio: Aio, cache: Cache, work_dir: Path) -> str | None:
+def aio_problem(qemu: str, aio: Aio, cache: Cache, work_dir: Path, runs_as: int | None = None) -> str | None:
     """Why QEMU cannot open an image in ``work_dir`` with ``aio``/``cache``, or None.
 
     Opens a 1 MiB raw image with ``-machine none`` and quits over QMP on
@@ -29,12 +30,12 @@ def aio_problem(qemu: str, aio: Aio, cache: Cache, work_dir: Path) -> str | None
     """
     with (
         tempfile.TemporaryDirectory(prefix=".diskbench-aio-", dir=work_dir) as tmp,
-        confine.Handoff(confine.account()) as handoff,  # as the samples' QEMU runs
+        confine.Handoff(confine.account(runs_as)) as handoff,  # as the samples' QEMU runs
     ):
         image = Path(tmp) / "probe.raw"
         name = handoff.write(image, create=True)
         image.write_bytes(bytes(1024 * 1024))
-        drive = f"if=none,id=d,file={name},format=raw,aio={aio.value},cache={cache.value}"
+        drive = f"if=none,id=d,file={option_value(name)},format=raw,aio={aio.value},cache={cache.value}"
         argv = [qemu, "-machine", "none", "-nodefaults", "-display", "none", "-S",
                 "-qmp", "stdio", "-drive", drive]  # fmt: skip
         try:
@@ -50,7 +51,7 @@ def aio_problem(qemu: str, aio: Aio, cache: Cache, work_dir: Path) -> str | None
 
 
 @lru_cache(maxsize=4)
-def encryption_problem(qemu_img: str, encrypt: str, work_dir: Path) -> str | None:
+def encryption_problem(qemu_img: str, encrypt: str, work_dir: Path, runs_as: int | None = None) -> str | None:
     """Why this qemu-img cannot create a qcow2 with ``encrypt``, or None (probed on a 16 MiB image)."""
     from harness.sample.images import create
     from harness.spec import make_cell
@@ -58,7 +59,7 @@ def encryption_problem(qemu_img: str, encrypt: str, work_dir: Path) -> str | Non
     with tempfile.TemporaryDirectory(prefix=".diskbench-encrypt-", dir=work_dir) as tmp:
         spec = make_cell(format="qcow2", encrypt=encrypt, size="64M").image
         try:
-            create(Path(tmp) / "probe.qcow2", spec, qemu_img=qemu_img)
+            create(Path(tmp) / "probe.qcow2", spec, qemu_img=qemu_img, runs_as=runs_as)
         except CommandError as exc:
             return exc.message
     return None
@@ -67,12 +68,16 @@ def encryption_problem(qemu_img: str, encrypt: str, work_dir: Path) -> str | Non
 def unsupported_reason(cell: Cell, work_dir: Path, binaries: Binaries) -> str | None:
     """Why ``binaries`` cannot run ``cell`` here: aio modes other than threads and encryption are probed."""
     if cell.image.encrypted:
-        problem = encryption_problem(binaries.qemu_img, cell.image.encrypt, work_dir.resolve())
+        problem = encryption_problem(
+            binaries.qemu_img, cell.image.encrypt, work_dir.resolve(), binaries.runs_as
+        )
         if problem is not None:
             return f"encrypt={cell.image.encrypt} does not work with this qemu-img: {problem}"
     if cell.drive.aio is Aio.THREADS:
         return None
-    problem = aio_problem(binaries.qemu, cell.drive.aio, cell.drive.cache, work_dir.resolve())
+    problem = aio_problem(
+        binaries.qemu, cell.drive.aio, cell.drive.cache, work_dir.resolve(), binaries.runs_as
+    )
     if problem is None:
         return None
     return f"aio={cell.drive.aio.value} with cache={cell.drive.cache.value} does not work here: {problem}"
@@ -91,20 +96,24 @@ def probe_compressed_writes(work_dir: Path, binaries: Binaries) -> dict[str, Any
 
     qemu_io = binaries.qemu_io
     work_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".diskbench-compress-", dir=work_dir) as tmp:
-        image = Path(tmp) / "probe.qcow2"
+    with (
+        tempfile.TemporaryDirectory(prefix=".diskbench-compress-", dir=work_dir) as tmp,
+        # as the samples' qemu-img and qemu-io run: the side's unprivileged account, the image handed over
+        confine.Handoff(confine.account(binaries.runs_as)) as handoff,
+    ):
+        image = handoff.write(Path(tmp) / "probe.qcow2", create=True)
         node = {
             "driver": "compress",
-            "file": {"driver": "qcow2", "file": {"driver": "file", "filename": str(image)}},
+            "file": {"driver": "qcow2", "file": {"driver": "file", "filename": image}},
         }
         steps = [
-            ("create", [binaries.qemu_img, "create", "-q", "-f", "qcow2", str(image), "16M"]),
+            ("create", [binaries.qemu_img, "create", "-q", "-f", "qcow2", image, "16M"]),
             ("write", [qemu_io, "-c", "write -P 0x5a 0 64k", "json:" + json.dumps(node)]),
             ("rewrite", [qemu_io, "-c", "write -P 0xa5 0 64k", "json:" + json.dumps(node)]),
         ]
         for step, argv in steps:
             try:
-                result = proc.run(argv, timeout_s=60, check=False)
+                result = proc.run(argv, timeout_s=60, check=False, confined=handoff.popen_kwargs())
             except CommandError as exc:
                 return {"supported": False, "reason": exc.message, "argv": argv}
             text = (result.stdout + result.stderr).strip()

@@ -120,6 +120,7 @@ def vm_config(cell: Cell, guest: Guest, opts: RunOptions, image: Path) -> VMConf
         mem_mib=opts.mem_mib,
         smp=opts.smp,
         qemu=opts.binaries.qemu,
+        runs_as=opts.binaries.runs_as,
         control=True,
     )
 
@@ -227,8 +228,8 @@ class GuestRun:
     start_fallback: str | None = None
 
 
-def _create_scratch(path: Path, cell: Cell, qemu_img: str) -> None:
-    images.create(path, cell.image, qemu_img=qemu_img)
+def _create_scratch(path: Path, cell: Cell, binaries: Binaries) -> None:
+    images.create(path, cell.image, qemu_img=binaries.qemu_img, runs_as=binaries.runs_as)
 
 
 def boot_and_run(cell: Cell, guest: Guest, opts: RunOptions, image: Path, log_dir: Path) -> GuestRun:
@@ -247,7 +248,7 @@ def boot_and_run(cell: Cell, guest: Guest, opts: RunOptions, image: Path, log_di
         plan=snapshot.SnapshotPlan(
             recipe_hash=guest.recipe_hash,
             scratch_path=opts.work_dir / f"{cell.id}.snapshot-scratch.{cell.image.format.value}",
-            make_scratch=lambda path: _create_scratch(path, cell, opts.binaries.qemu_img),
+            make_scratch=lambda path: _create_scratch(path, cell, opts.binaries),
         ),
         boot_timeout_s=opts.boot_timeout_s,
         wait_ready=wait_ready,
@@ -376,7 +377,9 @@ def run_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: 
     )
     try:
         touch_guest(guest)
-        created = images.create(image_path, cell.image, qemu_img=opts.binaries.qemu_img)
+        created = images.create(
+            image_path, cell.image, qemu_img=opts.binaries.qemu_img, runs_as=opts.binaries.runs_as
+        )
         host["create_s"] = created.create_s
         host["allocated_before"] = created.allocated_bytes
         if created.retries:
@@ -424,12 +427,20 @@ def run_sample(cell: Cell, guest: Guest, opts: RunOptions, index: int, log_dir: 
             }
             sample = replace(sample, report={**run.event, "outputs": outputs})
         check = images.check(
-            image_path, cell.image.format, qemu_img=opts.binaries.qemu_img, encrypted=cell.image.encrypted
+            image_path,
+            cell.image.format,
+            qemu_img=opts.binaries.qemu_img,
+            runs_as=opts.binaries.runs_as,
+            encrypted=cell.image.encrypted,
         )
         host["check"] = {"rc": check.returncode, "verdict": check.verdict, "report": check.report}
         host["allocated_after"] = images.allocated_bytes(image_path)
         host["map_after"] = images.mapped_bytes(
-            image_path, cell.image.format, qemu_img=opts.binaries.qemu_img, encrypted=cell.image.encrypted
+            image_path,
+            cell.image.format,
+            qemu_img=opts.binaries.qemu_img,
+            runs_as=opts.binaries.runs_as,
+            encrypted=cell.image.encrypted,
         )
         host["wall_s"] = time.monotonic() - t0
         host["overhead_s"] = host["wall_s"] - run.boot_s - report.total_s

@@ -118,7 +118,7 @@ def image_args(path: Path, fmt: Format, *, encrypted: bool = False) -> list[str]
     return ["--object", secret_object(), "--image-opts", opts]
 
 
-def create(path: Path, spec: ImageSpec, *, qemu_img: str) -> CreatedImage:
+def create(path: Path, spec: ImageSpec, *, qemu_img: str, runs_as: int | None = None) -> CreatedImage:
     """Create a fresh image (replacing any old one) and time it.
 
     ``create_s`` is the time of ``qemu-img create`` plus, for the raw
@@ -131,7 +131,7 @@ def create(path: Path, spec: ImageSpec, *, qemu_img: str) -> CreatedImage:
     while True:
         start = time.monotonic()
         try:
-            with confine.Handoff(confine.account()) as handoff:
+            with confine.Handoff(confine.account(runs_as)) as handoff:
                 argv = [
                     qemu_img,
                     "create",
@@ -176,8 +176,8 @@ def create(path: Path, spec: ImageSpec, *, qemu_img: str) -> CreatedImage:
     )
 
 
-def info(path: Path, *, qemu_img: str) -> dict[str, Any]:
-    with confine.Handoff(confine.account()) as handoff:
+def info(path: Path, *, qemu_img: str, runs_as: int | None = None) -> dict[str, Any]:
+    with confine.Handoff(confine.account(runs_as)) as handoff:
         result = proc.run(
             [qemu_img, "info", "-U", "--output=json", handoff.read(path)],
             timeout_s=60,
@@ -189,9 +189,11 @@ def info(path: Path, *, qemu_img: str) -> dict[str, Any]:
     return data
 
 
-def mapped_bytes(path: Path, fmt: Format, *, qemu_img: str, encrypted: bool = False) -> dict[str, int]:
+def mapped_bytes(
+    path: Path, fmt: Format, *, qemu_img: str, encrypted: bool = False, runs_as: int | None = None
+) -> dict[str, int]:
     """What ``qemu-img map`` says is data vs zero, in guest-visible bytes."""
-    with confine.Handoff(confine.account()) as handoff:
+    with confine.Handoff(confine.account(runs_as)) as handoff:
         result = proc.run(
             [
                 qemu_img,
@@ -215,9 +217,11 @@ def mapped_bytes(path: Path, fmt: Format, *, qemu_img: str, encrypted: bool = Fa
     return {"data_bytes": data, "zero_bytes": zero}
 
 
-def check(path: Path, fmt: Format, *, qemu_img: str, encrypted: bool = False) -> CheckResult:
+def check(
+    path: Path, fmt: Format, *, qemu_img: str, encrypted: bool = False, runs_as: int | None = None
+) -> CheckResult:
     """``qemu-img check --output=json``; exit codes are figures, not failures."""
-    with confine.Handoff(confine.account()) as handoff:
+    with confine.Handoff(confine.account(runs_as)) as handoff:
         result = proc.run(
             [
                 qemu_img,

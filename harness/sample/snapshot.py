@@ -221,8 +221,8 @@ def save_state(vm: Machine, dest: Path, *, timeout_s: float) -> None:
     sock_path = sock_dir / "out.sock"
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(str(sock_path))
-    # QEMU runs as the QEMU account (harness.host.confine): let it reach the socket
-    account = confine.account()
+    # QEMU runs as its side's account (harness.host.confine): let it reach the socket
+    account = confine.account(vm.config.runs_as)
     if account.switches:
         for path in (sock_dir, sock_path):
             os.chown(path, account.uid, account.gid)
@@ -410,7 +410,7 @@ def start_guest(
                 material = key_material(
                     config,
                     recipe_hash=plan.recipe_hash,
-                    qemu_version=tool_version(config.qemu),
+                    qemu_version=tool_version(config.qemu, runs_as=config.runs_as),
                     disk_bytes=cell.image.size,
                 )
                 key = snapshot_key(material)

@@ -28,6 +28,10 @@ class Binaries:
 
     qemu: str
     qemu_img: str
+    #: the uid all three run as when the harness runs as root: a gate's head gets one of its own
+    #: (:func:`harness.host.accounts.fresh_account`), so that it cannot signal, trace or write base's
+    #: QEMU or files while both run; None: the QEMU account (:data:`harness.host.confine.ACCOUNT`)
+    runs_as: int | None = None
 
     @classmethod
     def on_path(cls) -> Binaries:

@@ -22,6 +22,7 @@ from harness.spec import (
     Format,
     split_list,
 )
+from harness.spec import Measure as CellMeasure
 from harness.subject.binaries import Binaries
 from harness.sweep.specfile import Excluded, Plan
 from harness.untrusted import clean_line
@@ -199,6 +200,16 @@ def image_need_bytes(cell: Cell, measure: Measure) -> int:
 LUKS_HEADER_BYTES = 4 * MIB
 
 
+def recording_need_bytes(cell: Cell) -> int:
+    """Host bytes a replay cell's recording takes beside its image: its write log and trace, at their
+    caps (:func:`harness.sample.replay.record.recording_caps`); none for a guest cell."""
+    if cell.measure is not CellMeasure.REPLAY:
+        return 0
+    from harness.sample.replay.record import recording_caps
+
+    return recording_caps(cell.image.size).total_bytes
+
+
 def measure_image(cell: Cell, *, qemu_img: str) -> Measure:
     """``qemu-img measure`` for the image ``cell`` would create.
 
@@ -247,7 +258,7 @@ def largest_image(cells: Iterable[Cell], measure: Callable[[Cell], Measure]) -> 
         key = (cell.image.format.value, *cell.image.create_options(), str(cell.image.size))
         if key not in cache:
             cache[key] = measure(cell)
-        need = image_need_bytes(cell, cache[key])
+        need = image_need_bytes(cell, cache[key]) + recording_need_bytes(cell)
         if best is None or need > best[1]:
             best = (cell, need)
     if best is None:
@@ -352,7 +363,8 @@ def describe_plan(
     builds_text = f"{_plural(builds, 'snapshot build')} included, none if cached; " if builds else ""
     lines.append(
         f"estimate: {_plural(todo, 'sample')}, about {format_duration(seconds)} under {accel.upper()} "
-        f"with --start {start} ({builds_text}a prior the progress line refines from measured samples)"
+        f"with --start {start} ({builds_text}from typical figures; the progress line corrects it as "
+        "samples finish)"
     )
     return "\n".join(lines) + "\n"
 

@@ -46,7 +46,11 @@ def metric_info(name: str) -> Metric:
     found = metric_table().get(name) or pattern_metric(name)
     if found is not None:
         return found
-    raise UsageError(f"unknown metric {name!r}: see harness.workloads.all_metrics() for the known ones")
+    import difflib
+
+    close = difflib.get_close_matches(name, list(metric_table()), n=3, cutoff=0.6)
+    hint = f"did you mean {', '.join(close)}?" if close else "`diskbench show RECORDS --all` lists a run's"
+    raise UsageError(f"unknown metric {name!r}: {hint}")
 
 
 def parse_outputs(workload: str, outputs: Mapping[str, str]) -> Parsed:

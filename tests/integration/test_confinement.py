@@ -130,7 +130,7 @@ def test_the_record_says_who_ran_qemu_and_with_which_sandbox(
     assert record.vm.get("confinement") == {
         "user": confine.ACCOUNT,
         "uid": confine.account().uid,
-        "runs": ["qemu-system", "qemu-img"],
+        "runs": ["qemu-system", "qemu-img", "qemu-io"],
         "sandbox": confine.SANDBOX,
     }
 

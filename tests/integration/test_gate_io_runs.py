@@ -53,7 +53,7 @@ def test_a_writethrough_head_is_not_inconclusive_and_the_summary_names_the_cache
         ),
         out_dir=tmp_path / "out",
     )
-    doc, lines = result.document, result.markdown.splitlines()
+    doc, lines = result.comparison.to_json(), result.markdown.splitlines()
     (cell,) = doc["cells"]
     # the IO path changed: a regression of the device's latency, or a change of the flushes
     assert doc["verdict"] in ("regression", "changed"), result.markdown

@@ -52,7 +52,7 @@ def test_a_writethrough_head_is_seen_by_the_replay_of_bases_stream(
         ),
         out_dir=out,
     )
-    doc = result.document
+    doc = result.comparison.to_json()
     (cell,) = doc["cells"]
     assert cell["verdict"] == "regression", result.markdown
     assert cell["cell_id"].endswith(".replay") and ".writethrough-" in cell["cell_id"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from harness.compare import Settings
 from harness.compare.comparison import load_comparison
 from harness.errors import ExitCode
 from harness.gate import GateAsked, GateOptions, SubjectSource, parse_gate_spec, run_gate, settings_for
+from harness.host import accounts, confine
 from harness.rounds.session import MachineOptions
 from harness.subject.binaries import Binaries
 
@@ -72,8 +74,8 @@ def gate(
         ),
         out_dir=tmp_path / "out",
     )
-    doc = load_comparison(tmp_path / "out" / "comparison.json")
-    assert doc == json.loads(json.dumps(result.document))
+    doc = load_comparison(tmp_path / "out" / "comparison.json").to_json()
+    assert doc == json.loads(json.dumps(result.comparison.to_json()))
     assert (tmp_path / "out" / "summary.md").read_text() == result.markdown
     return result.exit_code, doc
 
@@ -99,8 +101,27 @@ def test_throttled_head_is_a_regression_of_the_throttled_cell(
     base_rec = json.loads(next((tmp_path / "out" / "records" / "base").glob("*.json")).read_text())
     assert f"throttling.bps-write={THROTTLE_BPS}" in " ".join(head_rec["samples"][0]["argv"])
     assert "throttling" not in " ".join(base_rec["samples"][0]["argv"])
+    # each side's QEMU ran as an account of its own: base as the QEMU account, head as a uid of its
+    # own for this gate alone, gone with it
+    base_ran, head_ran = base_rec["vm"]["confinement"], head_rec["vm"]["confinement"]
+    assert base_ran["uid"] == confine.account().uid
+    if os.geteuid() == 0:
+        assert head_ran["uid"] not in (0, base_ran["uid"])
+        assert head_ran["user"] == f"uid {head_ran['uid']}"
+        assert not accounts.uid_processes(head_ran["uid"])
+    else:
+        assert head_ran["uid"] == base_ran["uid"] == os.geteuid()
     # worktrees are gone
     assert git(repo, "worktree", "list").count("\n") == 0
+    # the JUnit XML `diskbench gate` writes beside it: a testcase per cell, the regression a failure
+    junitparser = pytest.importorskip("junitparser")
+    from harness.cli.gate import write_junit
+
+    comparison = load_comparison(tmp_path / "out" / "comparison.json")
+    write_junit(tmp_path / "junit.xml", comparison, settings=Settings(), reproduce=["diskbench", "gate"])
+    cases = [case for suite in junitparser.JUnitXml.fromfile(str(tmp_path / "junit.xml")) for case in suite]
+    assert [case.name for case in cases] == [c["cell_id"] for c in doc["cells"]]
+    assert [type(r).__name__ for r in cases[0].result] == ["Failure"]
 
 
 def test_same_revision_on_both_sides_is_not_a_regression(

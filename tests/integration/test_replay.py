@@ -164,11 +164,11 @@ def test_run_measure_replay_records_replay_samples(tmp_path: Path, disk_dir: Pat
     (record,) = find_records([results / "records"], recursive=True)
     assert record.cell_id.endswith(".dd-16m-2m-ext4.replay") and record.cell.get("measure") == "replay"
     assert [s.status for s in record.samples] == ["ok", "ok"]
-    digests = {s.data["host"]["stream"]["digest"] for s in record.samples}
+    digests = {s.host["stream"]["digest"] for s in record.samples}
     assert len(digests) == 1  # one recording, replayed twice
     for sample in record.samples:
-        assert sample.data["measure"] == "replay"
-        counts = sample.data["host"]["stream"]["counts"]
+        assert sample.measure == "replay"
+        counts = sample.host["stream"]["counts"]
         # qemu-io's "wrote" lines: the writes and the write-zeroes of the stream
         assert sample.metrics["replay.write_ops"] == counts["write"] + counts["write_zeroes"]
         assert sample.metrics["replay.write_p90_ms"] > 0

@@ -318,5 +318,76 @@ def test_records_are_written_by_the_store_alone() -> None:
         for name, path in modules().items()
         if "write_json_atomic" in path.read_text() and "from harness.record" in path.read_text()
     }
-    # the store; comparison.json is written beside the records of a compare and of a gate
-    assert writers == {"harness.record.store", "harness.compare.comparison", "harness.gate.run"}
+    # the store; comparison.json, written beside the records of a compare and of a gate, by its one writer
+    assert writers == {"harness.record.store", "harness.compare.comparison"}
+
+
+# the rooms that build, pass or read a comparison, and the record's cells they compare
+COMPARISON_ROOMS = (
+    "harness.compare",
+    "harness.gate",
+    "harness.bisect",
+    "harness.cli.compare",
+    "harness.cli.gate",
+    "harness.cli.bisect",
+    "harness.report.exports",
+)
+# where a JSON object is the thing itself: the comparison's JSON edge and its parts' codec, and
+# JSON objects that are neither a record, a sample nor a comparison, each with what it is
+JSON_EDGES = {
+    "harness.compare.model": "the comparison's parts keep the keys no field names (extra)",
+    "harness.compare.jsonpart": "reads and writes a part's JSON object",
+    "harness.compare.document.validate_comparison": "checks a loaded comparison.json",
+    "harness.compare.subject._dict": "a policy's JSON, as the record's subject keeps it",
+    "harness.compare.subject._keys": "a policy's drive, image or options table",
+    "harness.compare.subject._policy": "a policy's JSON, as the record's subject keeps it",
+    "harness.compare.rules._workload_slug": "a cell's workload, as the record's cell keeps it",
+    "harness.bisect.state": "bisect.json, the bisection's own file",
+    "harness.gate.spec.GateCell.values": "a gate spec's values of a cell (TOML)",
+    "harness.gate.streams": "a replay stream's summary (its own file)",
+    "harness.gate.build.BuildInfo.as_dict": "whose build a side ran, as the side's JSON keeps it",
+}
+_JSON_OBJECT = re.compile(r"\b(dict|Mapping)\[str, Any\]|\bJsonObject\b")
+
+
+def _json_annotations(name: str, path: Path) -> list[str]:
+    """``module.function`` (or ``module.Class.field``) of every parameter, return or dataclass field
+    of ``name`` annotated as a JSON object."""
+    found = []
+
+    def walk(node: ast.AST, where: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):
+                walk(child, f"{where}.{child.name}")
+            elif isinstance(child, ast.FunctionDef):
+                args = child.args
+                notes = [a.annotation for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
+                if any(
+                    n is not None and _JSON_OBJECT.search(ast.unparse(n)) for n in [*notes, child.returns]
+                ):
+                    found.append(f"{where}.{child.name}")
+            elif (
+                isinstance(child, ast.AnnAssign)
+                and isinstance(child.target, ast.Name)
+                and _JSON_OBJECT.search(ast.unparse(child.annotation))
+                and where != name
+            ):
+                found.append(f"{where}.{child.target.id}")
+
+    walk(ast.parse(path.read_text()), name)
+    return found
+
+
+def test_no_comparison_record_or_sample_travels_as_a_json_object() -> None:
+    """The comparison is a :class:`harness.compare.model.Comparison` from where it is built to
+    every renderer, export and reader, and the records it compares are ``Record``/``Sample``/
+    ``CellInfo``: no function of the comparison's rooms takes or gives a JSON object, save its
+    JSON edges."""
+    loose = [
+        found
+        for name, path in modules().items()
+        if name.startswith(COMPARISON_ROOMS)
+        for found in _json_annotations(name, path)
+        if not any(found == edge or found.startswith(f"{edge}.") for edge in JSON_EDGES)
+    ]
+    assert loose == []

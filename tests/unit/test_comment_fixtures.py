@@ -16,16 +16,19 @@ inconclusive or with a head that timed out, so two more are derived from real on
 
 from __future__ import annotations
 
-import copy
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from harness.compare.pointers import cell_pointers
+from harness.compare.comparison import load_comparison
+from harness.compare.document import compared_cell
+from harness.compare.model import Comparison
 from harness.compare.screen import with_screen
+from harness.compare.verdict import Verdict
 from harness.gate.rounds import _timed_out_result, head_deadline
 from harness.record.model import CellInfo, MachineInfo, Record, Sample
 from harness.spec import make_cell
@@ -42,62 +45,77 @@ def load(name: str) -> dict[str, Any]:
     return data
 
 
-def dump(name: str, doc: dict[str, Any]) -> str:
+def comparison(name: str) -> Comparison:
+    return load_comparison(FIXTURES / name)
+
+
+def dump(name: str, doc: Comparison) -> str:
     if name in SYNTHETIC:
-        return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
-    return json.dumps(doc, indent=1) + "\n"  # as harness.files.write_json_atomic writes it
+        return json.dumps(doc.to_json(), indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(doc.to_json(), indent=1) + "\n"  # as harness.files.write_json_atomic writes it
 
 
-def derived_inconclusive(real: dict[str, Any]) -> dict[str, Any]:
-    doc = copy.deepcopy(real)
-    keep = [c for c in doc["cells"] if c["verdict"] == "inconclusive"]
-    ids = {c["cell_id"] for c in keep}
-    summary = doc["summary"]
-    summary["cells"] = len(keep)
-    summary["counts"] = {v: (len(keep) if v == "inconclusive" else 0) for v in summary["counts"]}
-    summary["fails"] = False
-    summary["changed"] = [c for c in summary["changed"] if c["cell_id"] in ids]
-    summary["structural_changes"] = [c for c in summary["structural_changes"] if c["cell_id"] in ids]
-    # the axis sentence names what regressed, changed or improved cells share: none of them here
-    summary["axis_sentence"] = None
-    summary["sensitivity"] = [r for r in summary["sensitivity"] if r["cell_id"] in ids]
-    doc["verdict"] = "inconclusive"
-    doc["cells"] = keep
-    return with_screen(doc)
+def derived_inconclusive(real: Comparison) -> Comparison:
+    keep = tuple(c for c in real.cells if c.verdict is Verdict.INCONCLUSIVE)
+    ids = {c.cell_id for c in keep}
+    summary = replace(
+        real.summary,
+        cells=len(keep),
+        counts={v: (len(keep) if v == "inconclusive" else 0) for v in real.summary.counts},
+        fails=False,
+        changed=tuple(c for c in real.summary.changed if c.cell_id in ids),
+        structural_changes=tuple(c for c in real.summary.structural_changes if c.cell_id in ids),
+        # the axis sentence names what regressed, changed or improved cells share: none of them here
+        axis_sentence=None,
+        sensitivity=tuple(r for r in real.summary.sensitivity if r.cell_id in ids),
+    )
+    return with_screen(replace(real, verdict=Verdict.INCONCLUSIVE, cells=keep, summary=summary))
 
 
-def derived_timed_out(real: dict[str, Any]) -> dict[str, Any]:
-    doc = copy.deepcopy(real)
-    late = doc["cells"][1]
-    assert late["cell"]["gate_name"] == "raw-writeback-ide-dd"
+def derived_timed_out(real: Comparison) -> Comparison:
+    late = real.cells[1]
+    assert late.cell.gate_name == "raw-writeback-ide-dd"
     cell = make_cell(format="raw", cache="writeback", interface="ide", workload="dd", dd_mib=64, size="2G")
-    nested = {**cell.as_dict(), "gate_name": late["cell"]["gate_name"]}
-    assert nested["id"] == late["cell_id"]
-    total = next(m for m in late["metrics"] if m["metric"] == "total_s")
-    deadline = head_deadline([total["median_base"]], limit_s=1800.0)
-    rounds = late["rounds"]
+    nested = {**cell.as_dict(), "gate_name": late.cell.gate_name}
+    assert nested["id"] == late.cell_id
+    total = next(m for m in late.metrics if m.metric == "total_s")
+    assert total.median_base is not None
+    deadline = head_deadline([total.median_base], limit_s=1800.0)
+    rounds = late.rounds
     ok = Sample.from_json({"status": "ok"})
     late_one = Sample.from_json({"status": "error", "error_type": "GuestTimeout"})
-    base = Record(cell=CellInfo(nested), machine=MachineInfo(), samples=(ok,) * late["base_ok"])
+    base = Record(cell=CellInfo(nested), machine=MachineInfo(), samples=(ok,) * late.base_ok)
     head = Record(cell=CellInfo(nested), machine=MachineInfo(), samples=(ok,) * (rounds - 1) + (late_one,))
-    result = _timed_out_result(nested, base, head, deadline)
-    cell_doc = result.as_dict() | {"rounds": rounds}
-    doc["cells"][1] = {**cell_doc, **cell_pointers(cell_doc)}
-    summary = doc["summary"]
-    summary["sensitivity"] = [r for r in summary["sensitivity"] if r["cell_id"] != late["cell_id"]]
-    summary["structural_changes"] = [
-        c for c in summary["structural_changes"] if c["cell_id"] != late["cell_id"]
-    ]
-    doc["budget"]["stopped"] = f"head timed out on {late['cell']['gate_name']} (deadline {deadline:.0f} s)"
-    return with_screen(doc)
+    result = _timed_out_result(CellInfo(nested), base, head, deadline)
+    cells = list(real.cells)
+    cells[1] = compared_cell(replace(result, rounds=rounds))
+    summary = replace(
+        real.summary,
+        sensitivity=tuple(r for r in real.summary.sensitivity if r.cell_id != late.cell_id),
+        structural_changes=tuple(c for c in real.summary.structural_changes if c.cell_id != late.cell_id),
+    )
+    assert real.budget is not None
+    budget = replace(
+        real.budget, stopped=f"head timed out on {late.cell.gate_name} (deadline {deadline:.0f} s)"
+    )
+    return with_screen(replace(real, cells=tuple(cells), summary=summary, budget=budget))
 
 
 def expected() -> dict[str, str]:
     """Every fixture's text as this diskbench writes it."""
-    texts = {path.name: dump(path.name, with_screen(load(path.name))) for path in FIXTURES.glob("*.json")}
-    texts["derived-inconclusive.json"] = dump("", derived_inconclusive(load("real-regression.json")))
-    texts["derived-timed-out.json"] = dump("", derived_timed_out(load("real-gate.json")))
+    texts = {
+        path.name: dump(path.name, with_screen(comparison(path.name))) for path in FIXTURES.glob("*.json")
+    }
+    texts["derived-inconclusive.json"] = dump("", derived_inconclusive(comparison("real-regression.json")))
+    texts["derived-timed-out.json"] = dump("", derived_timed_out(comparison("real-gate.json")))
     return texts
+
+
+@pytest.mark.parametrize("name", sorted(path.name for path in FIXTURES.glob("*.json")))
+def test_a_comparison_reads_and_writes_back_byte_for_byte(name: str) -> None:
+    """Every comparison the action is tested on, loaded as a value and written back, is the very
+    same text: no key lost, added or moved, no figure rewritten."""
+    assert dump(name, comparison(name)) == (FIXTURES / name).read_text()
 
 
 @pytest.mark.parametrize("name", sorted(expected()))

@@ -7,15 +7,17 @@ import argparse
 import json
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_compare import MACHINE, SETTINGS, cell_dict, gauss, samples, write_side
+from test_compare import MACHINE, SETTINGS, cell_dict, cell_info, gauss, samples, write_side
 
 from harness.cli import main
 from harness.cli.gate import reproduce_argv
 from harness.compare import Settings, build_comparison, compare_cell, flatten_cell, render_markdown
+from harness.compare.model import Budget, Comparison, FlatCell, SensitivityRow, Side
 from harness.compare.pointers import (
     Pointers,
     benchmark_method,
@@ -26,8 +28,10 @@ from harness.compare.pointers import (
     short_name,
     workload_class,
 )
+from harness.compare.verdict import Verdict
 from harness.errors import UsageError
 from harness.gate import GATE_SPEC
+from harness.record import CellInfo, MachineInfo
 from harness.spec import make_cell
 from harness.workloads import registry
 
@@ -38,9 +42,9 @@ from history import layout  # noqa: E402
 PAGES = "https://acme.github.io/diskbench/"
 
 
-def flat(**axes: Any) -> tuple[dict[str, Any], str]:
+def flat(**axes: Any) -> tuple[FlatCell, str]:
     cell = make_cell(**axes).as_dict()
-    return flatten_cell(cell), str(cell["id"])
+    return flatten_cell(CellInfo(cell)), str(cell["id"])
 
 
 @pytest.mark.parametrize(
@@ -83,7 +87,7 @@ def test_a_short_name_says_the_cells_parts_and_leaves_out_the_defaults(
 
 
 def test_a_cell_without_its_parts_is_named_by_its_id() -> None:
-    assert short_name({"workload": "dd-64m"}, "some-id") == "some-id"
+    assert short_name(FlatCell(workload="dd-64m"), "some-id") == "some-id"
 
 
 def test_the_history_graph_is_asvs_benchmark_and_parameters() -> None:
@@ -120,13 +124,13 @@ def layout_spec() -> Any:
 def steady_and_regressed() -> list[Any]:
     return [
         compare_cell(
-            cell_dict(interface="ide"),
+            cell_info(interface="ide"),
             samples(gauss(20, 8, 100.0, 0.01)),
             samples(gauss(21, 8, 120.0, 0.01)),
             settings=SETTINGS,
         ),
         compare_cell(
-            cell_dict(cache="none"),
+            cell_info(cache="none"),
             samples(gauss(30, 8, 100.0, 0.005)),
             samples(gauss(31, 8, 100.0, 0.005)),
             settings=SETTINGS,
@@ -134,23 +138,24 @@ def steady_and_regressed() -> list[Any]:
     ]
 
 
-def document(pointers: Pointers | None = None, cells: list[Any] | None = None) -> dict[str, Any]:
+def document(pointers: Pointers | None = None, cells: list[Any] | None = None) -> Comparison:
     return build_comparison(
         cells or steady_and_regressed(),
         settings=SETTINGS,
-        base={"label": "base", "rev": "abc123", "subject": {}},
-        head={"label": "head", "rev": "def456", "subject": {}},
-        machine=MACHINE,
+        base=Side.from_json({"label": "base", "rev": "abc123", "subject": {}}),
+        head=Side.from_json({"label": "head", "rev": "def456", "subject": {}}),
+        machine=MachineInfo(MACHINE),
         created_at="2025-01-01T00:00:00+00:00",
         pointers=pointers,
     )
 
 
 def test_the_unchanged_cells_are_collapsed_with_their_figures() -> None:
-    doc = document()
+    value = document()
+    doc = value.to_json()
     steady = doc["cells"][1]
     assert steady["verdict"] == "unchanged"
-    text = render_markdown(doc)
+    text = render_markdown(value)
     block = text.split("<details><summary>1 cell unchanged (their figures)</summary>")[1].split("</details>")[
         0
     ]
@@ -174,9 +179,9 @@ def test_the_unchanged_cells_are_collapsed_with_their_figures() -> None:
 def test_graph_links_only_with_the_pages_url() -> None:
     without = render_markdown(document())
     assert "](http" not in without
-    doc = document(Pointers(pages_url=PAGES))
-    assert doc["pages_url"] == PAGES
-    text = render_markdown(doc)
+    value = document(Pointers(pages_url=PAGES))
+    assert value.to_json()["pages_url"] == PAGES
+    text = render_markdown(value)
     link = (
         f"[total_s]({PAGES}#matrix.Dd.track_total_s?p-format=%27qcow2%27&p-cache=%27writeback%27"
         "&p-interface=%27ide%27)"
@@ -203,7 +208,7 @@ def test_compare_writes_the_pages_url_and_the_command_that_reproduces_it(
     head = write_side(tmp_path / "head", 1.3, seed=50)
     out = tmp_path / "out"
     argv = ["compare", str(base), str(head), "--out", str(out), "--min-effect", "10%", "--seed", "7"]
-    assert main([*argv, "--pages-url", PAGES, "--format", "markdown"]) == 1
+    assert main([*argv, "--pages-url", PAGES, "--output-format", "markdown"]) == 1
     printed = capsys.readouterr().out
     doc = json.loads((out / "comparison.json").read_text())
     assert doc["pages_url"] == PAGES
@@ -281,7 +286,7 @@ def test_the_gates_command_names_the_commits_and_only_the_flags_given(tmp_path: 
 
 def noisy_cell() -> Any:
     return compare_cell(
-        cell_dict(format="raw"),
+        cell_info(format="raw"),
         samples([100.0, 60.0, 140.0, 90.0, 120.0, 70.0]),
         samples([110.0, 75.0, 150.0, 95.0, 130.0, 80.0]),
         settings=SETTINGS,
@@ -289,10 +294,11 @@ def noisy_cell() -> Any:
 
 
 def test_inconclusive_says_what_it_means_and_how_many_rounds_would_decide() -> None:
-    doc = document(cells=[noisy_cell()])
+    value = document(cells=[noisy_cell()])
+    doc = value.to_json()
     row = doc["summary"]["sensitivity"][0]
     assert doc["cells"][0]["verdict"] == "inconclusive" and row["rounds_to_decide"] > 6
-    text = render_markdown(doc)
+    text = render_markdown(value)
     assert (
         "Inconclusive means these rounds cannot yet tell a change of the minimum effect (5%) from none; "
         f"a regression of about {row['could_see_pct']:.1f}% or more would have been caught 4 times in 5. "
@@ -301,7 +307,7 @@ def test_inconclusive_says_what_it_means_and_how_many_rounds_would_decide() -> N
         "and compare again."
     ) in text
     # a gate's comparison (it has a budget) asks for the gate's rounds
-    gate = render_markdown(document(cells=[noisy_cell()]) | {"budget": {"rounds": 6}})
+    gate = render_markdown(replace(value, budget=Budget.from_json({"rounds": 6})))
     assert (
         f"e.g. the command below with `--max-rounds {row['rounds_to_decide']}` and the budget for them."
         in gate
@@ -311,13 +317,14 @@ def test_inconclusive_says_what_it_means_and_how_many_rounds_would_decide() -> N
 
 def test_inconclusive_on_the_edge_says_more_rounds_would_not_decide() -> None:
     rows = [
-        {
-            "cell_id": "c",
-            "name": "c",
-            "verdict": "inconclusive",
-            "could_see_pct": 7.5,
-            "rounds_to_decide": None,
-        }
+        SensitivityRow(
+            cell_id="c",
+            name="c",
+            metric="total_s",
+            verdict=Verdict.INCONCLUSIVE,
+            could_see_pct=7.5,
+            rounds_to_decide=None,
+        )
     ]
     sentence = inconclusive_sentence(rows, min_effect=0.05)
     assert sentence.startswith(
@@ -330,9 +337,9 @@ def test_inconclusive_on_the_edge_says_more_rounds_would_not_decide() -> None:
 def test_names_and_links_are_inert() -> None:
     odd = cell_dict() | {"id": "x"}
     odd["workload"] = {"name": "dd", "dd_mib": 64}
-    cell = compare_cell(odd, samples([1.0] * 4), samples([1.0] * 4), settings=SETTINGS)
+    cell = compare_cell(CellInfo(odd), samples([1.0] * 4), samples([1.0] * 4), settings=SETTINGS)
     doc = document(cells=[cell])
-    doc["cells"][0]["title"] = "[click](https://evil.test) @octocat"
+    doc = replace(doc, cells=(replace(doc.cells[0], title="[click](https://evil.test) @octocat"),))
     # outside code spans (where nothing is a link or a mention) it is escaped
     text = re.sub(r"`[^`]*`", "", render_markdown(doc))
     assert "[click](https" not in text and "@octocat" not in text

@@ -32,10 +32,11 @@ from harness.compare import (
     render_markdown,
     validate_comparison,
 )
-from harness.compare.comparison import load_comparison
+from harness.compare.comparison import load_comparison, write_comparison
+from harness.compare.model import Budget, Comparison, DiffEntry, Side
 from harness.errors import UsageError
-from harness.files import write_json_atomic
-from harness.record import Record, Sample, new_record, write_record
+from harness.record import CellInfo, Record, Sample, new_record, write_record
+from harness.record.model import MachineInfo
 from harness.spec import make_cell
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "docs" / "comparison.schema.json"
@@ -74,6 +75,10 @@ def failed(n: int, reason: str = "guest workload failed: dd: write error") -> li
 
 def cell_dict(**axes: Any) -> dict[str, Any]:
     return make_cell(**({"workload": "dd", "dd_mib": 64} | axes)).as_dict()
+
+
+def cell_info(**axes: Any) -> CellInfo:
+    return CellInfo(cell_dict(**axes))
 
 
 # --- Mann-Whitney ---------------------------------------------------------------------------------
@@ -253,7 +258,7 @@ def test_a_counter_rising_from_zero_is_a_regression_with_a_json_safe_ratio() -> 
     result = compare_metric("host.flushes", [0.0] * 6, [5.0] * 6, settings=SETTINGS, paired=True)
     assert result.verdict is Verdict.REGRESSION
     assert result.ratio == math.inf
-    data = result.as_dict()
+    data = result.figures().to_json()
     assert data["ratio"] is None and data["change_pct"] is None
     json.dumps(data, allow_nan=False)
 
@@ -290,7 +295,7 @@ def test_bad_settings_are_usage_errors() -> None:
 def test_counters_explain_a_time_regression() -> None:
     base = samples(gauss(10, 8, 100.0, 0.02), host__write_amplification=gauss(11, 8, 1.001, 0.0003))
     head = samples(gauss(12, 8, 125.0, 0.02), host__write_amplification=gauss(13, 8, 1.027, 0.0003))
-    result = compare_cell(cell_dict(), base, head, settings=SETTINGS)
+    result = compare_cell(cell_info(), base, head, settings=SETTINGS)
     assert result.verdict is Verdict.REGRESSION
     assert result.kind is Kind.METRIC
     # the counter moved beyond its threshold (changed), but a time regression outranks it
@@ -305,7 +310,7 @@ def test_counters_explain_a_time_regression() -> None:
 def test_a_counter_change_under_steady_time_is_a_structural_change() -> None:
     base = samples(gauss(14, 8, 100.0, 0.005), host__flushes=[200.0] * 8)
     head = samples(gauss(15, 8, 100.0, 0.005), host__flushes=[100.0] * 8)
-    result = compare_cell(cell_dict(), base, head, settings=SETTINGS)
+    result = compare_cell(cell_info(), base, head, settings=SETTINGS)
     # never folded into unchanged or inconclusive: the IO changed
     assert result.verdict is Verdict.CHANGED
     assert result.kind is Kind.COUNTER
@@ -319,7 +324,7 @@ def test_a_counter_change_under_steady_time_is_a_structural_change() -> None:
 
 
 def test_both_sides_failed_is_an_error_never_unchanged() -> None:
-    result = compare_cell(cell_dict(), failed(4), failed(4), settings=SETTINGS)
+    result = compare_cell(cell_info(), failed(4), failed(4), settings=SETTINGS)
     assert result.verdict is Verdict.ERROR
     assert result.kind is Kind.BOTH_FAILED
     assert result.reason.startswith("both sides failed: base failed 4 of 4 samples")
@@ -329,7 +334,7 @@ def test_both_sides_failed_is_an_error_never_unchanged() -> None:
 def test_head_failing_where_base_works_is_a_regression_of_its_own_kind() -> None:
     base = samples([10.0] * 4)
     head = samples([10.0]) + failed(3, reason="qemu-img check says corrupt (exit 2)")
-    result = compare_cell(cell_dict(), base, head, settings=SETTINGS)
+    result = compare_cell(cell_info(), base, head, settings=SETTINGS)
     assert result.verdict is Verdict.REGRESSION
     assert result.kind is Kind.FAILURE
     assert "head failed 3 of 4 samples (first: qemu-img check says corrupt (exit 2))" in result.reason
@@ -338,7 +343,7 @@ def test_head_failing_where_base_works_is_a_regression_of_its_own_kind() -> None
 
 
 def test_base_failing_is_an_error() -> None:
-    result = compare_cell(cell_dict(), failed(4), samples([10.0] * 4), settings=SETTINGS)
+    result = compare_cell(cell_info(), failed(4), samples([10.0] * 4), settings=SETTINGS)
     assert (result.verdict, result.kind) == (Verdict.ERROR, Kind.BASE_FAILED)
 
 
@@ -346,7 +351,7 @@ def test_a_minority_of_failed_samples_is_compared_and_mentioned() -> None:
     base = samples(gauss(16, 8, 100.0, 0.02))
     head = samples(gauss(17, 7, 130.0, 0.02)) + failed(1)
     head[-1] = replace(head[-1], index=7)
-    result = compare_cell(cell_dict(), base, head, settings=SETTINGS)
+    result = compare_cell(cell_info(), base, head, settings=SETTINGS)
     assert result.verdict is Verdict.REGRESSION
     assert result.kind is Kind.METRIC
     assert "head failed 1 of 8 samples" in result.reason
@@ -356,15 +361,15 @@ def test_a_minority_of_failed_samples_is_compared_and_mentioned() -> None:
 def test_inconclusive_for_noise_asks_for_more_rounds() -> None:
     base = samples([100.0, 60.0, 140.0, 90.0, 120.0, 70.0])
     head = samples([110.0, 75.0, 150.0, 95.0, 130.0, 80.0])
-    result = compare_cell(cell_dict(), base, head, settings=SETTINGS)
+    result = compare_cell(cell_info(), base, head, settings=SETTINGS)
     assert result.verdict is Verdict.INCONCLUSIVE
     assert needs_more_rounds(result)
 
 
 def test_cell_axes_are_flattened() -> None:
     cell = cell_dict(interface="ide", cache="none") | {"gate_name": "ide-dd"}
-    result = compare_cell(cell, samples([1.0] * 4), samples([1.0] * 4), settings=SETTINGS)
-    assert result.cell == {
+    result = compare_cell(CellInfo(cell), samples([1.0] * 4), samples([1.0] * 4), settings=SETTINGS)
+    assert result.cell.to_json() == {
         "format": "qcow2",
         "preallocation": "off",
         "cluster_size": 65536,
@@ -382,7 +387,7 @@ def test_cell_axes_are_flattened() -> None:
 
 def regressed_cell(seed: int = 20, **axes: Any) -> CellResult:
     return compare_cell(
-        cell_dict(**axes),
+        cell_info(**axes),
         samples(gauss(seed, 8, 100.0, 0.02)),
         samples(gauss(seed + 1, 8, 120.0, 0.02)),
         settings=SETTINGS,
@@ -391,7 +396,7 @@ def regressed_cell(seed: int = 20, **axes: Any) -> CellResult:
 
 def steady_cell(seed: int = 30, **axes: Any) -> CellResult:
     return compare_cell(
-        cell_dict(**axes),
+        cell_info(**axes),
         samples(gauss(seed, 8, 100.0, 0.005)),
         samples(gauss(seed + 1, 8, 100.0, 0.005)),
         settings=SETTINGS,
@@ -403,7 +408,7 @@ def test_a_moving_canary_turns_a_regression_inconclusive() -> None:
     assert cells[0].verdict is Verdict.REGRESSION
     # total_s about +20%: a host 25% slower could explain it
     out, canary = apply_canary(cells, before_mib_s=1500.0, after_mib_s=1200.0, settings=SETTINGS)
-    assert canary == {
+    assert canary.to_json() == {
         "before_mib_s": 1500.0,
         "after_mib_s": 1200.0,
         "change": 0.8,
@@ -419,21 +424,21 @@ def test_a_moving_canary_turns_a_regression_inconclusive() -> None:
     assert out[1] == cells[1]
     assert not needs_more_rounds(out[0])
     steady, canary = apply_canary(cells, before_mib_s=1500.0, after_mib_s=1480.0, settings=SETTINGS)
-    assert steady == cells and canary["moved"] is False
+    assert steady == cells and canary.to_json()["moved"] is False
 
 
 def test_a_canary_move_smaller_than_the_change_voids_nothing() -> None:
     cells = [regressed_cell()]
     # the host moved -10%, total_s +20%: the host cannot explain it
     out, canary = apply_canary(cells, before_mib_s=1500.0, after_mib_s=1350.0, settings=SETTINGS)
-    assert canary["moved"] is True
+    assert canary.to_json()["moved"] is True
     assert out == cells
-    assert canary["voided"] == [] and canary["kept"] == [cells[0].cell_id]
+    assert canary.to_json()["voided"] == [] and canary.to_json()["kept"] == [cells[0].cell_id]
 
 
 def test_a_moving_canary_never_voids_a_changed_counter() -> None:
     changed = compare_cell(
-        cell_dict(),
+        cell_info(),
         samples(gauss(14, 8, 100.0, 0.005), host__flushes=[200.0] * 8),
         samples(gauss(15, 8, 100.0, 0.005), host__flushes=[0.0] * 8),
         settings=SETTINGS,
@@ -441,11 +446,11 @@ def test_a_moving_canary_never_voids_a_changed_counter() -> None:
     assert changed.verdict is Verdict.CHANGED
     out, canary = apply_canary([changed], before_mib_s=1500.0, after_mib_s=500.0, settings=SETTINGS)
     assert out == [changed]
-    assert canary["voided"] == []
+    assert canary.to_json()["voided"] == []
 
 
 def test_a_moving_canary_leaves_failures_alone() -> None:
-    failure = compare_cell(cell_dict(), samples([1.0] * 4), failed(4), settings=SETTINGS)
+    failure = compare_cell(cell_info(), samples([1.0] * 4), failed(4), settings=SETTINGS)
     out, _ = apply_canary([failure], before_mib_s=1500.0, after_mib_s=1000.0, settings=SETTINGS)
     assert out[0] is failure
 
@@ -468,7 +473,7 @@ def test_axis_sentence_names_the_shared_interface() -> None:
 
 def test_overall_verdict_order() -> None:
     reg, steady = regressed_cell(), steady_cell()
-    err = compare_cell(cell_dict(), failed(4), failed(4), settings=SETTINGS)
+    err = compare_cell(cell_info(), failed(4), failed(4), settings=SETTINGS)
     assert overall_verdict([steady, err, reg]) is Verdict.REGRESSION
     assert overall_verdict([steady, err]) is Verdict.ERROR
     assert overall_verdict([steady]) is Verdict.UNCHANGED
@@ -587,20 +592,20 @@ def schema() -> dict[str, Any]:
     return data
 
 
-def sample_document(accel: str = "kvm") -> dict[str, Any]:
+def sample_document(accel: str = "kvm") -> Comparison:
     cells = [
         regressed_cell(20, interface="ide"),
         regressed_cell(22, interface="ide", cache="none"),
         steady_cell(30),
         compare_cell(
-            cell_dict(format="raw"),
+            cell_info(format="raw"),
             samples([1.0] * 4),
             failed(4, reason="guest workload failed: dd | tee: No space left on device"),
             settings=SETTINGS,
         ),
-        compare_cell(cell_dict(cache="none"), failed(4), failed(4), settings=SETTINGS),
+        compare_cell(cell_info(cache="none"), failed(4), failed(4), settings=SETTINGS),
         compare_cell(
-            cell_dict(interface="nvme"),
+            cell_info(interface="nvme"),
             samples(gauss(40, 8, 100.0, 0.005), host__flushes=[200.0] * 8),
             samples(gauss(41, 8, 100.0, 0.005), host__flushes=[100.0] * 8),
             settings=SETTINGS,
@@ -610,11 +615,11 @@ def sample_document(accel: str = "kvm") -> dict[str, Any]:
     return build_comparison(
         cells,
         settings=SETTINGS,
-        base={"label": "base", "rev": "abc123", "subject": {"policy": {"name": "default"}}},
-        head={"label": "head", "rev": "def456", "subject": {}},
-        machine=MACHINE | {"accel": accel},
+        base=Side.from_json({"label": "base", "rev": "abc123", "subject": {"policy": {"name": "default"}}}),
+        head=Side.from_json({"label": "head", "rev": "def456", "subject": {}}),
+        machine=MachineInfo(MACHINE | {"accel": accel}),
         canary=canary,
-        budget={"minutes": 30, "spent_min": 12.5},
+        budget=Budget.from_json({"minutes": 30, "spent_min": 12.5}),
         created_at="2025-01-01T00:00:00+00:00",
     )
 
@@ -628,17 +633,18 @@ def test_a_gate_documents_policy_reach_is_valid_against_its_schema(schema: dict[
     own = (Path(__file__).resolve().parents[2] / "policy.toml").read_text()
     base = parse_policy(own)
     head = parse_policy(own.replace('aio = "threads"', 'aio = "native"'))
-    doc = sample_document()
-    doc["summary"]["subject_diff"] = [{"what": "aio", "base": "threads", "head": "native"}]
-    reach = policy_reach(load_gate_spec(GATE_SPEC), base, head).as_dict()
-    doc = with_policy_reach(doc, [], reach)
+    value = sample_document()
+    aio = DiffEntry(what="aio", base="threads", head="native")
+    value = replace(value, summary=replace(value.summary, subject_diff=(aio,)))
+    reach = policy_reach(load_gate_spec(GATE_SPEC), base, head)
+    doc = with_policy_reach(value, [], reach).to_json()
     assert doc["summary"]["subject_diff"][0]["reach"]["applied"]
     assert len(doc["summary"]["policy_held"]) == 4
     assert validate(doc, schema, schema) == []
 
 
 def test_the_document_is_valid_against_its_schema(schema: dict[str, Any]) -> None:
-    doc = sample_document()
+    doc = sample_document().to_json()
     json.dumps(doc, allow_nan=False)
     assert validate(doc, schema, schema) == []
     assert doc["verdict"] == "regression"
@@ -662,7 +668,14 @@ def test_the_document_is_valid_against_its_schema(schema: dict[str, Any]) -> Non
     assert doc["summary"]["structural_changes"] == [
         {"cell_id": doc["cells"][-1]["cell_id"], "note": "structural change: host.flushes -50.0% (200 → 100)"}
     ]
-    nulls = build_comparison([], settings=SETTINGS, base={}, head={}, machine={}, created_at="x")
+    nulls = build_comparison(
+        [],
+        settings=SETTINGS,
+        base=Side.from_json({}),
+        head=Side.from_json({}),
+        machine=MachineInfo(),
+        created_at="x",
+    ).to_json()
     assert validate(nulls, schema, schema) == [
         "$.base: lacks 'label'",
         "$.base: lacks 'rev'",
@@ -674,7 +687,7 @@ def test_the_document_is_valid_against_its_schema(schema: dict[str, Any]) -> Non
 
 
 def test_the_validator_catches_a_broken_document(schema: dict[str, Any]) -> None:
-    doc = sample_document()
+    doc = sample_document().to_json()
     doc["cells"][0]["verdict"] = "slower"
     del doc["cells"][1]["metrics"][0]["p_value"]
     doc["summary"]["extra"] = 1
@@ -694,21 +707,21 @@ def test_markdown_has_the_table_escapes_pipes_and_says_tcg_loudly() -> None:
     assert first.startswith("## diskbench: REGRESSION (and changed: host.flushes -50.0% in qcow2-")
     assert "**under TCG (emulation): times are about QEMU's emulation, not the disk**" in first
     assert "| cell | metric | base | head | change (95% CI) | verdict |" in text
-    reg = doc["cells"][0]
+    reg = doc.cells[0]
     # one row per cell, its short name; the full id only in the cell's fold under the table
     row = next(line for line in text.splitlines() if line.startswith("| qcow2 writeback ide · dd 64M | "))
     assert row.startswith("| qcow2 writeback ide · dd 64M | total_s | ")
     assert row.endswith("| regression |")
     assert "+" in row and "%" in row
     fold = text.split("<details><summary>qcow2 writeback ide · dd 64M: ")[1].split("</details>")[0]
-    assert f"\n<code>{reg['cell_id']}</code>\n" in fold
-    assert text.index(f"<code>{reg['cell_id']}</code>") > text.index(row)
+    assert f"\n<code>{reg.cell_id}</code>\n" in fold
+    assert text.index(f"<code>{reg.cell_id}</code>") > text.index(row)
     assert "dd \\| tee: No space left on device" in text
     assert "dd | tee" not in text
     assert "regression (failure)" in text
     assert "error (both-failed)" in text
     assert "<details><summary>1 cell unchanged (their figures)</summary>" in text
-    assert doc["summary"]["axis_sentence"] is None  # the failed raw cell is on virtio-blk
+    assert doc.summary.axis_sentence is None  # the failed raw cell is on virtio-blk
     assert "structural change: host.flushes -50.0% (200 → 100)" in text
     assert "Host canary: 1500 → 1490 MiB/s (-0.7%): steady" in text
     assert "Machine: hostname runner-1, cpu AMD EPYC, accel tcg, qemu_version 7.2.0" in text
@@ -718,10 +731,12 @@ def test_markdown_has_the_table_escapes_pipes_and_says_tcg_loudly() -> None:
 def test_a_pipe_in_a_table_cell_does_not_break_the_row() -> None:
     odd = cell_dict() | {"id": "odd|cell"}
     cell = compare_cell(
-        odd, samples(gauss(1, 8, 10.0, 0.01)), samples(gauss(2, 8, 15.0, 0.01)), settings=SETTINGS
+        CellInfo(odd), samples(gauss(1, 8, 10.0, 0.01)), samples(gauss(2, 8, 15.0, 0.01)), settings=SETTINGS
     )
-    doc = build_comparison([cell], settings=SETTINGS, base={}, head={}, machine=MACHINE, created_at="x")
-    doc["cells"][0]["title"] = "odd|name"
+    doc = build_comparison(
+        [cell], settings=SETTINGS, base=Side(), head=Side(), machine=MachineInfo(MACHINE), created_at="x"
+    )
+    doc = replace(doc, cells=(replace(doc.cells[0], title="odd|name"),))
     text = render_markdown(doc)
     row = next(line for line in text.splitlines() if line.startswith("| odd"))
     assert row.startswith("| odd\\|name | total_s | ")
@@ -731,10 +746,11 @@ def test_a_pipe_in_a_table_cell_does_not_break_the_row() -> None:
 
 
 def test_validate_and_load_comparison_say_what_to_do(tmp_path: Path) -> None:
-    doc = sample_document()
+    value = sample_document()
+    doc = value.to_json()
     path = tmp_path / "comparison.json"
-    write_json_atomic(path, doc)
-    assert load_comparison(path) == json.loads(json.dumps(doc))
+    write_comparison(path, value)
+    assert load_comparison(path).to_json() == json.loads(json.dumps(doc))
     path.write_text(json.dumps(doc)[:200])
     with pytest.raises(UsageError, match=r"is not valid JSON \(truncated\?"):
         load_comparison(path)
@@ -765,12 +781,12 @@ def test_cli_exits_1_on_a_regression_and_writes_both_files(
     base = write_side(tmp_path / "base", 1.0, seed=1)
     head = write_side(tmp_path / "head", 1.3, seed=50)
     out = base / "comparison"
-    assert main(["compare", str(base), str(head), "--out", str(out), "--format", "markdown"]) == 1
+    assert main(["compare", str(base), str(head), "--out", str(out), "--output-format", "markdown"]) == 1
     printed = capsys.readouterr().out
     assert printed.startswith("## diskbench: REGRESSION — under KVM")
     doc = load_comparison(out / "comparison.json")
-    assert doc["verdict"] == "regression"
-    assert doc["base"]["label"] == str(base) and doc["base"]["records"] == 2
+    assert doc.verdict == "regression"
+    assert doc.base.label == str(base) and doc.base.records == 2
     assert (out / "summary.md").read_text() == render_markdown(doc)
     # comparison.json inside a side is passed over, not read as a record
     assert main(["compare", str(base), str(head)]) == 1
@@ -781,7 +797,7 @@ def test_cli_exits_0_when_base_and_head_are_the_same(
 ) -> None:
     base = write_side(tmp_path / "a", 1.0, seed=1)
     other = write_side(tmp_path / "b", 1.0, seed=70)
-    assert main(["compare", str(base), str(other), "--seed", "3", "--format", "markdown"]) == 0
+    assert main(["compare", str(base), str(other), "--seed", "3", "--output-format", "markdown"]) == 0
     assert "<details><summary>2 cells unchanged (their figures)</summary>" in capsys.readouterr().out
 
 
@@ -823,7 +839,8 @@ def test_cli_warns_loudly_when_the_machines_differ(
     base = write_side(tmp_path / "a", 1.0, seed=1)
     head = write_side(tmp_path / "b", 1.0, seed=70, qemu_version="8.2.0")
     assert (
-        main(["compare", str(base), str(head), "--out", str(tmp_path / "out"), "--format", "markdown"]) == 0
+        main(["compare", str(base), str(head), "--out", str(tmp_path / "out"), "--output-format", "markdown"])
+        == 0
     )
     captured = capsys.readouterr()
     assert (
@@ -831,7 +848,7 @@ def test_cli_warns_loudly_when_the_machines_differ(
         "(qemu_version: 7.2.0 vs 8.2.0)" in captured.err
     )
     assert "**WARNING: base and head come from DIFFERENT MACHINES" in captured.out
-    assert load_comparison(tmp_path / "out" / "comparison.json")["warnings"]
+    assert load_comparison(tmp_path / "out" / "comparison.json").warnings
 
 
 def test_cli_compares_single_record_files(tmp_path: Path) -> None:

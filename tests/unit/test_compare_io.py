@@ -20,6 +20,7 @@ from harness.compare import (
     render_markdown,
     subject_diff,
 )
+from harness.compare.model import Side
 from harness.record import CellInfo, MachineInfo, Record, Sample, SubjectInfo
 from harness.spec import make_cell
 
@@ -77,9 +78,13 @@ def test_holm_rejects_what_bonferroni_rejects_and_more() -> None:
     weak_h = [rng.gauss(110, 3) for _ in range(8)]
     assert mann_whitney_u(weak_h, weak_b)[1] == pytest.approx(0.006993, abs=1e-5)
     groups = [
-        (make_cell(workload="dd", dd_mib=64).as_dict(), samples(total_s=strong_b), samples(total_s=strong_h)),
         (
-            make_cell(workload="dd", dd_mib=64, cache="none").as_dict(),
+            CellInfo(make_cell(workload="dd", dd_mib=64).as_dict()),
+            samples(total_s=strong_b),
+            samples(total_s=strong_h),
+        ),
+        (
+            CellInfo(make_cell(workload="dd", dd_mib=64, cache="none").as_dict()),
             samples(total_s=weak_b),
             samples(total_s=weak_h),
         ),
@@ -122,26 +127,30 @@ def test_a_change_only_in_the_counters_ends_as_changed_and_fails() -> None:
     assert cells[0].kind is Kind.COUNTER
     assert cells[0].time_verdict is Verdict.UNCHANGED
     assert cells[0].reason.startswith("the IO changed: host.flushes -100.0% (18 → 0)")
-    doc = build_comparison(cells, settings=settings, base={}, head={}, machine=MACHINE, created_at="x")
+    value = build_comparison(
+        cells, settings=settings, base=Side(), head=Side(), machine=MachineInfo(MACHINE), created_at="x"
+    )
+    doc = value.to_json()
     assert doc["verdict"] == "changed"
     assert doc["summary"]["fails"] is True
     # Holm's family: the two gated metrics and the one counter the samples carry
     assert doc["settings"]["comparisons"] == 3
     assert doc["cells"][0]["time_verdict"] == "unchanged"
-    first = render_markdown(doc).splitlines()[0]
+    first = render_markdown(value).splitlines()[0]
     assert first.startswith("## diskbench: CHANGED: host.flushes -100.0% in qcow2-off-cs64k-2g.none")
     # the spec may let it pass: still named, and said not to fail
     passes = Settings(metrics=("total_s",), changed_fails=False)
-    doc = build_comparison(
+    value = build_comparison(
         compare_records(base, head, settings=passes),
         settings=passes,
-        base={},
-        head={},
-        machine=MACHINE,
+        base=Side(),
+        head=Side(),
+        machine=MachineInfo(MACHINE),
         created_at="x",
     )
+    doc = value.to_json()
     assert doc["verdict"] == "changed" and doc["summary"]["fails"] is False
-    assert "(does not fail: changed_fails = false)" in render_markdown(doc).splitlines()[0]
+    assert "(does not fail: changed_fails = false)" in render_markdown(value).splitlines()[0]
 
 
 def test_a_counter_within_its_noise_is_not_a_change() -> None:
@@ -152,7 +161,7 @@ def test_a_counter_within_its_noise_is_not_a_change() -> None:
 
 
 def test_a_counter_that_moved_but_is_not_yet_significant_asks_for_more_rounds() -> None:
-    cell = make_cell(workload="dd", dd_mib=64).as_dict()
+    cell = CellInfo(make_cell(workload="dd", dd_mib=64).as_dict())
     base = samples(total_s=[1.0, 1.01, 0.99, 1.0], host__flushes=[18.0, 30, 10, 18])
     head = samples(total_s=[1.0, 1.01, 0.99, 1.0], host__flushes=[30.0, 20, 40, 25])
     (result,) = compare_family([(cell, base, head)], settings=Settings())
@@ -165,20 +174,24 @@ def test_a_counter_that_moved_but_is_not_yet_significant_asks_for_more_rounds() 
 
 
 def test_the_subject_diff_names_policy_guest_and_qemu() -> None:
-    base = {
-        "subject": {"policy": policy("none"), "guest": {"recipe_hash": "aaa", "packages": {"fio": "3.33-3"}}},
-        "machine": {"qemu_version": "7.2.22"},
-        "qemu": None,
-    }
-    head = {
-        "subject": {
-            "policy": policy("writethrough", **{"throttling.bps-write": "1000000"}),
-            "guest": {"recipe_hash": "bbb", "packages": {"fio": "3.35-1", "libaio1": "0.3.113-4"}},
-        },
-        "machine": {"qemu_version": "8.0.0"},
-        "qemu": "/build/qemu-system-x86_64",
-    }
-    lines = [f"{d['what']}: {d['base']} → {d['head']}" for d in subject_diff(base, head)]
+    base = Side(
+        subject=SubjectInfo(
+            {"policy": policy("none"), "guest": {"recipe_hash": "aaa", "packages": {"fio": "3.33-3"}}}
+        ),
+        machine=MachineInfo({"qemu_version": "7.2.22"}),
+        qemu=None,
+    )
+    head = Side(
+        subject=SubjectInfo(
+            {
+                "policy": policy("writethrough", **{"throttling.bps-write": "1000000"}),
+                "guest": {"recipe_hash": "bbb", "packages": {"fio": "3.35-1", "libaio1": "0.3.113-4"}},
+            }
+        ),
+        machine=MachineInfo({"qemu_version": "8.0.0"}),
+        qemu="/build/qemu-system-x86_64",
+    )
+    lines = [f"{d.what}: {d.base} → {d.head}" for d in subject_diff(base, head)]
     assert lines == [
         "cache: none → writethrough",
         "drive option throttling.bps-write: (unset) → 1000000",
@@ -195,14 +208,16 @@ def test_a_gate_whose_head_changes_the_cache_mode_says_so_before_any_table() -> 
     base, head = flush_records(0.0, head_cache="writethrough")
     # the gate compares by gate name; the ids differ between the sides
     settings = Settings(metrics=("total_s", "dev.write_p90_ms"))
-    cell = head[0].cell.to_json() | {"gate_name": "policy-dd", "base_id": base[0].cell.id}
+    cell = CellInfo(head[0].cell.to_json() | {"gate_name": "policy-dd", "base_id": base[0].cell.id})
     (result,) = compare_family([(cell, base[0].samples, head[0].samples)], settings=settings)
+    machine = MachineInfo(MACHINE)
     sides = {
-        "base": {"label": "base", "rev": "main", "subject": base[0].subject.to_json(), "machine": MACHINE},
-        "head": {"label": "head", "rev": "pr", "subject": head[0].subject.to_json(), "machine": MACHINE},
+        "base": Side(label="base", rev="main", subject=base[0].subject, machine=machine),
+        "head": Side(label="head", rev="pr", subject=head[0].subject, machine=machine),
     }
-    doc = build_comparison([result], settings=settings, machine=MACHINE, created_at="x", **sides)
-    text = render_markdown(doc)
+    value = build_comparison([result], settings=settings, machine=machine, created_at="x", **sides)
+    doc = value.to_json()
+    text = render_markdown(value)
     lines = text.splitlines()
     assert lines[0].startswith("## diskbench: CHANGED: host.flushes -100.0% in policy-dd")
     table = lines.index("| cell | metric | base | head | change (95% CI) | verdict |")

@@ -29,7 +29,7 @@ def sides(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_text_has_no_markup_and_every_cells_figures(tmp_path: Path) -> None:
     base, head = sides(tmp_path)
-    doc = compare_paths(base, head, settings=Settings()).document
+    doc = compare_paths(base, head, settings=Settings()).comparison
     text = render_text(doc)
     for markup in ("&lt;", "&gt;", "<code>", "`", "##", "| ---", "**"):
         assert markup not in text, markup
@@ -44,30 +44,32 @@ def test_text_has_no_markup_and_every_cells_figures(tmp_path: Path) -> None:
         "change",
         "interval",
         "p",
-        "rounds",
+        "n",
         "verdict",
     ]
-    rows = {
-        line.split()[0].split(".dd-")[1]: line for line in lines if ".dd-" in line and "  total_s  " in line
-    }
+    # short names: the parts every cell shares said once above the table
+    common = next(line for line in lines if line.startswith("Every cell is "))
+    assert "dd-" in common and "2m-ext4" in common
+    rows = {line.split()[0]: line for line in lines if "  total_s  " in line}
     # the unchanged cell has its figures too, in human units
-    assert set(rows) == {"64m-2m-ext4", "128m-2m-ext4", "192m-2m-ext4"}
-    assert "unchanged" in rows["192m-2m-ext4"] and "10.0" in rows["192m-2m-ext4"]
-    assert "regression" in rows["64m-2m-ext4"] and "+30." in rows["64m-2m-ext4"]
+    assert set(rows) == {"64m", "128m", "192m"}
+    assert "unchanged" in rows["192m"] and "10.0" in rows["192m"]
+    assert "regression" in rows["64m"] and "+30." in rows["64m"]
     # aligned: the verdict column starts at the same place on every row
     starts = {
         line.index(word) for line, word in [(header, "verdict")] + [(r, r.split()[-1]) for r in rows.values()]
     }
     assert len(starts) == 1
+    assert max(len(line) for line in lines) <= 100, [line for line in lines if len(line) > 100]
 
 
 def test_sort_by_effect_and_only_changed(tmp_path: Path) -> None:
     base, head = sides(tmp_path)
-    doc = compare_paths(base, head, settings=Settings()).document
-    by_effect = [c["cell_id"].split(".dd-")[1][:4] for c in ordered(doc["cells"], sort="effect")]
+    doc = compare_paths(base, head, settings=Settings()).comparison
+    by_effect = [c.cell_id.split(".dd-")[1][:4] for c in ordered(doc.cells, sort="effect")]
     assert by_effect == ["64m-", "128m", "192m"]
-    assert effect(doc["cells"][0]) > 0
-    by_id = [c["cell_id"] for c in ordered(doc["cells"])]
+    assert effect(doc.cells[0]) > 0
+    by_id = [c.cell_id for c in ordered(doc.cells)]
     assert by_id == sorted(by_id)
     text = render_text(doc, only_changed=True)
     assert "192m" not in text.split("Why:")[0].split("\n\n", 2)[-1]
@@ -76,7 +78,7 @@ def test_sort_by_effect_and_only_changed(tmp_path: Path) -> None:
 
 def test_colour_only_when_the_style_asks(tmp_path: Path) -> None:
     base, head = sides(tmp_path)
-    doc = compare_paths(base, head, settings=Settings()).document
+    doc = compare_paths(base, head, settings=Settings()).comparison
     assert "\033[" not in render_text(doc)
     painted = render_text(doc, style=Style(True))
     assert "\033[31;1mREGRESSION\033[0m" in painted
@@ -85,9 +87,9 @@ def test_colour_only_when_the_style_asks(tmp_path: Path) -> None:
 def test_cli_formats(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     base, head = sides(tmp_path)
     out = tmp_path / "out"
-    assert main(["compare", str(base), str(head), "--format", "json", "--out", str(out)]) == 1
+    assert main(["compare", str(base), str(head), "--output-format", "json", "--out", str(out)]) == 1
     captured = capsys.readouterr()
-    assert json.loads(captured.out) == load_comparison(out / "comparison.json")
+    assert json.loads(captured.out) == load_comparison(out / "comparison.json").to_json()
     assert captured.err.strip().endswith(f"comparison: {out / 'comparison.json'}")
     assert main(["compare", str(base), str(head), "--sort", "effect", "--only-changed"]) == 1
     text = capsys.readouterr().out
@@ -97,12 +99,12 @@ def test_cli_formats(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
 def test_cli_markdown_is_the_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     base = write_side(tmp_path / "a", 1.0, seed=1)
     head = write_side(tmp_path / "b", 1.3, seed=50)
-    assert main(["compare", str(base), str(head), "--format", "markdown"]) == 1
+    assert main(["compare", str(base), str(head), "--output-format", "markdown"]) == 1
     assert capsys.readouterr().out.startswith("## diskbench: REGRESSION — under KVM")
 
 
 def test_an_empty_side_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "empty").mkdir()
     head = write_side(tmp_path / "b", 1.0, seed=1)
-    assert main(["compare", str(tmp_path / "empty"), str(head), "--format", "text"]) == 2
+    assert main(["compare", str(tmp_path / "empty"), str(head), "--output-format", "text"]) == 2
     assert "no records found" in capsys.readouterr().err

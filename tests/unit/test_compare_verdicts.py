@@ -19,9 +19,10 @@ from harness.compare import (
     render_markdown,
 )
 from harness.compare.evidence import RANK_GUARD, figures, holm_levels, t_share
+from harness.compare.model import Side
 from harness.compare.stats import mann_whitney_u, rank_test
 from harness.compare.yuen import Trimmed, student_t_two_sided, trimmed, yuen_test
-from harness.record import Sample
+from harness.record import CellInfo, MachineInfo, Sample
 from harness.spec import make_cell
 
 FIO = "fio.raw-rand-write-qd1.clat_p50_ms"
@@ -38,14 +39,18 @@ def family_of_31(head_of_first: list[float], *, test: str = "rank-yuen", rounds:
     the other 30 an A/A pair each."""
     rng = random.Random(5)
     base = BINNED[:rounds]
-    groups = [(make_cell(workload="dd", dd_mib=2).as_dict(), samples(base), samples(head_of_first))]
+    groups = [(CellInfo(make_cell(workload="dd", dd_mib=2).as_dict()), samples(base), samples(head_of_first))]
     for i in range(30):
         b = [rng.choice(BINNED) for _ in range(rounds)]
         h = [rng.choice(BINNED) for _ in range(rounds)]
-        groups.append((make_cell(workload="dd", dd_mib=2 * i + 4).as_dict(), samples(b), samples(h)))
+        groups.append(
+            (CellInfo(make_cell(workload="dd", dd_mib=2 * i + 4).as_dict()), samples(b), samples(h))
+        )
     settings = Settings(metrics=(FIO,), counters=(), test=test)
     cells = compare_family(groups, settings=settings)
-    doc = build_comparison(cells, settings=settings, base={}, head={}, machine={}, created_at="x")
+    doc = build_comparison(
+        cells, settings=settings, base=Side(), head=Side(), machine=MachineInfo(), created_at="x"
+    ).to_json()
     assert doc["settings"]["comparisons"] == 31
     return cells
 
@@ -123,18 +128,22 @@ def test_a_metric_beyond_its_minimum_effect_in_a_decided_cell_says_what_it_is() 
     settings = Settings(
         metrics=("total_s", FIO), counters=(), comparisons=31, correction="bonferroni", test="mann-whitney"
     )
-    cells = compare_family([(make_cell(workload="dd", dd_mib=2).as_dict(), base, head)], settings=settings)
+    cells = compare_family(
+        [(CellInfo(make_cell(workload="dd", dd_mib=2).as_dict()), base, head)], settings=settings
+    )
     fio = next(m for m in cells[0].metrics if m.metric == FIO)
     assert cells[0].verdict is Verdict.REGRESSION
     assert fio.verdict is Verdict.INCONCLUSIVE
-    doc = build_comparison(cells, settings=settings, base={}, head={}, machine={}, created_at="x")
+    doc = build_comparison(
+        cells, settings=settings, base=Side(), head=Side(), machine=MachineInfo(), created_at="x"
+    )
     rows = [line for line in render_markdown(doc).splitlines() if line.startswith("| ")]
     fio_row = next(line for line in rows if FIO in line)
     assert fio_row.endswith("| worse beyond 5%, not yet significant alone |")
     assert next(line for line in rows if "total_s" in line).endswith("| regression |")
     # with the new test both are regressions
     now = compare_family(
-        [(make_cell(workload="dd", dd_mib=2).as_dict(), base, head)],
+        [(CellInfo(make_cell(workload="dd", dd_mib=2).as_dict()), base, head)],
         settings=Settings(metrics=("total_s", FIO), counters=(), comparisons=31, correction="bonferroni"),
     )
     assert [m.verdict for m in now[0].metrics] == [Verdict.REGRESSION, Verdict.REGRESSION]

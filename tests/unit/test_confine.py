@@ -42,7 +42,7 @@ def test_root_runs_qemu_as_the_unprivileged_account() -> None:
     assert confine.describe() == {
         "user": confine.ACCOUNT,
         "uid": account.uid,
-        "runs": ["qemu-system", "qemu-img"],
+        "runs": ["qemu-system", "qemu-img", "qemu-io"],
         "sandbox": confine.SANDBOX,
     }
 

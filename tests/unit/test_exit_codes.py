@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.compare import Verdict
+from harness.compare import Kind, Verdict
 from harness.compare.comparison import verdict_exit_code
+from harness.compare.model import ComparedCell, Comparison, Summary
 from harness.record import Sample, new_record, write_record
 from harness.spec import make_cell
 
@@ -49,8 +50,15 @@ def write_cell(directory: Path, dd_mib: int, mean: float, *, seed: int, ok: bool
     ],
 )
 def test_each_outcome_has_one_exit_code(fails: bool, cell_verdicts: list[Verdict], code: int) -> None:
-    document = {"summary": {"fails": fails}, "cells": [{"verdict": v.value} for v in cell_verdicts]}
-    assert verdict_exit_code(document) == code
+    comparison = Comparison(
+        created_at="x",
+        verdict=cell_verdicts[0],
+        summary=Summary(fails=fails),
+        cells=tuple(
+            ComparedCell(cell_id=f"c{i}", verdict=v, kind=Kind.METRIC) for i, v in enumerate(cell_verdicts)
+        ),
+    )
+    assert verdict_exit_code(comparison) == code
 
 
 def test_a_head_that_loses_a_cell_does_not_pass(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from harness.compare import CellResult, Kind, MetricResult, Settings, Verdict
+from harness.compare.model import FlatCell
 from harness.errors import SpecError
 from harness.gate import (
     GATE_SPEC,
@@ -148,7 +149,7 @@ def test_command_line_settings_win_over_the_spec_only_when_given() -> None:
 def _regressed() -> CellResult:
     return CellResult(
         cell_id="c",
-        cell={},
+        cell=FlatCell(),
         verdict=Verdict.REGRESSION,
         kind=Kind.METRIC,
         reason="total_s worse by +20%",
@@ -183,19 +184,22 @@ def _regressed() -> CellResult:
 
 def test_canary_noise_is_not_a_move_of_the_host() -> None:
     # medians 15% apart, but the repeats overlap: the canary's own noise
-    cells, doc = judge_canary([_regressed()], [1000, 1200, 900], [850, 1000, 800], Settings())
+    cells, canary = judge_canary([_regressed()], [1000, 1200, 900], [850, 1000, 800], Settings())
+    doc = canary.to_json()
     assert cells[0].verdict is Verdict.REGRESSION
     assert doc["moved"] is False and doc["before_runs"] == [1000, 1200, 900]
 
 
 def test_canary_that_moved_voids_time_verdicts() -> None:
-    cells, doc = judge_canary([_regressed()], [1000, 1010, 990], [800, 810, 790], Settings())
+    cells, canary = judge_canary([_regressed()], [1000, 1010, 990], [800, 810, 790], Settings())
+    doc = canary.to_json()
     assert cells[0].verdict is Verdict.INCONCLUSIVE
     assert "moved" in cells[0].reason
     assert doc["moved"] is True and doc["change"] == pytest.approx(0.8)
     assert doc["voided"] == ["c"]
     # a move of -10% does not explain +20%: the regression stands
-    cells, doc = judge_canary([_regressed()], [1000, 1010, 990], [900, 910, 890], Settings())
+    cells, canary = judge_canary([_regressed()], [1000, 1010, 990], [900, 910, 890], Settings())
+    doc = canary.to_json()
     assert cells[0].verdict is Verdict.REGRESSION
     assert doc["moved"] is True and doc["kept"] == ["c"]
 
@@ -312,7 +316,7 @@ def test_each_side_runs_its_own_binaries_else_the_runs() -> None:
     assert base.binaries(run) == run
     assert head.binaries(run) == Binaries("/b/qemu-system-x86_64", "/usr/bin/qemu-img")
     # the comparison names what the side brought, not the run's default
-    assert (head.describe()["qemu"], head.describe()["qemu_img"]) == ("/b/qemu-system-x86_64", None)
+    assert (head.describe().qemu, head.describe().qemu_img) == ("/b/qemu-system-x86_64", None)
 
 
 def test_rounds_interleave_both_sides_in_the_seeds_order_until_max_rounds(tmp_path: Path) -> None:
@@ -361,4 +365,4 @@ def test_the_budget_holds_from_the_first_round(tmp_path: Path) -> None:
     assert [(r.verdict.value, r.kind.value) for r in done.results] == [("error", "missing")] * 2
     assert done.results[0].reason == "no sample of base and head: the gate's budget ran out first"
     # with its axes flat, as every compared cell has them (the document's shape, the short name)
-    assert done.results[0].cell["format"] in ("raw", "qcow2") and "image" not in done.results[0].cell
+    assert done.results[0].cell.format in ("raw", "qcow2") and "image" not in done.results[0].cell.to_json()

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from harness.compare import Settings, render_markdown
+from harness.compare import Comparison, Settings, render_markdown
 from harness.compare.comparison import verdict_exit_code
 from harness.errors import ProtocolError
 from harness.gate import GateAsked, GateOptions, GateSide, Subject, parse_gate_spec, run_rounds, settings_for
@@ -125,8 +125,8 @@ class _Side(Session):
 
 def _gate(
     tmp_path: Path, *, forge: float = 1.0, stall: bool = False, head_guest: str = "b" * 64
-) -> dict[str, Any]:
-    """A gate of synthetic sides, judged as a real one is; returns its comparison document."""
+) -> Comparison:
+    """A gate of synthetic sides, judged as a real one is; returns its comparison."""
     spec = parse_gate_spec(SPEC, source="g.toml")
     policy = parse_policy((REPO_ROOT / "policy.toml").read_text())
     opts = RunOptions(
@@ -187,33 +187,35 @@ def _gate(
 def test_a_head_that_divides_its_own_total_s_by_ten_gets_the_verdict_of_one_that_does_not(
     tmp_path: Path,
 ) -> None:
-    honest = _gate(tmp_path / "honest")
-    forged = _gate(tmp_path / "forged", forge=10.0)
+    honest_value = _gate(tmp_path / "honest")
+    forged_value = _gate(tmp_path / "forged", forge=10.0)
+    honest, forged = honest_value.to_json(), forged_value.to_json()
     assert honest["verdict"] == forged["verdict"] == "unchanged"
     assert [c["verdict"] for c in honest["cells"]] == [c["verdict"] for c in forged["cells"]]
-    assert verdict_exit_code(forged) == 0 and verdict_exit_code(honest) == 0
+    assert verdict_exit_code(forged_value) == 0 and verdict_exit_code(honest_value) == 0
     # the forged figure is shown, as the guest's own word, and the summary says what decided
     (row,) = [r for r in forged["guest_word"]["rows"] if r["metric"] == "total_s"]
     assert row["change_pct"] == pytest.approx(-90, abs=3)
-    summary = render_markdown(forged) + render_guest_word(forged["guest_word"])
+    summary = render_markdown(forged_value) + render_guest_word(forged_value.guest_word)
     assert "the verdict rests on what the host measures (host.workload_s, dev.write_p90_ms)" in summary
     assert "### The head's guest's own word (not gated)" in summary
     # with the same guest on both sides (a harness-only change), the guest's figures gate as before
-    same = _gate(tmp_path / "same", forge=10.0, head_guest="a" * 64)
+    same = _gate(tmp_path / "same", forge=10.0, head_guest="a" * 64).to_json()
     assert same["verdict"] == "improvement"
     assert "guest_word" not in same
 
 
 def test_a_head_past_its_deadline_from_base_is_a_regression_of_its_own_kind(tmp_path: Path) -> None:
-    doc = _gate(tmp_path, stall=True)
+    value = _gate(tmp_path, stall=True)
+    doc = value.to_json()
     (cell,) = doc["cells"]
     assert (cell["verdict"], cell["kind"]) == ("regression", "head-timed-out")
     assert doc["budget"]["stopped"].startswith("head timed out on policy (deadline ")
-    assert verdict_exit_code(doc) == 1
+    assert verdict_exit_code(value) == 1
     # its axes are flat as every cell's: it has its short name, and the summary names it by it
     assert cell["cell"]["workload"] == "dd-64m-2m-ext4" and cell["cell"]["gate_name"] == "policy"
     assert cell["title"] == "qcow2 none virtio-blk · dd 64M"
-    lines = render_markdown(doc).splitlines()
+    lines = render_markdown(value).splitlines()
     assert lines[0].startswith("## diskbench: REGRESSION (head timed out: qcow2 none virtio-blk · dd 64M)")
     assert lines[4] == (
         "- **qcow2 none virtio-blk · dd 64M**: head's guest ran past its deadline of 110 s, "

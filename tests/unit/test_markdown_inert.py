@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from harness.compare import render_markdown
+from harness.compare import Comparison, Verdict, render_markdown
+from harness.compare.model import Summary
 from harness.report.blocks import Para
 from harness.report.markdown import to_markdown
 from harness.untrusted import inert_markdown
@@ -34,5 +35,6 @@ def test_emphasis_strikethrough_and_headings_are_inert_but_snake_case_reads_as_i
 def test_the_comparison_and_the_report_escape_alike() -> None:
     reason = "*b* @someone see https://evil.example"
     inert = "\\*b\\* @&#8203;someone see https:&#8203;//evil.example"
-    assert f"**WARNING: {inert}**" in render_markdown({"warnings": [reason]})
+    warned = Comparison(created_at="x", verdict=Verdict.UNCHANGED, summary=Summary(), warnings=(reason,))
+    assert f"**WARNING: {inert}**" in render_markdown(warned)
     assert to_markdown([Para(reason)], {}) == inert + "\n"

@@ -9,7 +9,7 @@ import pytest
 
 from harness.compare import Settings, Verdict, compare_metric
 from harness.compare.paired import log_ratios, signed_rank_test, trimmed_paired_test
-from harness.record import Sample
+from harness.record import CellInfo, Sample
 
 
 def test_the_signed_rank_test_is_exact() -> None:
@@ -79,7 +79,7 @@ def test_a_family_uses_the_pairs_test_only_where_every_sample_ran_together() -> 
     base = [rng.uniform(0.08, 0.3) for _ in range(12)]
     head = [b * 1.12 * math.exp(rng.gauss(0, 0.01)) for b in base]
     settings = Settings(metrics=("replay.write_p50_ms",), counters=())
-    cell = {"id": "c.replay"}
+    cell = CellInfo({"id": "c.replay"})
     (together,) = compare_family(
         [(cell, _samples(base, together=True), _samples(head, together=True))], settings=settings
     )
@@ -102,7 +102,7 @@ def test_the_host_canary_never_voids_a_metric_judged_on_pairs_taken_together() -
     together = compare_metric(
         "replay.write_p50_ms", base, head, settings=settings, paired=True, together=True
     )
-    assert together.together and together.as_dict()["together"] is True
+    assert together.together and together.figures().to_json()["together"] is True
     # the host 30 % slower would explain +12 % on two samples; not on pairs taken together
     assert not explainable(together, 0.7)
     assert explainable(copy(together, together=False), 0.7)
@@ -110,11 +110,12 @@ def test_the_host_canary_never_voids_a_metric_judged_on_pairs_taken_together() -
 
 def test_the_axis_sentence_never_names_the_bus_of_replayed_cells() -> None:
     from harness.compare.axis import axis_sentence
+    from harness.compare.model import FlatCell
     from harness.compare.rules import CellResult
     from harness.compare.verdict import Kind
 
     def cell(name: str, interface: str, measure: str, verdict: Verdict) -> CellResult:
-        axes = {"format": "qcow2", "cache": "none", "interface": interface, "measure": measure}
+        axes = FlatCell(format="qcow2", cache="none", interface=interface, measure=measure)
         return CellResult(cell_id=name, cell=axes, verdict=verdict, kind=Kind.METRIC, reason="")
 
     cells = [

@@ -15,14 +15,15 @@ from typing import Any
 import pytest
 
 from harness.cli import main
-from harness.compare import CellResult, Settings, build_comparison, compare_cell, render_markdown
+from harness.compare import CellResult, Comparison, Settings, build_comparison, compare_cell, render_markdown
 from harness.compare.document import with_policy_reach
+from harness.compare.model import Side
 from harness.compare.text_table import render_text
 from harness.errors import SpecError, UsageError
 from harness.gate.checks import side_cells
 from harness.gate.reach import policy_reach
 from harness.gate.spec import GATE_SPEC, load_gate_spec, parse_gate_spec
-from harness.record import Sample
+from harness.record import CellInfo, MachineInfo, Sample
 from harness.sample.guest_sampler import RunOptions, vm_config
 from harness.spec import Aio, make_cell
 from harness.subject.binaries import Binaries
@@ -194,11 +195,11 @@ def _results(spec_cells: dict[str, Any], base_cells: dict[str, Any], slower: set
         doc = {**cell.as_dict(), "gate_name": name}
         if base_cells[name].id != cell.id:
             doc["base_id"] = base_cells[name].id
-        results.append(compare_cell(doc, base, head, settings=Settings()))
+        results.append(compare_cell(CellInfo(doc), base, head, settings=Settings()))
     return results
 
 
-def gate_document(slower: set[str]) -> dict[str, Any]:
+def gate_document(slower: set[str]) -> Comparison:
     spec = load_gate_spec(GATE_SPEC)
     base, head = (
         policy(OWN),
@@ -208,17 +209,17 @@ def gate_document(slower: set[str]) -> dict[str, Any]:
     doc = build_comparison(
         results,
         settings=Settings(),
-        base={"label": "base", "subject": {"policy": base.as_dict()}},
-        head={"label": "head", "subject": {"policy": head.as_dict()}},
-        machine={"accel": "tcg"},
+        base=Side.from_json({"label": "base", "subject": {"policy": base.as_dict()}}),
+        head=Side.from_json({"label": "head", "subject": {"policy": head.as_dict()}}),
+        machine=MachineInfo({"accel": "tcg"}),
         created_at="2025-01-01T00:00:00+00:00",
     )
-    return with_policy_reach(doc, results, policy_reach(spec, base, head).as_dict())
+    return with_policy_reach(doc, results, policy_reach(spec, base, head))
 
 
 def test_what_differs_says_where_the_change_applied_and_which_cells_kept_the_fallback() -> None:
-    doc = gate_document(slower=set())
-    summary = doc["summary"]
+    value = gate_document(slower=set())
+    summary = value.to_json()["summary"]
     aio = next(e for e in summary["subject_diff"] if e["what"] == "aio")
     assert aio["reach"]["applied"] == DIRECT_CELLS
     assert aio["where"] == (
@@ -233,7 +234,7 @@ def test_what_differs_says_where_the_change_applied_and_which_cells_kept_the_fal
     assert held[("qcow2-metadata-writethrough-replay", "aio")] == ("threads", "cache=writethrough", ["head"])
     assert held[("raw-none-virtio-dd", "l2-cache-size")] == ("QEMU's default", "format=raw", ["head"])
     assert len(held) == 4 + 3
-    markdown = render_markdown(doc)
+    markdown = render_markdown(value)
     assert (
         "- aio: threads → native (4 of 8 cells; the 3 cache=writeback cells and the cache=writethrough "
         "cell keep aio=threads)\n"
@@ -243,13 +244,13 @@ def test_what_differs_says_where_the_change_applied_and_which_cells_kept_the_fal
         "raw-falloc-writeback-replay (cache=writeback) and qcow2-metadata-writethrough-replay "
         "(cache=writethrough): aio=native needs a direct cache mode (none or directsync)\n"
     ) in markdown
-    assert "policy values some cells cannot take" in render_text(doc)
+    assert "policy values some cells cannot take" in render_text(value)
 
 
 def test_the_axis_sentence_counts_only_the_cells_the_change_reached() -> None:
     # head slower in three cells native reached, and in a cell no change reached (noise)
     slower = {"policy-fio", "qcow2-none-ide-dd", "policy-replay", "raw-writeback-ide-fio"}
-    doc = gate_document(slower)
+    doc = gate_document(slower).to_json()
     assert doc["summary"]["untouched"] == ["raw-writeback-ide-fio", "raw-falloc-writeback-replay"]
     assert doc["summary"]["counts"]["regression"] == 4
     assert doc["summary"]["axis_sentence"] == (

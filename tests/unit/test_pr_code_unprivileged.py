@@ -1,5 +1,5 @@
-"""What a pull request built or named never runs as root: its build command, ``--version`` probes of
-its binaries, ``qemu-img measure``.  Each binary here writes down who ran it."""
+"""What a pull request built or named never runs as root: its build command (as an account of its own),
+``--version`` probes of its binaries, ``qemu-img measure``.  Each binary here writes down who ran it."""
 
 from __future__ import annotations
 
@@ -50,12 +50,15 @@ def test_qemu_img_measure_runs_as_the_account(shared: Path) -> None:
     assert measured.required == expected_uid()
 
 
-def test_the_build_command_runs_as_the_account_in_a_checkout_it_owns(shared: Path) -> None:
+def test_the_build_command_runs_as_an_account_of_its_own_in_a_checkout_it_owns(shared: Path) -> None:
     repo = new_repo(shared / "repo")
     (repo / "policy.toml").write_text((REPO_ROOT / "policy.toml").read_text())
     git(repo, "add", "policy.toml")
     git(repo, "commit", "-qm", "x")
-    build = "sh -c 'id -u > built-by && mkdir build && cp /bin/true build/qemu-system-x86_64 && cp /bin/true build/qemu-img'"
+    build = (
+        "sh -c 'id -u > built-by && stat -c %u . > owner && mkdir build && "
+        "cp /bin/true build/qemu-system-x86_64 && cp /bin/true build/qemu-img'"
+    )
     into = shared / "checkouts" / "head"
     into.parent.mkdir()
     into.parent.chmod(0o755)
@@ -67,10 +70,17 @@ def test_the_build_command_runs_as_the_account_in_a_checkout_it_owns(shared: Pat
         build_command=build,
     )
     try:
-        assert (into / "built-by").read_text().strip() == str(expected_uid())
+        assert subject.build is not None
+        uid = subject.build.account.uid
+        assert (into / "built-by").read_text().strip() == str(uid)
         assert subject.qemu == str(into / "build" / "qemu-system-x86_64")
+        assert subject.describe().to_json()["build"]["uid"] == uid
         if os.geteuid() == 0:
-            assert expected_uid() != 0
-            assert (into / "build").stat().st_uid == expected_uid()
+            # neither root nor the QEMU account: a uid of its own, which owned the checkout while it built
+            assert uid not in (0, expected_uid())
+            assert (into / "owner").read_text().strip() == str(uid)
+            # and sealed after it: root's, read-only, still runnable by the QEMU account
+            built = (into / "build" / "qemu-system-x86_64").stat()
+            assert (built.st_uid, built.st_mode & 0o7777) == (0, 0o555)
     finally:
         remove_worktree(repo, into)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from test_sweep import fake_session
 
-from harness.cli.common import qemu_axis
+from harness.cli.builds import qemu_axis
 from harness.errors import SpecError, UsageError
 from harness.presets import load_preset
 from harness.progress import Progress
@@ -91,6 +91,12 @@ def test_run_with_a_bad_qemu_list_exits_2_with_one_line(capsys: pytest.CaptureFi
     assert main(["run", "--workload", "dd", "--qemu", "runner,runner/x"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("diskbench: error: --qemu 'runner/x': use 'runner'") and err.count("\n") == 1
+    assert main(["--qemu", "runner,10.0", "accel"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err
+        == "diskbench: error: --qemu runner,10.0: several builds side by side are for run and sweep; give accel one\n"
+    )
 
 
 # -- the sweep's rounds --------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.compare.model import Side
 from harness.compare.subject import subject_diff
 from harness.errors import ExitCode, SpecError
 from harness.gate.subjects import Subject, side_binaries
@@ -88,12 +89,15 @@ def test_a_qemu_given_for_a_side_wins_over_its_pin() -> None:
 
 
 def test_what_differs_names_the_pin_and_both_builds() -> None:
-    def side(pin: str | None, debian: str, sha: str, version: str) -> dict[str, object]:
+    def side(pin: str | None, debian: str, sha: str, version: str) -> Side:
         policy = {"drive": {"cache": "none"}, **({"qemu": pin} if pin else {})}
         machine = {"qemu_version": version, "qemu_debian_version": debian, "qemu_sha256": sha}
-        return {"subject": {"policy": policy}, "machine": machine}
+        return Side.from_json({"subject": {"policy": policy}, "machine": machine})
 
-    diff = subject_diff(side(None, V72, "aa" * 32, "7.2.22"), side("10.0", V10, "bb" * 32, "10.0.2"))
+    diff = [
+        d.to_json()
+        for d in subject_diff(side(None, V72, "aa" * 32, "7.2.22"), side("10.0", V10, "bb" * 32, "10.0.2"))
+    ]
     assert {"what": "QEMU pin", "base": "runner", "head": "10.0"} in diff
     assert {"what": "QEMU version", "base": "7.2.22", "head": "10.0.2"} in diff
     assert {

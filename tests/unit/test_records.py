@@ -103,7 +103,7 @@ def test_time_split_says_where_the_wall_time_went() -> None:
     split = time_split([record])
     assert split == {"wall_s": 29.0, "boot_s": 8.0, "workload_s": 9.0, "overhead_s": 2.0, "failed_s": 3.0}
     line = render_time_split([record])
-    assert line.startswith("time: 3 samples, 0.5 min in samples: boot 0.1 min (28%)")
+    assert line.startswith("time: 3 samples took 0.5 min: boot 0.1 min (28%)")
     assert "failed samples 0.1 min (10%)" in line
 
 

@@ -5,14 +5,16 @@ from __future__ import annotations
 import math
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from harness.compare import Kind as CellKind
 from harness.compare import MetricResult, Settings, Verdict
 from harness.compare.markdown import sensitivity_lines
+from harness.compare.model import ComparedCell, Figures, SensitivityRow
 from harness.compare.power import could_see, could_see_text, rounds_to_decide
 from harness.gate import (
     SIDES,
@@ -134,7 +136,7 @@ def test_base_stream_goes_to_both_sides_and_head_is_recorded_only_where_it_could
     streams = {"base": _stream(2), "head": _stream(3)}
     material = {"base": {"workload": "dd 64"}, "head": {"workload": "dd 64"}}
 
-    def fake_cached(cell: Cell, guest: Any, opts: Any, log_dir: Path) -> tuple[Path, Stream]:
+    def fake_cached(cell: Cell, guest: Any, opts: Any, log_dir: Path, *, caps: Any) -> tuple[Path, Stream]:
         side = log_dir.parent.name
         recorded.append(side)
         return tmp_path / f"{side}.json", streams[side]
@@ -156,6 +158,49 @@ def test_base_stream_goes_to_both_sides_and_head_is_recorded_only_where_it_could
         "structural change: head's guest issues another request stream (write 2 → 3, "
         "write_bytes 8192 → 12288); both sides replayed base's"
     )
+
+
+def test_a_head_recording_is_held_to_base_deadline_and_a_cap_from_base_stream(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from harness.errors import GuestTimeout, StreamOverCap
+    from harness.gate.rounds import Clock
+    from harness.sample.replay.record import LOG_FLOOR_BYTES
+
+    sides = _sides(SPEC, [])
+    base_stream = replace(_stream(2), source={"recording_host_s": 3.0})
+    seen: dict[str, tuple[float, Any]] = {}
+    fail: list[BaseException] = []
+
+    def fake_cached(cell: Cell, guest: Any, opts: Any, log_dir: Path, *, caps: Any) -> tuple[Path, Stream]:
+        side = log_dir.parent.name
+        seen[side] = (opts.workload_timeout_s, caps)
+        if side == "head" and fail:
+            raise fail[0]
+        return tmp_path / f"{side}.json", base_stream
+
+    monkeypatch.setattr(gate_streams, "cached_stream", fake_cached)
+    monkeypatch.setattr(gate_streams, "_material", lambda cell, side: {"recipe": side.subject.label})
+    clock = Clock(budget_s=600.0, started=time.monotonic(), workload_timeout_s=1800.0)
+    got = gate_streams.prepare_streams(sides, ["replayed"], passes=1, log_root=tmp_path, clock=clock)
+    # base within what is left of the budget; head within 10 x base's 3 s + 60 s
+    assert 590 < seen["base"][0] <= 600 and seen["head"][0] == pytest.approx(90.0)
+    # head's log: at most 4 x base's (two 4 KiB writes, the headers of those and a flush, the
+    # superblock) + 64 MiB
+    assert seen["head"][1].log_bytes == 4 * (4 * 512 + 8192) + LOG_FLOOR_BYTES
+    assert seen["base"][1].log_bytes == sides["base"].cells["replayed"].image.size + LOG_FLOOR_BYTES
+    assert got.over_cap == {} and got.timed_out == {}
+    fail.append(StreamOverCap("the recording's write log grew to 99 MiB, past its cap of 64 MiB"))
+    got = gate_streams.prepare_streams(sides, ["replayed"], passes=1, log_root=tmp_path, clock=clock)
+    assert got.over_cap == {
+        "replayed": "structural change: head's recording stopped: the recording's write log grew to 99 MiB, "
+        "past its cap of 64 MiB"
+    }
+    fail[0] = GuestTimeout("no workload report from the guest within 90 s")
+    got = gate_streams.prepare_streams(sides, ["replayed"], passes=1, log_root=tmp_path, clock=clock)
+    assert got.timed_out == {"replayed": pytest.approx(90.0)} and got.over_cap == {}
+    # no more recordings and no rounds: the gate ends with the cell head-timed-out
+    assert got.stop is not None and got.stop.head_timed_out == (("replayed", pytest.approx(90.0)),)
 
 
 def test_only_bytes_or_a_kind_count_beyond_recording_noise_is_a_structural_change() -> None:
@@ -247,7 +292,7 @@ def test_the_summary_first_lines_say_what_each_cell_could_see_and_what_it_needs(
         {"cell_id": "b", "name": "policy-fio", "metric": "total_s", "rounds": 8,
          "verdict": "inconclusive", "could_see_pct": 31.5, "rounds_to_decide": 40},
     ]  # fmt: skip
-    assert sensitivity_lines(rows) == [
+    assert sensitivity_lines([SensitivityRow.from_json(r) for r in rows]) == [
         "Could see (a regression this large fails the gate 4 times in 5): `policy-replay` ≥ 4.0% "
         "(replay.wall_s, 24 rounds); `policy-fio` ≥ 31.5% (total_s, 8 rounds)",
         "Inconclusive: `policy-fio` would need about 40 rounds (has 8)",
@@ -307,15 +352,19 @@ def test_replay_together_is_true_or_false() -> None:
 
 
 def test_an_inconclusive_metric_without_rounds_to_decide_says_why() -> None:
-    def row(**kw: Any) -> dict[str, Any]:
-        base = {"cell_id": "c", "name": "c", "verdict": "inconclusive", "rounds": 2, "min_effect": 0.05}
-        return {**base, **kw}
+    def row(**kw: Any) -> list[str]:
+        """The lines of one inconclusive metric with these figures and no rounds to decide it."""
+        open_ = Verdict.INCONCLUSIVE
+        figures = Figures(metric="total_s", verdict=open_, min_effect=0.05, **kw)
+        cell = ComparedCell(cell_id="c", verdict=open_, kind=CellKind.METRIC, metrics=(figures,))
+        sensitivity = SensitivityRow(cell_id="c", name="c", metric="total_s", rounds=2, verdict=open_)
+        return sensitivity_lines([sensitivity], cells=[cell])
 
-    few = sensitivity_lines([row(change_pct=82.5, ci_low=None, n_base=2, n_head=2)])
+    few = row(change_pct=82.5, ci_low=None, n_base=2, n_head=2)
     assert "has too few samples for an interval (2 + 2): run more rounds" in few[0]
-    edge = sensitivity_lines([row(change_pct=5.1, ci_low=0.9, n_base=8, n_head=8)])
+    edge = row(change_pct=5.1, ci_low=0.9, n_base=8, n_head=8)
     assert "its change sits on the minimum effect" in edge[0]
-    far = sensitivity_lines([row(change_pct=-40.0, ci_low=0.2, n_base=8, n_head=8)])
+    far = row(change_pct=-40.0, ci_low=0.2, n_base=8, n_head=8)
     assert "would need more than 1000 rounds at this spread" in far[0]
 
 
@@ -334,3 +383,80 @@ def test_the_gates_round_lines_say_the_time_so_far_and_what_is_left() -> None:
     assert _eta(elapsed_s=600, round_s=[70], rounds_left=6, budget_s=660).endswith(
         "about 1m00s to go, within the budget's 1m00s)"
     )
+
+
+@dataclass
+class _Timed(_Session):
+    """A side whose replay samples take ``take_s``; head's run past any deadline under ``needs_s``."""
+
+    take_s: float = 0.0
+    needs_s: float = 0.0
+    deadlines: list[float] = field(default_factory=list)
+
+    def run_cell(self, cell: Cell, **kw: Any) -> tuple[Path, dict[str, Any]]:
+        if cell.measure is not Measure.REPLAY:
+            return super().run_cell(cell, **kw)
+        self.deadlines.append(self.opts.workload_timeout_s)
+        time.sleep(self.take_s)
+        record = kw["existing"] or Record(cell=CellInfo(cell.as_dict()), machine=MachineInfo())
+        index = len(record.samples)
+        self.calls.append((self.label, cell.id, index + 1, True))
+        if self.opts.workload_timeout_s < self.needs_s:
+            sample = Sample(index=index, status="error", error_type="ReplayTimeout", reason="late")
+        else:
+            sample = Sample(index=index, status="ok", metrics={"replay.wall_s": 2.0})
+        return kw["where"].path(cell.id), record.with_sample(sample)
+
+
+def _timed_sides(spec_text: str, **head: float) -> dict[str, GateSide]:
+    sides = _sides(spec_text, [])
+    for label, side in sides.items():
+        side.session = _Timed(
+            guest=None, opts=OPTS, machine={}, calls=[], label=label, **(head if label == "head" else {})
+        )  # type: ignore[arg-type]
+        side.samplers["replayed"] = lambda *_a: {}
+        side.per_round["replayed"] = 5
+    return sides
+
+
+def test_a_head_replay_that_runs_past_base_deadline_is_head_timed_out() -> None:
+    # a replay alone; head's qemu-io needs 100 s where base's takes 2 s
+    text = SPEC.split("[[cells]]")[0] + "[[cells]]" + SPEC.split("[[cells]]")[2]
+    spec = parse_gate_spec(text, source="g.toml")
+    sides = _timed_sides(text, needs_s=100.0)
+    options = GateOptions.decide(spec, MACHINE, GateAsked(seed=3))
+    done = run_rounds(
+        spec, sides, Settings(metrics=spec.metrics), options, out_dir=Path("/nonexistent"),
+        started=time.monotonic(), progress=lambda _m: None,
+    )  # fmt: skip
+    (result,) = done.results
+    assert (result.verdict, result.kind.value) == (Verdict.REGRESSION, "head-timed-out")
+    assert done.stopped.startswith("head timed out on replayed")
+    head = sides["head"].session
+    assert isinstance(head, _Timed)
+    # the first pair's head had what is left of the budget (base had no time yet), the second
+    # 10 x base's 2 s + 60 s, which it ran past: no third pair
+    assert len(head.deadlines) == 2
+    assert 600 < head.deadlines[0] <= options.budget_s
+    assert head.deadlines[1] == pytest.approx(10 * 2.0 + 60)
+    assert "deadline of 80 s" in result.reason
+
+
+def test_a_replay_cells_pairs_stop_at_the_budget() -> None:
+    text = SPEC.split("[[cells]]")[0] + "[[cells]]" + SPEC.split("[[cells]]")[2]
+    spec = parse_gate_spec(text, source="g.toml")
+    sides = _timed_sides(text)
+    for side in sides.values():
+        assert isinstance(side.session, _Timed)
+        side.session.take_s = 0.4
+    options = GateOptions.decide(spec, MACHINE, GateAsked(seed=3, budget_min=2 / 60))
+    t0 = time.monotonic()
+    done = run_rounds(
+        spec, sides, Settings(metrics=spec.metrics), options, out_dir=Path("/nonexistent"),
+        started=t0, progress=lambda _m: None,
+    )  # fmt: skip
+    took = time.monotonic() - t0
+    # a pair takes 0.8 s: five would take 4 s of a 2 s budget; a pair starts only where two fit
+    assert took < 2.0, took
+    assert done.stopped == "budget of 0 min reached"
+    assert 1 <= len(sides["head"].records["replayed"].samples) < 5

@@ -111,14 +111,14 @@ def test_unused_snapshots_are_pruned_and_loading_one_marks_it_used(tmp_path: Pat
 
 def test_a_comparison_keeps_start_kinds_apart_unless_asked() -> None:
     from harness.compare import Kind, Settings, Verdict, compare_cell
-    from harness.record import Sample
+    from harness.record import CellInfo, Sample
 
     def samples(start: str, mean: float) -> list[Sample]:
         return [
             Sample(status="ok", host={"start": start}, metrics={"total_s": mean + i / 100}) for i in range(6)
         ]
 
-    cell = {"id": "c1", "workload": {"name": "dd"}}
+    cell = CellInfo({"id": "c1", "workload": {"name": "dd"}})
     mixed = compare_cell(cell, samples("cold", 2.0), samples("snapshot", 2.0), settings=Settings())
     assert mixed.verdict is Verdict.ERROR
     assert mixed.kind is Kind.MIXED_START

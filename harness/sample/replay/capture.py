@@ -38,7 +38,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from harness.errors import ProtocolError
+from harness.errors import ProtocolError, StreamOverCap
 from harness.sample.replay.stream import MAX_REQUESTS, Kind, Request, Stream
 
 LOG_MAGIC = 0x6A736677736872
@@ -157,11 +157,13 @@ def _all_zero(fh: BinaryIO, size: int, position: int) -> bool:
     return zero
 
 
-def parse_trace(lines: Iterable[str], *, image: str, log: str) -> Trace:
+def parse_trace(lines: Iterable[str], *, image: str, log: str, max_issues: int = MAX_REQUESTS * 4) -> Trace:
     """The disk's graph, issues and log completions from QEMU's trace.
 
     ``image`` and ``log`` are the file names QEMU was given for the image and
-    the write log (as they appear in ``bdrv_open_common``).
+    the write log (as they appear in ``bdrv_open_common``).  More than ``max_issues`` issues or
+    log completions end the parse as they come (:class:`~harness.errors.StreamOverCap`): what is
+    kept of a trace never grows past that.
     """
     trace = Trace()
     root = log_node = None
@@ -193,10 +195,18 @@ def parse_trace(lines: Iterable[str], *, image: str, log: str) -> Trace:
                 kind = Kind.READ
             else:
                 kind = Kind.WRITE_ZEROES if flags & REQ_ZERO_WRITE else Kind.WRITE
+            if len(trace.issues) >= max_issues:
+                raise StreamOverCap(
+                    f"the trace holds more than {max_issues} requests: past what a stream may hold"
+                )
             trace.issues.append(Issue(time_us, kind, offset, size, flags))
         elif event == "bdrv_co_pwritev_part":
             written = _BDRV.match(args)
             if written is not None and written.group(1) == log_node and int(written.group(2)) > 0:
+                if len(trace.logged_us) >= max_issues:
+                    raise StreamOverCap(
+                        f"the trace holds more than {max_issues} logged requests: past what a stream may hold"
+                    )
                 trace.logged_us.setdefault(int(written.group(2)), time_us)
     if root is None or log_node is None:
         raise ProtocolError("the trace does not show the blklogwrites node and its log: not a recording run")

@@ -24,12 +24,13 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from harness.errors import CommandError, ProtocolError
+from harness.errors import CommandError, ProtocolError, ReplayTimeout
 from harness.host import confine, proc
 from harness.sample import images
 from harness.sample.replay.capture import graph_of
@@ -49,6 +50,7 @@ from harness.sample.replay.script import (
 )
 from harness.sample.replay.stream import Stream
 from harness.sample.vm import Drive
+from harness.sample.vm.config import option_value
 from harness.spec import Cell, secret_object
 from harness.subject.binaries import Binaries
 from harness.subject.qemu_build import environ_for
@@ -139,13 +141,15 @@ class ReplaySample:
 class Replayer:
     """What replays a stream, and where: the side's ``qemu-io`` and ``qemu-img`` (of its binaries:
     :meth:`of`), the work dir of its fresh images, its policy's extra drive options, and the
-    deadline of one pass."""
+    deadline of a sample (all its passes together)."""
 
     qemu_io: str
     qemu_img: str
     work_dir: Path
     drive_options: tuple[tuple[str, str], ...] = ()
     timeout_s: float = REPLAY_TIMEOUT_S
+    #: the uid qemu-img and qemu-io run as (the side's :attr:`Binaries.runs_as`)
+    runs_as: int | None = None
 
     @classmethod
     def of(
@@ -157,6 +161,7 @@ class Replayer:
             qemu_img=binaries.qemu_img,
             work_dir=work_dir,
             drive_options=drive_options,
+            runs_as=binaries.runs_as,
         )
 
 
@@ -173,7 +178,8 @@ def replay(
     ProtocolError on a check.
 
     The figures are of all passes together: ``replay.wall_s`` their summed wall times, the latency
-    quantiles over every request of every pass, the counts per pass.
+    quantiles over every request of every pass, the counts per pass.  ``replayer.timeout_s`` holds
+    for all passes together: a qemu-io still running at it is killed (:class:`ReplayTimeout`).
 
     ``together``: the :class:`Pairing` shared with a partner replay in another thread (the other
     side of a gate's pair): each pass starts its qemu-io only when the partner's is ready too, on
@@ -205,8 +211,14 @@ def _replay(
     done: list[Completion] = []
     walls: list[float] = []
     met = 0
-    for _ in range(passes):
-        one = _one_pass(stream, cell, script, replayer, together)
+    deadline = time.monotonic() + replayer.timeout_s
+    for number in range(1, passes + 1):
+        left_s = deadline - time.monotonic()
+        if left_s <= 0:
+            raise ReplayTimeout(
+                f"pass {number} of {passes} had no time left of the deadline of {replayer.timeout_s:.0f} s"
+            )
+        one = _one_pass(stream, cell, script, replace(replayer, timeout_s=left_s), together)
         met += one.together
         got = {word: sum(1 for c in one.done if c.word == word) for word in ("wrote", "read", "discard")}
         if got != expected:
@@ -263,9 +275,9 @@ def _one_pass(
     image = replayer.work_dir / f"{cell.id}.{token}.replay.{cell.image.format.value}"
     trace = replayer.work_dir / f"{cell.id}.{token}.replay.trace"
     trace.unlink(missing_ok=True)
-    images.create(image, cell.image, qemu_img=replayer.qemu_img)
+    images.create(image, cell.image, qemu_img=replayer.qemu_img, runs_as=replayer.runs_as)
     try:
-        with confine.Handoff(confine.account()) as handoff:
+        with confine.Handoff(confine.account(replayer.runs_as)) as handoff:
             name = handoff.write(image)
             traced = handoff.write(trace, create=True)
             wanted = guest_drive_options(cell, replayer.drive_options, Path(name))
@@ -276,7 +288,7 @@ def _one_pass(
             if why:
                 raise ReplayMismatch(why)
             pinned = together.prefix() if together is not None else []
-            argv = [*pinned, head[0], "-T", f"enable=bdrv_open_common,file={traced}", *head[1:]]
+            argv = [*pinned, head[0], "-T", f"enable=bdrv_open_common,file={option_value(traced)}", *head[1:]]
             met = _meet(together)
             try:
                 result = proc.run(
@@ -286,6 +298,10 @@ def _one_pass(
                     confined=handoff.popen_kwargs(),
                 )
             except CommandError as exc:
+                if exc.timed_out:
+                    raise ReplayTimeout(
+                        f"qemu-io ran past its deadline of {replayer.timeout_s:.0f} s", log_tail=exc.log_tail
+                    ) from exc
                 raise ProtocolError(f"qemu-io failed: {exc.message}", log_tail=exc.log_tail) from exc
         with trace.open(encoding="utf-8", errors="replace") as lines:
             graph = graph_of(lines, image=name)

@@ -10,6 +10,7 @@ does not match) is the sample's ``reason``, never the sweep's crash.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import time
 from dataclasses import dataclass, replace
@@ -92,8 +93,10 @@ def _replay_sample(
         done = replay(
             stream,
             cell,
-            replayer=Replayer.of(
-                opts.binaries, opts.work_dir / "replay", options_for(cell, opts.drive_options)
+            replayer=dataclasses.replace(
+                Replayer.of(opts.binaries, opts.work_dir / "replay", options_for(cell, opts.drive_options)),
+                # the sample's deadline (a gate's head: from base's own times, within the budget)
+                timeout_s=opts.workload_timeout_s,
             ),
             passes=given.passes,
             together=given.together,

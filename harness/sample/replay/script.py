@@ -71,9 +71,25 @@ _STATS = re.compile(r"^\S+ \S+, (\d+) ops; .* and ([0-9.]+|inf|nan) ops/sec\)$")
 def drive_option_words(value: str) -> dict[str, str]:
     """A ``-drive`` value as a dict, QEMU's ``,,`` escapes kept inside values."""
     words: dict[str, str] = {}
-    for part in re.split(r"(?<!,),(?!,)", value):
+    parts: list[str] = []
+    current: list[str] = []
+    index = 0
+    while index < len(value):
+        char = value[index]
+        if char == "," and value[index + 1 : index + 2] == ",":
+            current.append(",")  # QEMU's escape: a comma inside a value
+            index += 2
+            continue
+        if char == ",":
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+        index += 1
+    parts.append("".join(current))
+    for part in parts:
         name, _, setting = part.partition("=")
-        words[name] = setting.replace(",,", ",")
+        words[name] = setting
     return words
 
 

@@ -29,6 +29,12 @@ TOOLS_SERIAL = "diskbench-tools"
 LEAN_BOOT = ("cryptomgr.notests", "no_timer_check")
 
 
+def option_value(text: str) -> str:
+    """``text`` as a value of a QEMU option list (``-drive``, ``-blockdev``, ``-trace``): a comma
+    doubled, or a path with one would end the value there and start an option of its own."""
+    return text.replace(",", ",,")
+
+
 @dataclass(frozen=True)
 class Drive:
     """A drive as QEMU attaches it."""
@@ -52,7 +58,7 @@ class Drive:
         opts = [
             "if=none",
             f"id={self.node}",
-            f"file={self.path}",
+            f"file={option_value(str(self.path))}",
             f"format={self.format}",
             f"cache={self.cache.value}",
             f"aio={self.aio.value}",
@@ -100,6 +106,8 @@ class VMConfig:
     drives: Sequence[Drive]
     # the binary given (a path, or a name on PATH)
     qemu: str
+    # the uid QEMU runs as when the harness is root (the side's Binaries.runs_as); None: the QEMU account
+    runs_as: int | None = None
     accel: str = "tcg"
     mem_mib: int = 256
     smp: int = 1

@@ -113,7 +113,7 @@ class Machine:
             path.write_bytes(b"")
         self._qmp_path = qmp_path
         # QEMU runs unprivileged (harness.host.confine): it gets its files as descriptors
-        self._handoff = confine.Handoff(confine.account())
+        self._handoff = confine.Handoff(confine.account(self.config.runs_as))
         self._handoff.directory(self._tmp)
         control = None
         if self.config.control:
@@ -318,13 +318,7 @@ class Machine:
                 if event.get("event") == name:
                     self._events.remove(event)
                     return event
-            flood = oversized_log((self.console_log, self.report_log, self.stderr_log))
-            if flood is not None:
-                raise ProtocolError(
-                    f"{flood[0].name} grew to {flood[1] / 2**20:.0f} MiB, past the cap of "
-                    f"{LOG_BYTES / 2**20:.0f} MiB, while waiting for {what}: the guest floods it",
-                    log_tail=self.console_tail(),
-                )
+            self.watch(what)
             if self._panicked():
                 raise GuestPanic(
                     f"guest kernel panicked while waiting for {what}",
@@ -349,6 +343,17 @@ class Machine:
                     log_tail=self.console_tail(),
                 )
             time.sleep(POLL_S)
+
+    def watch(self, what: str) -> None:
+        """Fail at once when a file QEMU writes grew past its cap (the console, report and stderr
+        logs: the guest floods them); checked by every wait, until QEMU has exited."""
+        flood = oversized_log((self.console_log, self.report_log, self.stderr_log))
+        if flood is not None:
+            raise ProtocolError(
+                f"{flood[0].name} grew to {flood[1] / 2**20:.0f} MiB, past the cap of "
+                f"{LOG_BYTES / 2**20:.0f} MiB, while waiting for {what}: the guest floods it",
+                log_tail=self.console_tail(),
+            )
 
     def check_io_state(self, *, what: str, force: bool = False) -> None:
         """Fail at once when QEMU paused the guest on a host IO error.
@@ -400,9 +405,11 @@ class Machine:
         return [str(e.get("line", "")) for e in self._events if e.get("event") == "garbage"]
 
     def wait_guest_stopped(self, *, timeout_s: float) -> bool:
-        """Wait until the guest powered off (QEMU kept alive by -no-shutdown)."""
+        """Wait until the guest powered off (QEMU kept alive by -no-shutdown), its files watched
+        (:meth:`watch`) all the while."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
+            self.watch("the guest to power off")
             if self.returncode is not None:
                 return False
             try:

@@ -1,0 +1,75 @@
+"""One way to name a run: a record, a run directory, a results directory (its newest run) or
+``latest`` / ``latest~N``, alike for ``show``, ``report`` and ``compare``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.errors import UsageError
+from harness.record import name_records, new_record, runs, write_record
+from harness.record.model import Sample
+from harness.spec import make_cell
+
+
+def _run(results: Path, run_id: str, total: float, mtime: float) -> Path:
+    cell = make_cell(format="raw", workload="dd", dd_mib=16, size="256M")
+    rec = new_record(
+        cell=cell.as_dict(), machine={"accel": "tcg"}, subject={}, vm={"accel": "tcg"}, run_id=run_id
+    )
+    for i in range(2):
+        rec = rec.with_sample(Sample(index=i, status="ok", metrics={"total_s": total, "mib_per_s": 10.0}))
+    path = results / "records" / run_id / f"{rec.cell_id}.json"
+    write_record(path, rec)
+    os.utime(path, (mtime, mtime))
+    return path.parent
+
+
+@pytest.fixture
+def results(tmp_path: Path) -> Path:
+    out = tmp_path / "results"
+    # named out of time order: the newest record decides, not the name
+    _run(out, "20260101T000000Z-bbbb", 2.0, 1_000)
+    _run(out, "20250101T000000Z-aaaa", 3.0, 2_000)
+    return out
+
+
+def test_a_results_directory_stands_for_its_newest_run(results: Path) -> None:
+    assert [p.name for p in runs(results)] == ["20260101T000000Z-bbbb", "20250101T000000Z-aaaa"]
+    named = name_records(str(results), results_dir=Path("/nonexistent"))
+    assert named.path == results / "records" / "20250101T000000Z-aaaa"
+    assert named.note is not None and "newest run" in named.note and "of 2" in named.note
+
+
+def test_latest_and_the_runs_before_it(results: Path) -> None:
+    assert name_records("latest", results_dir=results).path.name == "20250101T000000Z-aaaa"
+    assert name_records("latest~1", results_dir=results).path.name == "20260101T000000Z-bbbb"
+    with pytest.raises(UsageError, match=r"latest~2: .* holds 2 runs: run `diskbench run` first"):
+        name_records("latest~2", results_dir=results)
+
+
+def test_a_run_directory_and_a_record_are_themselves(results: Path) -> None:
+    run = results / "records" / "20260101T000000Z-bbbb"
+    assert name_records(str(run), results_dir=results).path == run
+    record = next(run.glob("*.json"))
+    assert name_records(str(record), results_dir=results).path == record
+
+
+def test_show_report_and_compare_take_the_same_names(
+    results: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DISKBENCH_RESULTS_DIR", str(results))
+    assert main(["show", str(results)]) == 0
+    captured = capsys.readouterr()
+    assert "3.00" in captured.out and "newest run" in captured.err
+    assert main(["show", "latest~1"]) == 0
+    assert "2.00" in capsys.readouterr().out
+    assert main(["report", "latest"]) == 0
+    assert "dd" in capsys.readouterr().out
+    code = main(["compare", "latest~1", "latest"])
+    captured = capsys.readouterr()
+    assert code in (0, 1) and "diskbench compare:" in captured.out
+    assert "latest~1: " in captured.err and "latest: " in captured.err
