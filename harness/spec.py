@@ -227,7 +227,13 @@ class WorkloadSpec:
         return self.kind.slug(self.params())
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name.value, **self.params()}
+        """The record's ``workload``: every parameter but those unsaid at their default
+        (:attr:`~harness.workloads.params.Param.quiet_default`)."""
+        known = registry.params()
+        return {
+            "name": self.name.value,
+            **{k: v for k, v in self.params().items() if not (k in known and known[k].quiet(v))},
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> WorkloadSpec:

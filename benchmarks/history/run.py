@@ -14,6 +14,10 @@ Before anything runs it checks, and refuses with the reason:
   accelerator that really works here, so a TCG point never lands in a KVM
   series.
 
+The QEMU the commit's policy pins (``[qemu] version``) is the one its cells run, fetched
+when needed (:func:`pinned_binaries`): a commit that moves the pin is measured on the new
+build, and its records name it.
+
 Records of the run (with each sample's logs) go to
 ``$DISKBENCH_HISTORY_RECORDS/MACHINE/COMMIT/sweeps/history/``, else under
 the environment; they are the sweep's checkpoint, so an interrupted commit
@@ -116,11 +120,10 @@ def setup_cache() -> dict[str, Any]:
             # a commit's harness from before binaries were values reads them from here
             os.environ[variable] = str(subject[key])
             log(f"{variable}={subject[key]}")
-    binaries = binaries_args(os.environ)
-
     spec = sweep.load_spec(layout.spec_path(environ))
     repeat = layout.repeat_of(spec, environ)
     policy = load_policy(subject_dir, subject)
+    binaries = pinned_binaries(policy, subject, binaries_args(os.environ))
     recipe = subject_dir / subject["recipe"] if subject.get("recipe") else None
     guest = build_guest(recipe_dir=recipe, log=log) if recipe else build_guest(log=log)
     qemu = {"qemu": binaries["binaries"].qemu} if binaries else {}
@@ -235,6 +238,22 @@ def binaries_args(environ: Mapping[str, str]) -> dict[str, Any]:
             qemu_img=environ.get("DISKBENCH_QEMU_IMG") or "qemu-img",
         )
     }
+
+
+def pinned_binaries(policy: Any, subject: Mapping[str, Any], binaries: dict[str, Any]) -> dict[str, Any]:
+    """The QEMU build the commit's policy pins (``[qemu] version``), fetched into the QEMU cache
+    when needed, as the gate runs a side's pin; else ``binaries`` (the runner's, or the QEMU
+    config's build of the commit, which is what that history measures)."""
+    pin = getattr(policy, "qemu", None)
+    if subject.get("qemu") or not binaries or pin is None or not pin.pinned:
+        return binaries
+    from harness.debian.qemu import QemuCache
+    from harness.paths import qemu_cache_dir
+
+    build = QemuCache(qemu_cache_dir()).get(pin.version)
+    build.check()
+    log(f"the commit's policy pins QEMU {pin.version}: {build.describe()}")
+    return {"binaries": build.binaries()}
 
 
 def load_policy(subject_dir: Path, subject: Mapping[str, Any]) -> Any:

@@ -17,8 +17,17 @@ from types import ModuleType
 
 from harness import __version__
 from harness.cli import accel, bisect, compare, gate, guest, history, merge, qemu, report, run, show, sweep
-from harness.cli.common import ENV_QEMU, ENV_QEMU_IMG, Parser, configure_logging, err, resolve_binaries
+from harness.cli.builds import qemu_builds
+from harness.cli.common import (
+    ENV_QEMU,
+    ENV_QEMU_IMG,
+    Parser,
+    configure_logging,
+    err,
+    resolve_binaries,
+)
 from harness.errors import ExitCode, HarnessError
+from harness.subject.qemu_pin import RUNNER
 from harness.untrusted import inert_output
 
 # in the order ``diskbench --help`` lists them
@@ -54,7 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"the QEMU to run guests with: a qemu-system-x86_64, the prefix of a build fetched by "
         f"`diskbench qemu get`, or a version `diskbench qemu list` offers (10.0; fetched when needed), "
         f"whose qemu-img comes with it (default: ${ENV_QEMU}, else the one on PATH); recorded in "
-        "every record's machine info",
+        "every record's machine info. run and sweep take several, comma-separated, side by side "
+        "(runner,10.0: 'runner' is that QEMU)",
     )
     parser.add_argument(
         "--qemu-img",
@@ -96,7 +106,11 @@ def _main(argv: Sequence[str] | None) -> int:
     args = parser.parse_args(argv)
     try:
         # decided once, then handed down as a value (``args.binaries``) to what runs QEMU or qemu-img
-        args.binaries = resolve_binaries(qemu=args.qemu, qemu_img=args.qemu_img, environ=os.environ)
+        args.qemu_builds = qemu_builds(args)
+        single = args.qemu_builds[0] if len(args.qemu_builds) == 1 else None
+        args.binaries = resolve_binaries(
+            qemu=None if single == RUNNER else single, qemu_img=args.qemu_img, environ=os.environ
+        )
         handler = handlers().get(args.command or "")
         if handler is None:
             parser.print_help()

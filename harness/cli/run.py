@@ -7,7 +7,13 @@ import typing
 from collections.abc import Sequence
 from typing import Any
 
-from harness.cli.common import add_machine_options, choices, err, machine_from_args
+from harness.cli.builds import add_qemu_axis, qemu_choices
+from harness.cli.common import (
+    add_machine_options,
+    choices,
+    err,
+    machine_from_args,
+)
 from harness.errors import ExitCode, SpecError
 from harness.host.workdir import hold
 from harness.report import render
@@ -86,14 +92,7 @@ def add_parser(sub: Any) -> None:
         )
     rn = run.add_argument_group("how to run")
     rn.add_argument("--repeat", type=int, default=3, metavar="N", help="samples per cell")
-    rn.add_argument(
-        "--qemu",
-        metavar="BUILD",
-        # the global --qemu's value stays unless this one is given
-        default=argparse.SUPPRESS,
-        help="the QEMU to run: as diskbench --qemu (a qemu-system-x86_64, a fetched build's prefix, "
-        "or a version `diskbench qemu list` offers, fetched when needed)",
-    )
+    add_qemu_axis(rn, what="several run every cell under each, side by side (runner,10.0)")
     add_machine_options(rn)
     rn.add_argument(
         "--mem-mib",
@@ -181,6 +180,8 @@ def run(args: argparse.Namespace) -> int:
     if args.repeat < 1:
         raise SpecError(f"--repeat {args.repeat}: use 1 or more")
     cells, skipped = cells_from_args(args)
+    # --qemu of run: one build replaces the global one, several are an axis
+    args.binaries, builds = qemu_choices(args.qemu_builds, args, given=True)
     options = options_from_args(args)
     check_numbers(
         cells, options.machine, max_disk_bytes=args.max_disk_size, mem_mib=options.mem_mib, smp=options.smp
@@ -189,6 +190,11 @@ def run(args: argparse.Namespace) -> int:
     from harness.sweep import check_free_space
 
     if args.dry_run:
+        if builds:
+            named = ", ".join(f"{b.name} ({b.binaries.qemu})" for b in builds)
+            print(
+                f"QEMU builds, side by side: {named}: every cell runs under each, {len(builds)}x the samples below"
+            )
         print(_plan(args, cells, skipped), end="")
         return ExitCode.OK
     check_free_space(
@@ -197,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
     # the combinations a format cannot have (metadata on raw) are left out without a word: a
     # list of formats asks for the combinations each can have (--dry-run lists them)
     with hold(args.results_dir, args.work_dir):
-        return _run_cells(options, cells)
+        return _run_cells(options, cells, builds)
 
 
 def _plan(args: argparse.Namespace, cells: Sequence[Cell], skipped: Sequence[str]) -> str:
@@ -244,10 +250,10 @@ def options_from_args(args: argparse.Namespace) -> SessionOptions:
     )
 
 
-def _run_cells(options: SessionOptions, cells: Any) -> int:
+def _run_cells(options: SessionOptions, cells: Any, builds: Any) -> int:
     from harness.rounds.session import run_cells
 
-    result = run_cells(cells, options, progress=err)
+    result = run_cells(cells, options, progress=err, builds=builds)
     print(render(result.records), end="")
     print(f"records: {result.run_dir}")
     if result.failed_samples:

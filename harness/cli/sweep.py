@@ -7,6 +7,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
+from harness.cli.builds import add_qemu_axis, qemu_choices
 from harness.cli.common import add_machine_options, err, machine_from_args
 from harness.errors import ExitCode, HarnessError, SpecError
 from harness.host.workdir import hold
@@ -72,6 +73,9 @@ def add_parser(sub: Any) -> None:
         help="a storage policy (policy.toml): what the spec leaves unset comes from it, and its "
         "extra -drive options apply to every sample",
     )
+    add_qemu_axis(
+        sweep, what="replaces the spec's qemu axis; several run every cell under each, side by side"
+    )
     add_machine_options(sweep)
 
 
@@ -90,12 +94,20 @@ def run(args: argparse.Namespace) -> int:
     policy = load_policy(args.policy) if args.policy else None
     plan = sweep.expand_spec(spec, policy=policy)
     cells = sweep.select(plan.cells, only=args.only, shard=args.shard)
+    # the spec's QEMU axis, unless --qemu names the builds; one build replaces the global --qemu
+    given = bool(args.qemu_builds)
+    args.binaries, builds = qemu_choices(args.qemu_builds if given else spec.qemu, args, given=given)
     options = SessionOptions(machine=machine_from_args(args), repeat=repeat)
     check_numbers(cells, options.machine, max_disk_bytes=args.max_disk_size)
     check_tools(cells)
     directory = sweep.sweep_dir(args.results_dir, spec.name)
     recorded = sweep.recorded_samples(directory, keep_failures=args.keep_failures)
     accel_guess = "kvm" if args.accel == "kvm" else "tcg"
+    if builds:
+        named = ", ".join(f"{b.name} ({b.binaries.qemu})" for b in builds)
+        print(
+            f"QEMU builds, side by side: {named}: every cell runs under each, {len(builds)}x the samples below"
+        )
     print(
         sweep.describe_plan(
             plan,
@@ -124,26 +136,38 @@ def run(args: argparse.Namespace) -> int:
             print(f"record {path} cannot be read ({why}): a run sets it aside and runs its cell again")
         return ExitCode.OK
     with hold(args.results_dir, args.work_dir):
-        return _run_sweep(args, options, spec, policy, cells, directory)
+        return _run_sweep(args, options, spec, policy, (cells, builds), directory)
 
 
 def _run_sweep(
-    args: argparse.Namespace, options: SessionOptions, spec: Any, policy: Any, cells: Any, directory: Path
+    args: argparse.Namespace,
+    options: SessionOptions,
+    spec: Any,
+    policy: Any,
+    planned: tuple[Any, Any],
+    directory: Path,
 ) -> int:
     from harness import presets, sweep
     from harness.progress import Progress
     from harness.report import render
-    from harness.rounds.session import open_session
+    from harness.rounds.session import build_sessions, open_session
     from harness.sample.capabilities import record_probes
 
+    cells, builds = planned
     err(sweep.check_free_space(args.work_dir, cells, qemu_img=args.binaries.qemu_img))
     progress = Progress()
-    session = open_session(
-        {c.drive.cache for c in cells},
-        options,
-        progress=progress.note,
-        run_id=f"sweep-{spec.name}",
-        policy=policy,
+    caches = {c.drive.cache for c in cells}
+    sessions = (
+        build_sessions(
+            caches, options, builds, progress=progress.note, run_id=f"sweep-{spec.name}", policy=policy
+        )
+        if builds
+        else []
+    )
+    session = (
+        sessions[0][1]
+        if sessions
+        else open_session(caches, options, progress=progress.note, run_id=f"sweep-{spec.name}", policy=policy)
     )
     for note in record_probes(presets.probes_of(spec), directory, session.opts.work_dir, args.binaries):
         progress.note(note)
@@ -158,6 +182,7 @@ def _run_sweep(
         repeat=options.repeat,
         progress=progress,
         retry_failures=not args.keep_failures,
+        builds=sessions,
     )
     if result.records:
         print(render(result.records), end="")

@@ -34,6 +34,7 @@ from harness.presets.select import Where, parse_where
 from harness.sample.capabilities import PROBE_LABELS
 from harness.spec import axis_names
 from harness.sweep import (
+    QEMU_AXIS,
     SweepSpec,
     estimate_sample_s,
     expand_spec,
@@ -201,8 +202,8 @@ def parse_preset(text: str, *, path: Path) -> Preset:
         group = tuple(raw.get("group", ()))
         series = raw.get("series")
         for axis in (*group, *([series] if series else [])):
-            if axis not in axes:
-                raise SpecError(f"{what}: unknown axis {axis!r}: use {', '.join(axes)}")
+            if axis not in axes and axis != QEMU_AXIS:
+                raise SpecError(f"{what}: unknown axis {axis!r}: use {', '.join((*axes, QEMU_AXIS))}")
         if not raw.get("metric") or not group:
             raise SpecError(f"{what}: give a metric and the axes to group by")
         plots.append(
@@ -254,7 +255,7 @@ def resolve_spec(spec_path: Path | None, *, preset: str | None, scale: float | N
 def estimate_s(spec: SweepSpec, *, accel: str = "tcg", repeat: int | None = None) -> tuple[int, float]:
     """Cells and the prior wall time of a whole spec (see :func:`harness.sweep.estimate_sample_s`)."""
     plan = expand_spec(spec)
-    reps = spec.repeat if repeat is None else repeat
+    reps = (spec.repeat if repeat is None else repeat) * max(1, len(spec.qemu))
     return len(plan.cells), sum(estimate_sample_s(c, accel=accel) for c in plan.cells) * reps
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.compare.samplestats import Stats
@@ -33,6 +33,8 @@ class Figure:
     metric: str
     seed: float | None = None
     seed_text: str = ""
+    #: the seed's figure under its earlier QEMU versions (:attr:`SeedReference.qemu`), as written
+    older: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,9 @@ class SeedReference:
     ratios: tuple[Ratio, ...] = ()
     orders: tuple[Order, ...] = ()
     bonnie: tuple[BonnieRow, ...] = ()
+    #: the QEMU versions the seed compares, oldest first: a figure's ``seed`` is the last one's,
+    #: its ``older`` the others' (empty: the seed names no version)
+    qemu: tuple[str, ...] = ()
 
     def figure(self, name: str) -> Figure:
         for fig in self.figures:
@@ -105,11 +110,21 @@ def load_reference(path: Path) -> SeedReference:
         raise SpecError(f"{source}: {exc}: not valid TOML") from None
     from harness.workloads.bonnie import TESTS
 
+    qemu = data.get("qemu", [])
+    if not isinstance(qemu, list) or not all(isinstance(v, str) and v for v in qemu):
+        raise SpecError(
+            f"{source}: qemu: list the seed's QEMU versions, oldest first: ['0.10.5', '0.11.0-rc1']"
+        )
     figures = []
     for index, raw in enumerate(data.get("figure", [])):
         what = f"{source}: [[figure]] {index + 1}"
         if not raw.get("name") or not raw.get("metric"):
             raise SpecError(f"{what}: give a name and a metric")
+        older = raw.get("older", {})
+        if not isinstance(older, dict) or any(k not in qemu[:-1] for k in older):
+            raise SpecError(
+                f"{what}: older: map the seed's earlier QEMU versions ({', '.join(qemu[:-1]) or 'none'}) to its figures"
+            )
         seed = raw.get("seed")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int | float)):
             raise SpecError(f"{what}: seed must be a number, as the seed text gives it")
@@ -120,6 +135,7 @@ def load_reference(path: Path) -> SeedReference:
                 metric=str(raw["metric"]),
                 seed=None if seed is None else float(seed),
                 seed_text=str(raw.get("seed_text", "" if seed is None else f"{seed:g}")),
+                older={str(k): str(v) for k, v in older.items()},
             )
         )
     names = {f.name for f in figures}
@@ -191,6 +207,7 @@ def load_reference(path: Path) -> SeedReference:
         ratios=tuple(ratios),
         orders=tuple(orders),
         bonnie=tuple(rows),
+        qemu=tuple(qemu),
     )
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from harness.errors import SpecError
 from harness.spec import Cell, axis_names, format_size
-from harness.sweep import canonical
+from harness.sweep import QEMU_AXIS, canonical
 
 Where = Mapping[str, tuple[Any, ...]]
 _SIZE_KEYS = ("size", "cluster_size")
@@ -61,7 +61,8 @@ def parse_where(raw: Any, what: str) -> dict[str, tuple[Any, ...]]:
         return {}
     if not isinstance(raw, dict):
         raise SpecError(f'{what}: where must be an inline table such as {{ format = "raw" }}')
-    axes = axis_names()
+    # the QEMU build a cell ran under is an axis of the report (its version, as records name it)
+    axes = (*axis_names(), QEMU_AXIS)
     out: dict[str, tuple[Any, ...]] = {}
     for key, value in raw.items():
         if key not in axes:

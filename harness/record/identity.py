@@ -54,6 +54,16 @@ SERIES_MACHINE_KEYS = (
 )
 
 
+#: what tells one QEMU build from another: a report's series holds several side by side (a QEMU
+#: axis), each cell under each build told apart by these
+BUILD_KEYS = ("qemu_version", "qemu_img_version", "qemu_debian_version", "qemu_sha256", "qemu_img_sha256")
+
+
+def build_identity(record: Record) -> tuple[Any, ...]:
+    """The QEMU build a record ran under (:data:`BUILD_KEYS`)."""
+    return tuple(record.machine.get(k) for k in BUILD_KEYS)
+
+
 def fingerprint(machine: MachineInfo, subject: SubjectInfo, vm: VMInfo) -> str:
     """A short hash of what makes samples comparable: machine identity, subject, guest size."""
     identity = {
@@ -92,14 +102,14 @@ def describe_identity(identity: Mapping[str, Any], keys: Sequence[str]) -> str:
     return ", ".join(f"{k} {identity.get(k)!r}" for k in keys)
 
 
-def series_identity(record: Record) -> tuple[Any, ...]:
-    """The report's series key: :data:`SERIES_MACHINE_KEYS` (accel as the guest ran) and guest size."""
+def series_identity(record: Record, *, build: bool = True) -> tuple[Any, ...]:
+    """The report's series key: :data:`SERIES_MACHINE_KEYS` (accel as the guest ran) and guest size;
+    without ``build`` the QEMU build is left out (:data:`BUILD_KEYS`): it is then an axis within
+    the series."""
     machine, vm = record.machine, record.vm
+    keys = SERIES_MACHINE_KEYS if build else tuple(k for k in SERIES_MACHINE_KEYS if k not in BUILD_KEYS)
     return (
-        *(
-            machine.get(k) if k != "accel" else vm.get("accel", machine.get("accel"))
-            for k in SERIES_MACHINE_KEYS
-        ),
+        *(machine.get(k) if k != "accel" else vm.get("accel", machine.get("accel")) for k in keys),
         vm.mem_mib,
         vm.smp,
     )

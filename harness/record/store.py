@@ -23,6 +23,7 @@ and the field, never merged, resumed from or compared.  One way out: :func:`writ
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Sequence
@@ -62,11 +63,35 @@ class RecordDir:
         """Where records of another machine or subject are set aside: ``DIR/previous/FINGERPRINT``."""
         return RecordDir.flat(self.directory / "previous" / fingerprint)
 
+    def build(self, name: str) -> RecordDir:
+        """Where the records of one QEMU build of a run or sweep with several go
+        (``DIR/qemu-NAME``, logs ``LOGS/qemu-NAME``): the cells are the same, the builds are not."""
+        slug = build_slug(name)
+        return RecordDir(self.directory / slug, self.logs / slug)
+
     def write(self, record: Record) -> Path:
         """Write ``record`` as its cell's file here; returns the file."""
         path = self.path(record.cell_id)
         write_record(path, record)
         return path
+
+
+#: the directories of a run's or sweep's QEMU builds (:meth:`RecordDir.build`) start so
+BUILD_PREFIX = "qemu-"
+
+
+def build_slug(name: str) -> str:
+    """``10.0`` -> ``qemu-10.0``; a path is kept short and unique (``qemu-path-1a2b3c4d``)."""
+    if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9.+~_-]{0,79}", name):
+        return BUILD_PREFIX + name.replace(":", "_")
+    return f"{BUILD_PREFIX}path-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+
+
+def build_dirs(directory: Path) -> list[Path]:
+    """The QEMU builds' record directories of a run's or sweep's directory (none: one build)."""
+    if not directory.is_dir():
+        return []
+    return sorted(p for p in directory.glob(BUILD_PREFIX + "*") if p.is_dir())
 
 
 def run_records(results_dir: Path, run_id: str) -> RecordDir:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from harness.compare.samplestats import Stats
@@ -20,7 +20,7 @@ from harness.presets import PlotSpec, TableSpec, check_shape, display_value, mat
 from harness.report.charts import BarChart, ShapeChart, byte_unit
 from harness.report.families import family_charts, one_side_rows
 from harness.report.series import CellResult, Series, label_of, metric_of
-from harness.sweep import canonical
+from harness.sweep import QEMU_AXIS, canonical
 
 _DIGITS = {"s": 2, "MiB/s": 1, "ratio": 3, "%": 0}
 
@@ -105,9 +105,12 @@ def accel_banner(series: Sequence[Series]) -> Para:
 
 
 def _axes_shown(series: Series, cells: Sequence[CellResult]) -> list[str]:
-    """The axes a table shows: the preset's own axes, else those that vary among the cells."""
+    """The axes a table shows: the preset's own axes, else those that vary among the cells; the
+    QEMU build last, where the cells ran under several."""
     if series.preset is not None:
-        axes = [a for a in series.preset.spec.axes if len({str(c.values.get(a)) for c in cells}) > 1]
+        axes = [
+            a for a in (*series.preset.spec.axes, QEMU_AXIS) if len({str(c.values.get(a)) for c in cells}) > 1
+        ]
         return axes or list(series.preset.spec.axes)
     keys = list(cells[0].values) if cells else []
     # qcow2-only options (cluster_size, compat) are None on raw: that alone is no variation
@@ -201,7 +204,7 @@ def bonnie_tables(series: Series, spec: TableSpec) -> list[Table]:
                 header += [unit, "%CP"]
         rows: list[tuple[str, ...]] = []
         kinds: list[str] = []
-        for cell in cells:
+        for number, cell in enumerate(cells):
             size = (
                 f"{cell.values['bonnie_size_mib']}M"
                 if size_column == "Size"
@@ -213,6 +216,8 @@ def bonnie_tables(series: Series, spec: TableSpec) -> list[Table]:
                     row += list(_bonnie_rate(cell, key))
             rows.append(tuple(row))
             kinds.append("" if cell.ok else "failed")
+            if number + 1 < len(cells) and cells[number + 1].id == cell.id:
+                continue  # the seed's row comes after the cell's last QEMU build
             for index, seed_row in enumerate(seed_rows):
                 if seed_row.where and matches(seed_row.where, cell.values):
                     used.add(index)
@@ -247,6 +252,9 @@ def bar_chart(series: Series, spec: PlotSpec) -> BarChart | None:
     cells = [c for c in series.select(spec.where) if c.stats(spec.metric).n]
     if not cells:
         return None
+    if QEMU_AXIS not in (*spec.group, spec.series) and len({c.values[QEMU_AXIS] for c in cells}) > 1:
+        # the cells ran under several QEMU builds: each build's bars stand apart
+        spec = replace(spec, group=(*spec.group, QEMU_AXIS))
     if series.preset is not None:
         # groups in the order of the grouping axes' values in the preset (the first axis outermost)
         axes = {a: series.preset.spec.axes.get(a, ()) for a in spec.group}
@@ -295,73 +303,91 @@ def seed_blocks(series: Series, slug: str) -> list[Block]:
         Heading(3, f"Seed {ref.seed} beside today"),
         Para(f"{ref.document}. Seed setup: {ref.setup}."),
     ]
+    builds = series.builds
+    several = len(builds) > 1
+    today = [f"today, QEMU {b}" for b in builds] if several else ["today"]
+    seed_columns = [f"seed {ref.seed}, QEMU {v}" for v in ref.qemu] if ref.qemu else [f"seed {ref.seed}"]
     rows = []
     for fig in ref.figures:
         if fig.seed is None and not fig.seed_text:
             continue
-        ours = series.resolve(fig)
         unit = metric_of(fig.metric).unit
+        ours = [series.resolve(fig, b if several else None) for b in builds]
+        seeds = [fig.older.get(v, "-") for v in ref.qemu[:-1]] + [fig.seed_text or f"{fig.seed:g}"]
         rows.append(
             (
                 fig.name,
                 label_of(fig.metric),
-                fig.seed_text or f"{fig.seed:g}",
-                format_stats(ours, unit) if ours else "not measured",
+                *seeds,
+                *(format_stats(o, unit) if o else "not measured" for o in ours),
             )
         )
     if rows:
-        blocks.append(
-            Table(
-                ("figure", "metric", f"seed {ref.seed}", "today"),
-                tuple(rows),
-                caption="the seed's figures as it writes them, ours at this scale and on this machine: compare shapes, not absolute values",
-            )
+        caption = (
+            "the seed's figures as it writes them, ours at this scale and on this machine: compare shapes, "
+            "not absolute values"
         )
-    checks = check_shape(ref, series.resolve)
-    if checks:
+        if ref.qemu:
+            caption += f"; where the seed gives one figure for both of its QEMU versions, it stands under {ref.qemu[-1]}"
+        blocks.append(Table(("figure", "metric", *seed_columns, *today), tuple(rows), caption=caption))
+    for build in builds:
+        blocks += _shape_blocks(
+            series, f"{slug}-shape" + (f"-{file_slug(build)}" if several else ""), build if several else None
+        )
+    if ref.notes:
+        blocks.append(Bullets(ref.notes))
+    return blocks
+
+
+def _shape_blocks(series: Series, name: str, build: str | None) -> list[Block]:
+    """The seed's shape claims checked against our figures under one QEMU build (None: the one)."""
+    ref = series.reference
+    assert ref is not None
+    checks = check_shape(ref, series.resolver(build))
+    if not checks:
+        return []
+    under = f" under QEMU {build}" if build else ""
+    blocks: list[Block] = [
+        Table(
+            ("claim", f"seed {ref.seed}", "today" + under, "verdict", "the seed's words"),
+            tuple((c.name, c.seed, c.ours, c.verdict, c.claim) for c in checks),
+            caption=(
+                "the seed's shape against ours: a ratio holds when both lie on the same side of 1 "
+                "(within ±10% counts as the same); an order holds when ours ranks the same"
+            ),
+        )
+    ]
+    ratios = [
+        c for c in checks if c.kind == "ratio" and (c.seed_value is not None or c.our_value is not None)
+    ]
+    if any(c.our_value is not None for c in ratios):
         blocks.append(
-            Table(
-                ("claim", f"seed {ref.seed}", "today", "verdict", "the seed's words"),
-                tuple((c.name, c.seed, c.ours, c.verdict, c.claim) for c in checks),
-                caption=(
-                    "the seed's shape against ours: a ratio holds when both lie on the same side of 1 "
-                    "(within ±10% counts as the same); an order holds when ours ranks the same"
+            Chart(
+                name,
+                ShapeChart(
+                    title=f"Seed {ref.seed}'s ratios and today's{under}",
+                    names=tuple(c.name for c in ratios),
+                    seed=tuple(c.seed_value for c in ratios),
+                    ours=tuple(c.our_value for c in ratios),
+                    accel=series.accel,
+                    seed_label=f"seed {ref.seed}",
                 ),
             )
         )
-        ratios = [
-            c for c in checks if c.kind == "ratio" and (c.seed_value is not None or c.our_value is not None)
-        ]
-        if any(c.our_value is not None for c in ratios):
-            blocks.append(
-                Chart(
-                    f"{slug}-shape",
-                    ShapeChart(
-                        title=f"Seed {ref.seed}'s ratios and today's",
-                        names=tuple(c.name for c in ratios),
-                        seed=tuple(c.seed_value for c in ratios),
-                        ours=tuple(c.our_value for c in ratios),
-                        accel=series.accel,
-                        seed_label=f"seed {ref.seed}",
-                    ),
-                )
-            )
-        held = sum(c.verdict == "holds" for c in checks)
-        changed = [c.name for c in checks if c.verdict == "changed"]
-        missing = sum(c.verdict == "not measured" for c in checks)
-        measured = len(checks) - missing
-        summary = (
-            f"{held} of {measured} measured claims of seed {ref.seed} hold today"
-            if measured
-            else "no claim measured"
-        )
-        if changed:
-            summary += f"; changed: {'; '.join(changed)}"
-        if missing:
-            summary += f"; {missing} not measured in these records (their cells did not run)"
-        blocks.append(Para(summary + ".", "note"))
-    if ref.notes:
-        blocks.append(Bullets(ref.notes))
+    held = sum(c.verdict == "holds" for c in checks)
+    changed = [c.name for c in checks if c.verdict == "changed"]
+    missing = sum(c.verdict == "not measured" for c in checks)
+    measured = len(checks) - missing
+    summary = (
+        f"{held} of {measured} measured claims of seed {ref.seed} hold today{under}"
+        if measured
+        else f"no claim measured{under}"
+    )
+    if changed:
+        summary += f"; changed: {'; '.join(changed)}"
+    if missing:
+        summary += f"; {missing} not measured in these records (their cells did not run)"
+    blocks.append(Para(summary + ".", "note"))
     return blocks
 
 
@@ -372,9 +398,14 @@ def file_slug(text: str) -> str:
 def machine_line(series: Series) -> str:
     """The accelerator, QEMU, host and guest a series ran on, in one line."""
     machine = series.machine
+    builds = series.builds
+    qemu = (
+        f"QEMU builds side by side: {', '.join(builds)}"
+        if len(builds) > 1
+        else f"QEMU {machine.get('qemu_version', '?')}, qemu-img {machine.get('qemu_img_version', '?')}"
+    )
     return (
-        f"accel {series.accel.upper()}; QEMU {machine.get('qemu_version', '?')}, qemu-img "
-        f"{machine.get('qemu_img_version', '?')}; host {machine.get('hostname', '?')} "
+        f"accel {series.accel.upper()}; {qemu}; host {machine.get('hostname', '?')} "
         f"({machine.get('cpu', '?')}, {machine.get('cores', '?')} cores, {machine.get('host_kernel', '?')}); "
         f"images on {machine.get('work_dir_fs', '?')}; guest {series.vm.get('mem_mib', '?')} MiB, "
         f"{series.vm.get('smp', '?')} vCPU"
@@ -397,7 +428,9 @@ def series_blocks(series: Series, index: int) -> list[Block]:
         blocks.append(Para(f"Sweep {series.sweep}: {scale} (scale 1: {series.preset.scale_1})."))
     blocks.append(
         Para(
-            f"{machine_line(series)}; {len(series.cells)} cells, {samples} samples"
+            f"{machine_line(series)}; {len({c.id for c in series.cells})} cells"
+            + (f" under {len(series.builds)} QEMU builds" if len(series.builds) > 1 else "")
+            + f", {samples} samples"
             + (f", {failed} FAILED" if failed else ""),
             "loud" if series.accel != "kvm" else "",
         )

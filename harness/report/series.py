@@ -30,10 +30,10 @@ from harness.presets import (
     read_probes,
     split_scaled_name,
 )
-from harness.record import MachineInfo, Record, Sample, VMInfo, find_records
-from harness.record.identity import series_identity
+from harness.record import MachineInfo, Record, Sample, VMInfo, build_dirs, find_records
+from harness.record.identity import build_identity, series_identity
 from harness.spec import Cell
-from harness.sweep import canonical
+from harness.sweep import QEMU_AXIS, canonical
 from harness.workloads import Metric, metric_info
 
 # -- figures of a sample ----------------------------------------------------------------------
@@ -148,15 +148,27 @@ class Series:
     def accel(self) -> str:
         return str(self.vm.get("accel") or self.machine.get("accel") or "unknown")
 
+    @property
+    def builds(self) -> list[str]:
+        """The QEMU builds of the series' cells (the ``qemu`` axis), oldest version first."""
+        return sorted({str(c.values[QEMU_AXIS]) for c in self.cells}, key=_version_key)
+
     def select(self, where: Mapping[str, Sequence[Any]]) -> list[CellResult]:
         return [c for c in self.cells if matches({k: tuple(v) for k, v in where.items()}, c.values)]
 
-    def resolve(self, figure: Figure) -> Stats | None:
-        """Our figure for a seed figure: the one cell its selector matches, else None."""
+    def resolve(self, figure: Figure, build: str | None = None) -> Stats | None:
+        """Our figure for a seed figure: the one cell its selector matches (under ``build``, when
+        the series has several), else None."""
         found = self.select(figure.where)
+        if build is not None:
+            found = [c for c in found if c.values[QEMU_AXIS] == build]
         if len(found) != 1:
             return None
         return found[0].stats(figure.metric)
+
+    def resolver(self, build: str | None) -> Callable[[Figure], Stats | None]:
+        """:meth:`resolve` under one build, as the seed's shape checks take it."""
+        return lambda figure: self.resolve(figure, build)
 
 
 def spec_position(preset: Preset, values: Mapping[str, Any]) -> tuple[int, ...]:
@@ -183,8 +195,10 @@ def load_records(paths: Sequence[Path]) -> tuple[list[Record], list[Path]]:
             raise UsageError(
                 f"{path} does not exist: pass record files or directories such as results/sweeps/NAME"
             )
+    # a run's or sweep's QEMU builds keep their records in directories of their own
+    searched = [p for path in paths for p in (path, *(build_dirs(path) if path.is_dir() else ()))]
     try:
-        records = find_records(paths)
+        records = find_records(searched)
     except UsageError:
         raise UsageError(
             f"no records in {', '.join(map(str, paths))}: pass record files or sweep directories"
@@ -192,25 +206,67 @@ def load_records(paths: Sequence[Path]) -> tuple[list[Record], list[Path]]:
     return records, [p for p in paths if p.is_dir()]
 
 
+def _version_key(label: str) -> tuple[Any, ...]:
+    """``7.2.22`` before ``10.0.2``: a version's numbers as numbers."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"[.+~:-]", label))
+
+
+def build_labels(records: Sequence[Record]) -> dict[tuple[Any, ...], str]:
+    """A short name for each QEMU build among ``records`` (:func:`build_identity`): its version,
+    with its Debian version, then its binary's digest, where another build shares it."""
+    builds = list(dict.fromkeys(build_identity(r) for r in records))
+    by_build = {build_identity(r): r.machine for r in records}
+
+    def name(build: tuple[Any, ...], depth: int) -> str:
+        machine = by_build[build]
+        parts = [str(machine.get("qemu_version") or "?")]
+        if depth >= 1:
+            parts.append(f"Debian {machine.get('qemu_debian_version') or '?'}")
+        if depth >= 2:
+            parts.append(f"sha256 {str(machine.get('qemu_sha256') or '?')[:12]}")
+        return parts[0] + (f" ({', '.join(parts[1:])})" if parts[1:] else "")
+
+    labels: dict[tuple[Any, ...], str] = {}
+    for build in builds:
+        for depth in range(3):
+            label = name(build, depth)
+            if sum(name(other, depth) == label for other in builds) == 1 or depth == 2:
+                labels[build] = label
+                break
+    return labels
+
+
 def group_series(records: Iterable[Record], dirs: Sequence[Path] = ()) -> list[Series]:
-    """Records grouped by sweep and machine identity; a preset's series gets its seed reference."""
+    """Records grouped by sweep and machine identity; a preset's series gets its seed reference.
+
+    The QEMU build is not part of a series: records of one sweep under several builds (a QEMU
+    axis, or runs a person puts side by side) are one series whose cells carry their build as
+    the value of the ``qemu`` axis (:func:`build_labels`)."""
     groups: dict[tuple[Any, ...], list[Record]] = {}
     for record in records:
-        groups.setdefault((sweep_name(record), series_identity(record)), []).append(record)
+        groups.setdefault((sweep_name(record), series_identity(record, build=False)), []).append(record)
     known = set(list_presets())
     probes = read_probes(dirs)
     out = []
     for (name, _ident), members in groups.items():
         cells = []
+        labels = build_labels(members)
         for record in members:
             cell = Cell.from_dict(record.cell.data)
-            cells.append(CellResult(record=record, cell=cell, values=cell_values(cell)))
+            values = {**cell_values(cell), QEMU_AXIS: labels[build_identity(record)]}
+            cells.append(CellResult(record=record, cell=cell, values=values))
         base, scale = split_scaled_name(name)
         preset = load_preset(base) if base in known else None
         reference = None
         if preset is not None and preset.reference_path.is_file():
             reference = load_reference(preset.reference_path)
-        cells.sort(key=lambda c: (spec_position(preset, c.values) if preset else (), c.id))
+        cells.sort(
+            key=lambda c: (
+                spec_position(preset, c.values) if preset else (),
+                c.id,
+                _version_key(str(c.values[QEMU_AXIS])),
+            )
+        )
         mine = [p for p in probes if preset is not None and p.get("probe") in preset.probes]
         out.append(
             Series(

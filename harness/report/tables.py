@@ -62,16 +62,25 @@ def cell_rows(record: Record) -> list[tuple[str, str]]:
     return rows
 
 
+def _several_builds(records: Sequence[Record]) -> bool:
+    """Whether the records ran under several QEMU builds (a QEMU axis): each line then says which."""
+    from harness.record.identity import build_identity
+
+    return len({build_identity(r) for r in records}) > 1
+
+
 def render_table(records: Sequence[Record]) -> str:
     """A plain-text report: one block per cell, failures listed under it."""
     lines: list[str] = []
+    several = _several_builds(records)
     for record in records:
         samples = record.samples
         ok = record.ok_samples
         vm = record.vm
+        qemu = f", QEMU {record.machine.get('qemu_version', '?')}" if several else ""
         lines.append(
             f"cell {record.cell.id}  [{ok}/{len(samples)} ok, "
-            f"accel {vm.get('accel', '?')}, {vm.get('mem_mib', '?')} MiB, {vm.get('smp', '?')} vCPU]"
+            f"accel {vm.get('accel', '?')}{qemu}, {vm.get('mem_mib', '?')} MiB, {vm.get('smp', '?')} vCPU]"
         )
         rows = cell_rows(record)
         if rows:
@@ -91,10 +100,14 @@ def render_table(records: Sequence[Record]) -> str:
 def render_summary(records: Sequence[Record], metric: str = "total_s") -> str:
     """One line per cell: the headline figure, for a sweep's overview."""
     rows = []
+    several = _several_builds(records)
     for record in records:
         ok = record.ok
         values = [s.metrics[metric] for s in ok if metric in s.metrics]
-        rows.append((str(record.cell.id), Stats.of(values).format("s"), f"{len(ok)}/{len(record.samples)}"))
+        label = str(record.cell.id) + (
+            f" (QEMU {record.machine.get('qemu_version', '?')})" if several else ""
+        )
+        rows.append((label, Stats.of(values).format("s"), f"{len(ok)}/{len(record.samples)}"))
     if not rows:
         return ""
     w0 = max(len(r[0]) for r in [*rows, ("cell", "", "")])

@@ -9,7 +9,7 @@ behind ``diskbench run``; sweeps drive a session themselves.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from harness.sample import images
 from harness.sample.accel import choose_accel
 from harness.sample.guest_sampler import Guest, RunOptions, Sampler
 from harness.spec import Cache, Cell, Measure
-from harness.subject.binaries import Binaries
+from harness.subject.binaries import Binaries, QemuChoice
 from harness.subject.policy import Policy
 
 BOOT_TIMEOUT_S = {"kvm": 30.0, "tcg": 120.0}
@@ -197,6 +197,41 @@ def sampler_for(cell: Cell) -> Sampler | None:
     return None
 
 
+def with_binaries(options: SessionOptions, binaries: Binaries) -> SessionOptions:
+    """``options`` with another QEMU build's binaries (one value of a QEMU axis)."""
+    return replace(options, machine=replace(options.machine, binaries=binaries))
+
+
+def build_sessions(
+    caches: Iterable[Cache],
+    options: SessionOptions,
+    builds: Sequence[QemuChoice],
+    *,
+    progress: Callable[[str], None] = lambda _msg: None,
+    run_id: str | None = None,
+    policy: Policy | None = None,
+) -> list[tuple[QemuChoice, Session]]:
+    """A session per QEMU build of a QEMU axis, sharing one guest and one run id; each build's
+    accelerator is checked with its own QEMU."""
+    from harness.guest import build_guest
+
+    guest = build_guest(log=progress)
+    run_id = run_id or new_run_id()
+    out = []
+    for build in builds:
+        progress(f"QEMU {build.name}: {build.binaries.qemu}")
+        session = open_session(
+            caches,
+            with_binaries(options, build.binaries),
+            progress=progress,
+            guest=guest,
+            run_id=run_id,
+            policy=policy,
+        )
+        out.append((build, session))
+    return out
+
+
 def run_cells(
     cells: Sequence[Cell],
     options: SessionOptions,
@@ -204,26 +239,37 @@ def run_cells(
     progress: Callable[[str], None] = lambda _msg: None,
     guest: Any = None,
     policy: Policy | None = None,
+    builds: Sequence[QemuChoice] = (),
 ) -> RunResult:
     """Measure every cell ``options.repeat`` times; bad input fails before anything is created.
 
-    ``guest`` and ``policy`` are :func:`open_session`'s."""
+    ``guest`` and ``policy`` are :func:`open_session`'s.  With ``builds`` (a QEMU axis of two or
+    more) every cell runs under each build in turn, its records in the run's ``qemu-NAME``
+    directories (:meth:`RecordDir.build`)."""
     from harness.errors import UsageError
     from harness.sample.capabilities import unsupported_reason
 
-    session = open_session(
-        {c.drive.cache for c in cells}, options, progress=progress, guest=guest, policy=policy
-    )
+    caches = {c.drive.cache for c in cells}
+    if builds:
+        sessions = build_sessions(caches, options, builds, progress=progress, policy=policy)
+    else:
+        single = open_session(caches, options, progress=progress, guest=guest, policy=policy)
+        sessions = [(QemuChoice("", options.machine.binaries), single)]
+    first = sessions[0][1]
+    where = run_records(first.opts.results_dir, first.opts.run_id)
     # probed in the work dir open_session has checked, as a sweep does, before any image exists
     for cell in cells:
-        reason = unsupported_reason(cell, session.opts.work_dir, session.opts.binaries)
-        if reason:
-            raise UsageError(f"{cell.id}: {reason}: use aio=threads")
+        for build, session in sessions:
+            reason = unsupported_reason(cell, session.opts.work_dir, session.opts.binaries)
+            if reason:
+                under = f" under QEMU {build.name}" if build.name else ""
+                raise UsageError(f"{cell.id}: {reason}{under}: use aio=threads")
     records = []
     for number, cell in enumerate(cells, start=1):
-        _, record = session.run_cell(cell, progress=progress, label=f"[{number}/{len(cells)}] ")
-        records.append(record)
-    return RunResult(
-        run_dir=run_records(session.opts.results_dir, session.opts.run_id).directory,
-        records=records,
-    )
+        for build, session in sessions:
+            label = f"[{number}/{len(cells)}{', QEMU ' + build.name if build.name else ''}] "
+            _, record = session.run_cell(
+                cell, where=where.build(build.name) if build.name else None, progress=progress, label=label
+            )
+            records.append(record)
+    return RunResult(run_dir=where.directory, records=records)

@@ -44,3 +44,12 @@ class Binaries:
         if "/" in self.qemu_img:
             return str(Path(self.qemu_img).with_name(QEMU_IO))
         return QEMU_IO
+
+
+@dataclass(frozen=True)
+class QemuChoice:
+    """One value of a run's or sweep's QEMU axis: its name as given (``runner``, ``10.0``) and the
+    binaries it resolved to (a fetched build's own qemu-img and qemu-io with its QEMU)."""
+
+    name: str
+    binaries: Binaries

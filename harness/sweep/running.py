@@ -19,6 +19,7 @@ from harness.sweep.rounds import rounds
 if typing.TYPE_CHECKING:
     from harness.progress import Progress
     from harness.rounds.session import Session
+    from harness.subject.binaries import QemuChoice
 
 
 # -- records: the checkpoint ------------------------------------------------------
@@ -159,6 +160,15 @@ class SweepResult:
         return [r.cell_id for r in self.records if r.failed]
 
 
+@dataclass(frozen=True)
+class _Side:
+    """One QEMU build of a sweep: its session, where its records go, its name in progress lines."""
+
+    session: Session
+    where: RecordDir
+    name: str = ""
+
+
 def run_sweep(
     name: str,
     cells: Sequence[Cell],
@@ -168,6 +178,7 @@ def run_sweep(
     repeat: int,
     progress: Progress,
     retry_failures: bool = True,
+    builds: Sequence[tuple[QemuChoice, Session]] = (),
 ) -> SweepResult:
     """Run every cell to ``repeat`` samples, resuming from the records already there.
 
@@ -176,46 +187,43 @@ def run_sweep(
     a record entry like any other: the sweep goes on.  On a rerun, failed
     samples are run again (``retry_failures``, see :func:`set_failures_aside`)
     while the good ones are kept.
-    """
-    from harness.record import record_fingerprint
 
+    With ``builds`` (a QEMU axis of two or more; ``session`` is then the first's) each round
+    takes every cell's sample under each build in turn, as a gate takes its two sides, and
+    each build's records go to its own directory (:meth:`RecordDir.build`).
+    """
     where = sweep_records(results_dir, name)
     directory = where.directory
-    clean_stale_temp_files(directory)
-    for dest, why in set_corrupt_aside(directory):
-        progress.note(f"set aside a record that cannot be read: {dest} ({why}); its cell runs again")
-    moved = set_aside(directory, session.fingerprint, record_fingerprint)
-    for dest in moved:
-        progress.note(f"set aside a record of another machine or subject: {dest}")
-    found = scan_records(directory)
-    records: dict[str, Record] = {}
+    sides = [_Side(s, where.build(b.name), b.name) for b, s in builds] if builds else [_Side(session, where)]
+    records: dict[tuple[int, str], Record] = {}
     done = 0
     retried = 0
-    for cell in cells:
-        if cell.id in found:
-            record = found[cell.id]
-            if retry_failures:
-                record, moved_samples = set_failures_aside(record)
-                retried += moved_samples
-            records[cell.id] = record
+    moved: list[Path] = []
+    for index, side in enumerate(sides):
+        found, aside, again = _resume(side, cells, progress, retry_failures=retry_failures)
+        moved += aside
+        retried += again
+        for cell_id, record in found.items():
+            records[(index, cell_id)] = record
             done += min(len(record.samples), repeat)
-    total = len(cells) * repeat
+    total = len(cells) * repeat * len(sides)
     # one more sample for each cell per round, the cells in their order (numbered for
     # the progress lines): a resume takes what the records lack in the order of a first run
-    recorded = {cell_id: len(record.samples) for cell_id, record in records.items()}
+    recorded = {key: len(record.samples) for key, record in records.items()}
     numbered = list(enumerate(cells, start=1))
-    turns = list(
-        rounds(
-            range(1, repeat + 1),
-            lambda n: [(i, c) for i, c in numbered if recorded.get(c.id, 0) < n],
-            (session,),
-        )
-    )
-    planned = [cell for _, cell in (t.cell for t in turns)]
+    turns = [
+        turn
+        for turn in rounds(range(1, repeat + 1), lambda _n: numbered, list(enumerate(sides)))
+        if recorded.get((turn.side[0], turn.cell[1].id), 0) < turn.round
+    ]
+    planned = [(cell, side) for (_, cell), (_, side) in ((t.cell, t.side) for t in turns)]
     progress.plan(
         [
-            (c.workload.slug, estimate_sample_s(c, accel=session.opts.accel, start=session.opts.start))
-            for c in planned
+            (
+                c.workload.slug,
+                estimate_sample_s(c, accel=side.session.opts.accel, start=side.session.opts.start),
+            )
+            for c, side in planned
         ]
     )
     if done:
@@ -228,22 +236,23 @@ def run_sweep(
     progress.start(total=total, done=done)
     ran = 0
     for turn in turns:
-        (number, cell), round_number = turn.cell, turn.round
-        existing = records.get(cell.id)
+        (number, cell), (index, side), round_number = turn.cell, turn.side, turn.round
+        existing = records.get((index, cell.id))
         if existing is not None and len(existing.samples) >= round_number:
             continue  # a cell listed twice: its first turn of the round took the sample
-        path = where.path(cell.id)
+        path = side.where.path(cell.id)
+        build = f", QEMU {side.name}" if side.name else ""
         label = (
-            f"[round {round_number}/{repeat}, cell {number}/{len(cells)}] "
+            f"[round {round_number}/{repeat}, cell {number}/{len(cells)}{build}] "
             if repeat > 1
-            else f"[{number}/{len(cells)}] "
+            else f"[{number}/{len(cells)}{build}] "
         )
         progress.begin(cell.id)
         t0 = time.monotonic()
         try:
-            _, record = turn.side.run_cell(
+            _, record = side.session.run_cell(
                 cell,
-                where=where,
+                where=side.where,
                 existing=existing,
                 progress=progress.note,
                 label=label,
@@ -252,7 +261,7 @@ def run_sweep(
             )
         except OSError as exc:
             raise InfraError(f"cannot write the record {path}: {exc.strerror or exc}") from exc
-        records[cell.id] = record
+        records[(index, cell.id)] = record
         ran += 1
         last = record.samples[-1]
         progress.end(cell.id, time.monotonic() - t0, ok=last.ok, kind=cell.workload.slug)
@@ -267,8 +276,35 @@ def run_sweep(
     progress.finish()
     return SweepResult(
         directory=directory,
-        records=[records[c.id] for c in cells if c.id in records],
+        records=[records[(i, c.id)] for c in cells for i in range(len(sides)) if (i, c.id) in records],
         skipped_samples=done,
         ran_samples=ran,
         set_aside=moved,
     )
+
+
+def _resume(
+    side: _Side, cells: Sequence[Cell], progress: Progress, *, retry_failures: bool
+) -> tuple[dict[str, Record], list[Path], int]:
+    """One side's records to resume from (by cell id), the records it set aside, and how many
+    failed samples it will run again."""
+    from harness.record import record_fingerprint
+
+    directory = side.where.directory
+    clean_stale_temp_files(directory)
+    for dest, why in set_corrupt_aside(directory):
+        progress.note(f"set aside a record that cannot be read: {dest} ({why}); its cell runs again")
+    moved = set_aside(directory, side.session.fingerprint, record_fingerprint)
+    for dest in moved:
+        progress.note(f"set aside a record of another machine or subject: {dest}")
+    found = scan_records(directory)
+    out: dict[str, Record] = {}
+    retried = 0
+    for cell in cells:
+        if cell.id in found:
+            record = found[cell.id]
+            if retry_failures:
+                record, moved_samples = set_failures_aside(record)
+                retried += moved_samples
+            out[cell.id] = record
+    return out, moved, retried

@@ -27,6 +27,7 @@ from harness.spec import (
     parse_size,
 )
 from harness.subject.policy import Held, Policy, check_reach
+from harness.subject.qemu_pin import RUNNER
 from harness.untrusted import toml_loads
 from harness.workloads import registry
 
@@ -35,6 +36,11 @@ TOP_KEYS = ("name", "description", "repeat", "axes", "params", "exclude")
 # workloads registered when this module was imported: axis_names() is always current)
 AXES: tuple[str, ...] = axis_names()
 SIZE_KEYS = ("size", "cluster_size")
+#: the QEMU builds a sweep runs (``[axes] qemu = ["runner", "10.0"]``): not a cell's axis but the
+#: machine's, so it is kept apart from the cells' axes (:attr:`SweepSpec.qemu`); each build's
+#: cells run with that build's binaries, and the report puts them side by side
+QEMU_AXIS = "qemu"
+_QEMU_VALUE = re.compile(r"[0-9][0-9A-Za-z.+~:-]{0,79}|/[^\x00-\x1f]{1,4000}")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -65,6 +71,22 @@ class SweepSpec:
     axes: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
     params: Mapping[str, Any] = field(default_factory=dict)
     excludes: tuple[Exclusion, ...] = ()
+    #: the QEMU builds each cell runs under (:data:`QEMU_AXIS`), as the spec names them; empty:
+    #: the run's one QEMU
+    qemu: tuple[str, ...] = ()
+
+
+def check_qemu_value(value: Any, what: str) -> str:
+    """One value of the QEMU axis: ``runner``, a version ``diskbench qemu list`` offers (``10.0``,
+    a Debian version) or the absolute path of a binary or a fetched build's prefix; a SpecError
+    naming ``what`` otherwise.  Resolving it is the command's business (it may fetch)."""
+    text = value.strip() if isinstance(value, str) else value
+    if text == RUNNER or (isinstance(text, str) and _QEMU_VALUE.fullmatch(text)):
+        return str(text)
+    raise SpecError(
+        f"{what} {value!r}: use {RUNNER!r} (the runner's QEMU), a version `diskbench qemu list` offers "
+        "(10.0) or the absolute path of a qemu-system-x86_64 or a fetched build's prefix"
+    )
 
 
 @dataclass(frozen=True)
@@ -328,10 +350,14 @@ def parse_spec(
         raise fail(loc.line_of("", "description"), "description must be a string")
 
     tables: dict[str, dict[str, Any]] = {}
+    qemu: tuple[str, ...] = ()
     for table in ("axes", "params"):
         value = data.get(table, {})
         if not isinstance(value, dict):
             raise fail(loc.line_of("", table), f"{table} must be a table: write [{table}]")
+        if QEMU_AXIS in value:
+            value = dict(value)
+            qemu = _qemu_axis(value.pop(QEMU_AXIS), f"{source}:{loc.line_of(table, QEMU_AXIS)}: ")
         for key in value:
             if key not in known:
                 raise fail(
@@ -384,6 +410,11 @@ def parse_spec(
         for key, wanted in table.items():
             if key == "reason":
                 continue
+            if key == QEMU_AXIS:
+                raise fail(
+                    loc.line_of("exclude", key, index=index),
+                    "qemu in [[exclude]]: every build runs every cell; run a second sweep for other cells",
+                )
             if key not in known:
                 raise fail(
                     loc.line_of("exclude", key, index=index),
@@ -406,7 +437,20 @@ def parse_spec(
         axes=axes,
         params=dict(params),
         excludes=tuple(excludes),
+        qemu=qemu,
     )
+
+
+def _qemu_axis(raw: Any, where: str) -> tuple[str, ...]:
+    """The QEMU axis's values, each checked (:func:`check_qemu_value`); ``where`` (``FILE:LINE: ``)
+    starts an error."""
+    values = raw if isinstance(raw, list) else [raw]
+    if not values:
+        raise SpecError(f"{where}qemu = [] has no value: give at least one")
+    try:
+        return tuple(dict.fromkeys(check_qemu_value(v, "qemu") for v in values))
+    except SpecError as exc:
+        raise SpecError(f"{where}{exc.message}") from None
 
 
 def load_spec(path: Path) -> SweepSpec:

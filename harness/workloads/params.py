@@ -48,6 +48,14 @@ class Param:
     fold: bool = False
     bounds: tuple[int, int] | None = None
     flag_choices: bool = False
+    #: at its default the parameter is left out of the cell id, the record's workload and what
+    #: the guest is told (its init has the same default): a parameter added after cells were
+    #: recorded leaves their ids and records as they were
+    quiet_default: bool = False
+
+    def quiet(self, value: Any) -> bool:
+        """Whether ``value`` is left unsaid (:attr:`quiet_default`)."""
+        return self.quiet_default and value == self.default
 
     @property
     def type(self) -> type[int] | type[str]:
@@ -124,13 +132,18 @@ class WorkloadKind:
 
     def slug(self, values: Values) -> str:
         """The workload part of a cell id: ``dd-256m-2m-ext4``."""
-        return "-".join([self.name, *(p.slug.format(values[p.name]) for p in self.params)])
+        return "-".join(
+            [
+                self.name,
+                *(p.slug.format(values[p.name]) for p in self.params if not p.quiet(values[p.name])),
+            ]
+        )
 
     def kernel_args(self, values: Values) -> list[str]:
         """What the guest is told: ``diskbench.workload=NAME`` and ``diskbench.KEY=VALUE``."""
         return [
             f"diskbench.workload={self.name}",
-            *(f"diskbench.{p.name}={values[p.name]}" for p in self.told),
+            *(f"diskbench.{p.name}={values[p.name]}" for p in self.told if not p.quiet(values[p.name])),
         ]
 
     def parser(self) -> OutputParser:

@@ -5,7 +5,8 @@
 #
 # Flags, after seeds 000 and 004:
 #   -f  skip the per-character tests: under emulation they measure the CPU
-#       (one libc call per byte), not the disk.
+#       (one libc call per byte), not the disk. diskbench.bonnie_char=on runs
+#       them (seed 004's Per Chr columns, and history's per-char series).
 #   -b  no write buffering: bonnie++ fsync()s as it writes, as seeds 000 and
 #       004 ran it. The guest then flushes its disk all through the test
 #       instead of only at the end (-s 512 -r 256 on qcow2: 1375 device
@@ -28,8 +29,10 @@ bonnie_mkfs() { /sbin/mke2fs -q -F -t "$FS" "$DISK"; }
 bonnie_mount() { mount -t "$FS" -o noinit_itable "$DISK" /target; }
 bonnie_run() {
     mkdir -p "$BONNIE_DIR" || return
+    fast=-f
+    [ "$BONNIE_CHAR" = on ] && fast=
     /usr/sbin/bonnie++ -d "$BONNIE_DIR" -s "$BONNIE_SIZE_MIB" -r "$BONNIE_RAM_MIB" \
-        -n "$BONNIE_FILES" -m diskbench -u 0:0 -q -f -b >/tmp/bonnie.out || return
+        -n "$BONNIE_FILES" -m diskbench -u 0:0 -q $fast -b >/tmp/bonnie.out || return
     # The CSV line starts with its format version (1.98 for bonnie++ 2.00a).
     grep '^[0-9][0-9.]*,' /tmp/bonnie.out | tail -n 1 >/tmp/bonnie.csv
     if [ ! -s /tmp/bonnie.csv ]; then

@@ -1,11 +1,12 @@
-"""The history pages in headless Chromium: fio's and the device's latency series, and the change points.
+"""The history pages in headless Chromium: fio's, bonnie++'s and the device's latency series, and the
+change points.
 
 No guest runs here: asv result files of 8 commits are written in asv's own format (the
 benchmarks the history suite makes for a dd and a fio cell, from ``benchmarks/history``'s
 layout), ``asv publish`` (the real one) makes the pages, :func:`harness.history.pages.localize` makes
 them work offline and :func:`harness.history.changes.page.publish_changes` adds the change points.
-The fio and ``dev.*`` graphs must show 8 points, and the change-point page must list the step
-injected at commit 5, reached from the index's navigation.
+The fio, bonnie++ and ``dev.*`` graphs must show 8 points, and the change-point page must list the
+step injected at commit 5, reached from the index's navigation.
 """
 
 from __future__ import annotations
@@ -38,14 +39,28 @@ CHROMEDRIVER = Path("/usr/bin/chromedriver")
 ARTIFACTS = REPO / "tests" / "artifacts"
 SPEC = """\
 [axes]
-workload = ["dd", "fio"]
+workload = ["dd", "fio", "bonnie"]
 format = ["raw", "qcow2"]
 [params]
 fio_target = "raw"
+bonnie_files = 1
+bonnie_char = "on"
 """
 STEP_AT = 4  # commit 5 of 8 (0-based 4)
 FIO_GRAPH = "matrix.Fio.track_fio_raw_rand_write_qd1_clat_p99_ms"
 DEV_GRAPH = "matrix.Dd.track_dev_write_p99_ms"
+# bonnie++'s block, rewrite and per-character rates (seconds per GiB) and its create/delete rates
+BONNIE_GRAPHS = tuple(
+    f"matrix.Bonnie.track_bonnie_{name}"
+    for name in (
+        "seq_output_block_s_per_gib",
+        "rewrite_s_per_gib",
+        "seq_output_char_s_per_gib",
+        "seq_input_char_s_per_gib",
+        "seq_create_s_per_op",
+        "random_delete_s_per_op",
+    )
+)
 
 
 def value(name: str, commit: int, combo: int) -> float:
@@ -212,16 +227,19 @@ def graph_points(driver: Any, base: str, graph: str) -> list[int]:
     return sorted(by_label.values())
 
 
-@pytest.mark.parametrize("graph", [FIO_GRAPH, DEV_GRAPH, "matrix.Fio.track_total_s"])
-def test_fio_and_device_latency_series_render_with_every_commit(browser: tuple[Any, str], graph: str) -> None:
+@pytest.mark.parametrize("graph", [FIO_GRAPH, DEV_GRAPH, "matrix.Fio.track_total_s", *BONNIE_GRAPHS])
+def test_fio_bonnie_and_device_latency_series_render_with_every_commit(
+    browser: tuple[Any, str], graph: str
+) -> None:
     driver, base = browser
     points = graph_points(driver, base, graph)
     assert points == [8, 8], (graph, points)  # raw and qcow2, 8 commits each
     severe = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
     assert not severe, severe
-    if graph == FIO_GRAPH:
+    if graph in (FIO_GRAPH, BONNIE_GRAPHS[2]):
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        driver.save_screenshot(str(ARTIFACTS / "history-fio-latency.png"))
+        name = "history-fio-latency.png" if graph == FIO_GRAPH else "history-bonnie-per-char.png"
+        driver.save_screenshot(str(ARTIFACTS / name))
 
 
 def test_the_change_points_page_is_linked_and_lists_the_injected_step(

@@ -1,12 +1,15 @@
 """History end to end: asv over a throwaway copy of this project, real guests under TCG.
 
-The copy gets three commits; the third throttles writes in the storage
+The copy gets four commits; the third throttles writes in the storage
 policy (``throttling.bps-write`` = 8 MiB/s, several times below what dd
-writes under TCG).  ``diskbench history`` runs the suite over the three with
-a trimmed matrix (one dd cell, which is also the policy's cell, one
-sample), publishes, and asv's regressions must name the third commit and
-no other.  The pages are then opened in headless Chromium, served from
-loopback.  A stand-in QEMU repository, whose build makes wrappers around
+writes under TCG), the fourth moves the policy's QEMU pin from the runner's
+to 10.0 (Debian's bookworm-backports build, fetched into the QEMU cache once).
+``diskbench history`` runs the suite over the four with a trimmed matrix (one
+dd cell, which is also the policy's cell, one sample), publishes, and asv's
+regressions among the first three commits must name the third and no other;
+the fourth's records must name QEMU 10.0.2, its step be the QEMU build's, and
+the pages list each point's QEMU.  The pages are opened in headless Chromium,
+served from loopback.  A stand-in QEMU repository, whose build makes wrappers around
 the system's binaries, checks the QEMU config's build -> env -> suite handoff.
 """
 
@@ -101,7 +104,7 @@ def history_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 @pytest.fixture(scope="module")
-def three_commits(tmp_path_factory: pytest.TempPathFactory, history_env: Path) -> tuple[Path, list[str]]:
+def four_commits(tmp_path_factory: pytest.TempPathFactory, history_env: Path) -> tuple[Path, list[str]]:
     repo = copy_project(tmp_path_factory.mktemp("project"))
     conf = json.loads(
         "\n".join(
@@ -131,26 +134,28 @@ def three_commits(tmp_path_factory: pytest.TempPathFactory, history_env: Path) -
     assert "[drive.options]" in text
     policy.write_text(text + f'"throttling.bps-write" = {THROTTLE_BPS}\n')
     third = commit_all(repo, "policy: throttle writes to 8 MiB/s")
-    return repo, [first, second, third]
+    policy.write_text(policy.read_text() + '\n[qemu]\nversion = "10.0"\n')
+    fourth = commit_all(repo, "policy: pin QEMU 10.0")
+    return repo, [first, second, third, fourth]
 
 
 @pytest.fixture(scope="module")
 def published(
-    three_commits: tuple[Path, list[str]], tmp_path_factory: pytest.TempPathFactory
+    four_commits: tuple[Path, list[str]], tmp_path_factory: pytest.TempPathFactory
 ) -> HistoryResult:
-    repo, _ = three_commits
+    repo, _ = four_commits
     work = scratch_dir(tmp_path_factory.mktemp("work"))
     notes: list[str] = []
     options = HistoryOptions(
-        config=repo / "asv.conf.json", binaries=Binaries.on_path(), commits=3, work_dir=work
+        config=repo / "asv.conf.json", binaries=Binaries.on_path(), commits=4, work_dir=work
     )
     return run_history(options, log=notes.append)
 
 
 def test_asv_flags_the_throttled_commit_and_no_other(
-    published: HistoryResult, three_commits: tuple[Path, list[str]]
+    published: HistoryResult, four_commits: tuple[Path, list[str]]
 ) -> None:
-    repo, commits = three_commits
+    repo, commits = four_commits
     assert published.machine is not None and published.machine.endswith("-tcg")
     assert list(published.commits) == commits
     html = published.index.parent
@@ -159,7 +164,9 @@ def test_asv_flags_the_throttled_commit_and_no_other(
     flagged: dict[str, set[str]] = {}
     for name, _graph, _params, _idx, _last, _best, jumps in regressions:
         for _before, after, _old, _new in jumps:
-            flagged.setdefault(name, set()).add(revisions[str(after)])
+            # the fourth commit runs another QEMU: whatever it moves is the build's (tested below)
+            if revisions[str(after)] != commits[3]:
+                flagged.setdefault(name, set()).add(revisions[str(after)])
     for kind in ("matrix", "policy"):
         for bench in AFFECTED:
             assert flagged.get(f"{kind}.{bench}") == {commits[2]}, (f"{kind}.{bench}", flagged)
@@ -167,14 +174,14 @@ def test_asv_flags_the_throttled_commit_and_no_other(
     assert not others, f"regressions at commits other than the throttled one: {others}"
     # one result file per commit, on the accel-suffixed machine
     machine_dir = repo / "results" / "asv" / published.machine
-    assert len(list(machine_dir.glob("*-virtualenv-*.json"))) == 3
+    assert len(list(machine_dir.glob("*-virtualenv-*.json"))) == 4
     assert published.log.is_file()
 
 
 def test_the_suite_measured_each_commits_own_policy(
-    published: HistoryResult, three_commits: tuple[Path, list[str]]
+    published: HistoryResult, four_commits: tuple[Path, list[str]]
 ) -> None:
-    repo, commits = three_commits
+    repo, commits = four_commits
     assert published.machine is not None
     records = repo / "results" / "history" / published.machine
     options = {}
@@ -184,7 +191,43 @@ def test_the_suite_measured_each_commits_own_policy(
         assert record["machine"]["accel"] == "tcg"
         options[commit] = record["subject"]["policy"]["drive_options"]
     assert options[commits[0]] == options[commits[1]] == {}
-    assert options[commits[2]] == {"throttling.bps-write": str(THROTTLE_BPS)}
+    assert options[commits[2]] == options[commits[3]] == {"throttling.bps-write": str(THROTTLE_BPS)}
+
+
+def test_the_commit_that_moves_the_qemu_pin_runs_that_build_and_its_step_is_the_builds(
+    published: HistoryResult, four_commits: tuple[Path, list[str]]
+) -> None:
+    from harness.history.changes.attribution import cause, identity_changes
+    from harness.history.changes.find import records_identity
+
+    repo, hashes = four_commits
+    assert published.machine is not None
+    records = repo / "results" / "history" / published.machine
+    machine = {}
+    for commit in hashes[2:]:
+        (path,) = (records / commit / "sweeps" / "history").glob("*.json")
+        record = load_record(path)
+        assert record.ok, f"{commit[:8]}: {[s.reason for s in record.failed]}"
+        machine[commit] = record.machine
+    third, fourth = machine[hashes[2]], machine[hashes[3]]
+    assert third.get("qemu_version") == "7.2.22" and fourth.get("qemu_version") == "10.0.2"
+    assert str(fourth.get("qemu_debian_version")).startswith("1:10.0.2+")
+    assert "/builds/" in str(fourth.get("qemu")), "the pinned build's own binary, from the QEMU cache"
+    identity = records_identity(repo / "results" / "history")
+    changes = identity_changes(
+        identity(published.machine, hashes[2]) or {}, identity(published.machine, hashes[3]) or {}
+    )
+    said = cause(changes, known=True)
+    assert said.startswith(
+        "the QEMU build, not the commit's other changes (the commit moves its QEMU pin): QEMU pin runner → 10.0; "
+        "QEMU version 7.2.22 → 10.0.2; QEMU build Debian 1:7.2"
+    ), said
+    assert (
+        identity_changes(
+            identity(published.machine, hashes[1]) or {}, identity(published.machine, hashes[2]) or {}
+        )
+        == []
+    )
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):
@@ -192,12 +235,15 @@ class _QuietHandler(SimpleHTTPRequestHandler):
         pass
 
 
-def test_pages_load_in_headless_chromium_with_three_points(published: HistoryResult) -> None:
+def test_pages_load_in_headless_chromium_with_four_points_and_the_qemu_of_each(
+    published: HistoryResult,
+) -> None:
     if not CHROMIUM.exists() or not CHROMEDRIVER.exists():
         pytest.skip(f"{CHROMIUM} or {CHROMEDRIVER} is absent: scripts/setup.sh installs them")
     from selenium import webdriver
     from selenium.webdriver.chrome.options import Options
     from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
     html = published.index.parent
@@ -247,7 +293,19 @@ def test_pages_load_in_headless_chromium_with_three_points(published: HistoryRes
         driver.save_screenshot(str(ARTIFACTS / "history-graph.png"))
         severe = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
         assert not severe, severe
-        assert points == [3], points
+        assert points == [4], points
+        # the QEMU of each point, reached from the navigation
+        driver.get(base + "index.html")
+        WebDriverWait(driver, 60).until(lambda d: d.execute_script("return typeof $ !== 'undefined'"))
+        driver.find_element(By.CSS_SELECTOR, "#nav-li-qemu a").click()
+        WebDriverWait(driver, 30).until(lambda d: d.current_url.endswith("qemu.html"))
+        rows = driver.find_elements(By.CSS_SELECTOR, "table.points tbody tr")
+        assert len(rows) == 4, [r.text for r in rows]
+        assert [r.get_attribute("class") for r in rows] == ["point", "point", "point", "new-build"]
+        cells = [td.text for td in rows[3].find_elements(By.TAG_NAME, "td")]
+        assert cells[1:3] == ["10.0", "10.0.2"] and cells[3].startswith("Debian 1:10.0.2+"), cells
+        assert [td.text for td in rows[0].find_elements(By.TAG_NAME, "td")][1:3] == ["runner", "7.2.22"]
+        driver.save_screenshot(str(ARTIFACTS / "history-qemu-builds.png"))
     finally:
         driver.quit()
         server.shutdown()

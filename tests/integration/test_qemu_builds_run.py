@@ -77,6 +77,31 @@ def test_a_dd_cell_runs_under_10_0_2_and_says_so(build_10: QemuBuild, tmp_path: 
     assert "-L" in (record.samples[0].argv or [])
 
 
+@pytest.mark.guest
+def test_a_run_puts_the_runners_qemu_and_10_0_side_by_side(
+    build_10: QemuBuild, tmp_path: Path, disk_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from harness.cli import main
+    from harness.record import find_records
+
+    results = tmp_path / "results"
+    argv = ["run", "--qemu", "runner,10.0", "--workload", "dd", "--dd-mib", "8", "--size", "256M"]
+    argv += ["--repeat", "1", "--accel", "tcg", "--results-dir", str(results), "--work-dir", str(disk_dir)]
+    assert main(argv) == 0, capsys.readouterr().err[-3000:]
+    (run_dir,) = (results / "records").iterdir()
+    assert sorted(p.name for p in run_dir.iterdir()) == ["qemu-10.0", "qemu-runner"]
+    (runner,) = find_records([run_dir / "qemu-runner"])
+    (ten,) = find_records([run_dir / "qemu-10.0"])
+    assert runner.cell_id == ten.cell_id and runner.ok and ten.ok
+    assert ten.machine.get("qemu_version") == "10.0.2" and ten.machine.get("qemu_img_version") == "10.0.2"
+    assert ten.samples[0].figure("host.create_s") is not None, "the build's own qemu-img created its image"
+    assert runner.machine.get("qemu") == "qemu-system-x86_64"
+    capsys.readouterr()
+    assert main(["report", str(run_dir)]) == 0
+    out = capsys.readouterr().out
+    assert f"QEMU builds side by side: {runner.machine.get('qemu_version')}, 10.0.2" in out
+
+
 GATE_SPEC = """
 name = "qemu-pin-gate"
 rounds = 4

@@ -148,12 +148,15 @@ def write_results(
 RECORD = Path(__file__).parent / "data" / "history-record-dd.json"
 
 
-def write_record(root: Path, machine: str, commit: str, **identity: str) -> None:
-    """The real record, as if of ``commit``, with ``identity`` replacing machine keys."""
+def write_record(root: Path, machine: str, commit: str, pin: str | None = None, **identity: str) -> None:
+    """The real record, as if of ``commit``, with ``identity`` replacing machine keys (and the QEMU
+    its policy pins, ``pin``: none, the runner's)."""
     directory = root / "results" / "history" / machine / commit / "sweeps" / "history"
     directory.mkdir(parents=True, exist_ok=True)
     record = json.loads(RECORD.read_text())
     record["machine"].update({"qemu": "/usr/bin/qemu-system-x86_64", **identity})
+    if pin not in (None, "runner"):
+        record["subject"]["policy"]["qemu"] = pin
     (directory / f"{record['cell']['id']}.json").write_text(json.dumps(record))
 
 
@@ -326,7 +329,9 @@ def real_run(tmp_path: Path, name: str) -> tuple[dict[str, Any], Path]:
             "version": 2,
         }
         (machine / f"{commit[:8]}-virtualenv-py3.11-setuptools-wheel.json").write_text(json.dumps(data))
-        write_record(tmp_path, run["machine"], commit, **run["identity"][commit])
+        write_record(
+            tmp_path, run["machine"], commit, run.get("pins", {}).get(commit), **run["identity"][commit]
+        )
     return run, tmp_path / "results"
 
 
@@ -349,8 +354,10 @@ def test_a_real_history_with_a_policy_step_has_change_points_at_that_commit_only
     assert total.after / total.before > 4
 
 
-def test_a_real_history_whose_only_change_is_the_qemu_binary_is_attributed_to_it(tmp_path: Path) -> None:
-    run, results = real_run(tmp_path, "history-run-qemu-change.json")
+def test_a_real_history_whose_commit_moves_the_qemu_pin_has_its_steps_attributed_to_the_build(
+    tmp_path: Path,
+) -> None:
+    run, results = real_run(tmp_path, "history-run-qemu-pin.json")
     found = history_changes(
         results_dir=results / "asv",
         records_root=results / "history",
@@ -358,10 +365,84 @@ def test_a_real_history_whose_only_change_is_the_qemu_binary_is_attributed_to_it
         settings=Settings(),
         order=run["order"],
     )
-    first_new = run["order"][4]
-    assert run["identity"][first_new]["qemu_version"] == "7.2.99"
-    assert found.changes and {c.commit for c in found.changes} == {first_new}
+    pinned = run["order"][4]
+    assert run["pins"][pinned] == "10.0" and run["identity"][pinned]["qemu_version"] == "10.0.2"
+    assert run["identity"][run["order"][3]]["qemu_version"] == "7.2.22"
+    assert found.series == 58
+    assert found.changes and {c.commit for c in found.changes} == {pinned}
+    assert {"total_s", "phase.write_s", "s_per_gib", "host.write_calls"} <= {
+        c.series.metric for c in found.changes
+    }
     for change in found.changes:
-        assert change.cause.startswith("not the commit: lines up with QEMU version 7.2.22 → 7.2.99"), (
-            change.cause
+        assert change.cause.startswith(
+            "the QEMU build, not the commit's other changes (the commit moves its QEMU pin): "
+            "QEMU pin runner → 10.0; QEMU version 7.2.22 → 10.0.2; "
+            "QEMU build Debian 1:7.2+dfsg-7+deb12u18+b3 → Debian 1:10.0.2+ds-2+deb13u1~bpo12+1"
+        ), change.cause
+    write_calls = next(
+        c
+        for c in found.changes
+        if c.series.metric == "host.write_calls" and c.series.cell.startswith("policy")
+    )
+    assert write_calls.after / write_calls.before < 0.7, "10.0.2 writes the same 32 MiB in fewer calls"
+
+
+# -- a commit that moves its QEMU pin ---------------------------------------------------------------
+
+V72 = "1:7.2+dfsg-7+deb12u18+b3"
+V10 = "1:10.0.2+ds-2+deb13u1~bpo12+1"
+
+
+def test_a_step_at_a_commit_that_moves_the_qemu_pin_is_the_builds() -> None:
+    from harness.record import new_record
+
+    def rec(pin: str | None, version: str, debian: str) -> Record:
+        policy = {"drive_options": {}, **({"qemu": pin} if pin else {})}
+        machine = {"qemu_version": version, "qemu_debian_version": debian, "qemu": f"/q/{version}"}
+        return new_record(
+            cell={"id": "c"}, machine=machine, subject={"policy": policy}, vm={}, run_id="history"
         )
+
+    before = commit_identity([rec(None, "7.2.22", V72)])
+    after = commit_identity([rec("10.0", "10.0.2", V10)])
+    assert before["QEMU pin"] == "runner" and after["QEMU pin"] == "10.0"
+    changes = identity_changes(before, after)
+    assert [c.key for c in changes] == ["QEMU pin", "QEMU version", "QEMU build", "QEMU binary"]
+    text = cause(changes, known=True)
+    assert text == (
+        "the QEMU build, not the commit's other changes (the commit moves its QEMU pin): QEMU pin runner → 10.0; "
+        f"QEMU version 7.2.22 → 10.0.2; QEMU build Debian {V72} → Debian {V10}; QEMU binary /q/7.2.22 → /q/10.0.2"
+    )
+    # the same new QEMU without a pin that moved: the runner's, not the commit's
+    runner = commit_identity([rec(None, "10.0.2", V10)])
+    assert cause(identity_changes(before, runner), known=True).startswith(
+        "not the commit: lines up with QEMU version"
+    )
+
+
+def test_the_qemu_page_lists_each_points_build_and_marks_where_it_changes() -> None:
+    from harness.history.changes.points import add_nav_link, render_points
+
+    builds = {
+        c: ("runner", "7.2.22", f"Debian {V72}") if i < 4 else ("10.0", "10.0.2", f"Debian {V10}")
+        for i, c in enumerate(COMMITS)
+    }
+
+    def identity(machine: str, commit: str) -> dict[str, str] | None:
+        if commit == COMMITS[6]:
+            return None  # a commit whose cells all failed: no identity
+        pin, version, build = builds[commit]
+        return {"QEMU pin": pin, "QEMU version": version, "QEMU build": build, "QEMU binary": "<b>"}
+
+    page = render_points([("vm-tcg", c) for c in COMMITS], identity)
+    rows = page.split("<tbody>")[1].split("</tbody>")[0].strip().splitlines()
+    assert len(rows) == 8
+    assert [i for i, r in enumerate(rows) if 'class="new-build"' in r] == [4]
+    assert f"<td>10.0.2</td><td>Debian {V10}</td>" in rows[4] and "&lt;b&gt;" in rows[4]
+    assert "<td>?</td>" in rows[6] and 'class="point"' in rows[7], (
+        "the build after an unknown point is compared with the last known"
+    )
+    index = '<ul><li id="nav-li-regressions"><a href="regressions.html">Regressions</a></li></ul>'
+    linked = add_nav_link(index)
+    assert '<li id="nav-li-qemu"><a href="qemu.html">QEMU builds</a></li>' in linked
+    assert add_nav_link(linked) == linked

@@ -295,7 +295,21 @@ def test_the_default_matrix_is_format_cache_interface_per_workload() -> None:
     spec = load_spec(REPO / "sweeps" / "history.toml")
     policy = load_policy(REPO / "policy.toml")
     groups = layout.matrix_groups(spec)
-    assert [g.class_name for g in groups] == ["Install", "Dd", "Fio"]
+    assert [g.class_name for g in groups] == ["Install", "Dd", "Fio", "Bonnie"]
+    bonnie = {
+        key: layout.matrix_cell(spec, policy, "bonnie", values) for key, values in groups[3].combinations()
+    }
+    ran = {key: cell for key, cell in bonnie.items() if cell is not None}
+    assert sorted(ran) == [("qcow2", "none", "virtio-blk"), ("raw", "none", "virtio-blk")]
+    assert all(c.workload.bonnie_char == "on" and c.workload.bonnie_files == 1 for c in ran.values())
+    names = {f.name for f in layout.workload_figures("bonnie", spec.params)}
+    for test in ("seq_output_block", "rewrite", "seq_output_char", "seq_input_char", "seq_input_block"):
+        assert f"bonnie.{test}_s_per_gib" in names, test
+    assert {
+        "bonnie.seq_create_s_per_op",
+        "bonnie.seq_delete_s_per_op",
+        "bonnie.random_delete_s_per_op",
+    } <= names
     assert groups[1].param_names == ("format", "cache", "interface")
     assert groups[1].params == [["raw", "qcow2"], ["none", "writeback"], ["virtio-blk", "ide"]]
     cells = {key: layout.matrix_cell(spec, policy, "dd", values) for key, values in groups[1].combinations()}

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.record.model import Record
+from harness.subject.qemu_pin import RUNNER
 
 
 def _at(part: str, *path: str) -> Callable[[Record], Any]:
@@ -33,9 +34,33 @@ def _accel(record: Record) -> Any:
     return record.vm.get("accel") or record.machine.get("accel")
 
 
+def _pin(record: Record) -> Any:
+    """The QEMU the commit's policy pins: its version, ``runner`` for a policy that pins none (its
+    record's policy says nothing of QEMU), None for a commit from before policies."""
+    policy = record.subject.policy
+    if not isinstance(policy, Mapping):
+        return None
+    return policy.get("qemu") or RUNNER
+
+
+def _build(record: Record) -> Any:
+    """Which build of QEMU: its Debian version, else its binary's digest."""
+    debian = record.machine.get("qemu_debian_version")
+    digest = record.machine.get("qemu_sha256")
+    if debian:
+        return f"Debian {debian}"
+    return f"sha256 {str(digest)[:12]}" if digest else None
+
+
+#: the keys that change when the commit moves its QEMU pin
+PIN = "QEMU pin"
+QEMU_KEYS = (PIN, "QEMU version", "QEMU build", "qemu-img version", "QEMU binary")
+
 # (what a person calls it, where a record holds it), in the order a cause is told
 KEYS: tuple[tuple[str, Callable[[Record], Any]], ...] = (
+    (PIN, _pin),
     ("QEMU version", _at("machine", "qemu_version")),
+    ("QEMU build", _build),
     ("qemu-img version", _at("machine", "qemu_img_version")),
     ("QEMU binary", _at("machine", "qemu")),
     ("guest kernel", _at("subject", "guest", "kernel_version")),
@@ -81,9 +106,16 @@ def identity_changes(before: Mapping[str, str], after: Mapping[str, str]) -> lis
 
 
 def cause(changes: Sequence[IdentityChange], *, known: bool) -> str:
-    """The sentence a change point carries: what it lines up with, or the commit."""
+    """The sentence a change point carries: what it lines up with, or the commit.
+
+    A commit that moves its QEMU pin changes the QEMU it is measured on: the step is the QEMU
+    build's (the commit chose it, its other changes are not blamed); a QEMU or anything else
+    that changed without the pin is the runner's, not the commit's."""
     if not known:
         return "the commit? (no records of one side: its identity is unknown)"
+    told = "; ".join(str(c) for c in changes)
+    if any(c.key == PIN for c in changes):
+        return "the QEMU build, not the commit's other changes (the commit moves its QEMU pin): " + told
     if changes:
-        return "not the commit: lines up with " + "; ".join(str(c) for c in changes)
+        return "not the commit: lines up with " + told
     return "the commit (nothing else changed)"

@@ -158,6 +158,8 @@ def records_identity(records_root: Path) -> Identities:
 class Found:
     changes: tuple[Change, ...]
     series: int
+    #: every (machine, commit) measured, in the graphs' order
+    points: tuple[tuple[str, str], ...] = ()
 
 
 def history_changes(
@@ -173,7 +175,8 @@ def history_changes(
     settings.check()
     series = load_series(results_dir, order=order, machine=machine)
     changes = find_changes(series, settings, thresholds=thresholds, identity=records_identity(records_root))
-    return Found(changes=tuple(changes), series=len(series))
+    points = dict.fromkeys((one.machine, commit) for one in series for commit in one.commits)
+    return Found(changes=tuple(changes), series=len(series), points=tuple(points))
 
 
 def branch_order(repo: Path | None, branch: str) -> list[str]:

@@ -14,7 +14,8 @@ from typing import Any
 from urllib.parse import quote
 
 from harness.files import write_text_atomic
-from harness.history.changes.find import Change, Settings, history_changes
+from harness.history.changes.find import Change, Settings, history_changes, records_identity
+from harness.history.changes.points import write_points
 from harness.history.changes.table import confidence_text, settings_line, step_text
 
 PAGE = "changes.html"
@@ -104,7 +105,8 @@ def publish_changes(
     order: Sequence[str] = (),
     settings: Settings | None = None,
 ) -> Path:
-    """Find the change points of the results with the default settings and write their page."""
+    """Find the change points of the results with the default settings and write their page, and
+    the page of the QEMU of each point (:mod:`~harness.history.changes.points`)."""
     settings = settings or Settings()
     found = history_changes(
         results_dir=results_dir,
@@ -113,4 +115,5 @@ def publish_changes(
         settings=settings,
         order=order,
     )
+    write_points(html_dir, found.points, records_identity(records_root))
     return write_page(html_dir, found.changes, settings, series_count=found.series)
