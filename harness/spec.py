@@ -346,6 +346,7 @@ class CellSpelling(CellAxes, total=False):
     bonnie_size_mib: int
     bonnie_ram_mib: int
     bonnie_files: int
+    bonnie_char: str
     fio_target: str
     fio_size_mib: int
     fio_ios: int
