@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 from harness.files import write_text_atomic
 from harness.history.changes.find import Change, Settings, history_changes, records_identity
-from harness.history.changes.points import write_points
+from harness.history.changes.points import with_nav_link, write_points
 from harness.history.changes.table import confidence_text, settings_line, step_text
 
 PAGE = "changes.html"
@@ -75,15 +75,7 @@ def render_page(changes: Sequence[Change], settings: Settings, *, series_count: 
 
 def add_nav_link(index: str) -> str:
     """asv's navigation bar with a "Change points" entry after "Regressions" (once)."""
-    if NAV_ID in index:
-        return index
-    anchor = '<li id="nav-li-regressions">'
-    at = index.find(anchor)
-    if at < 0:
-        return index
-    end = index.find("</li>", at) + len("</li>")
-    link = f'\n\t<li id="{NAV_ID}"><a href="{PAGE}">Change points</a></li>'
-    return index[:end] + link + index[end:]
+    return with_nav_link(index, nav_id=NAV_ID, page=PAGE, title="Change points")
 
 
 def write_page(html_dir: Path, changes: Sequence[Change], settings: Settings, *, series_count: int) -> Path:

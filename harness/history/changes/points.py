@@ -73,17 +73,23 @@ def render_points(points: Sequence[tuple[str, str]], identity: Identity) -> str:
     )
 
 
-def add_nav_link(index: str) -> str:
-    """asv's navigation bar with a "QEMU builds" entry after "Regressions" (once)."""
-    if NAV_ID in index:
+def with_nav_link(index: str, *, nav_id: str, page: str, title: str) -> str:
+    """asv's navigation bar (``index.html``) with an entry ``title`` for ``page`` after
+    "Regressions", once (the pages this package adds share the bar)."""
+    if nav_id in index:
         return index
     anchor = '<li id="nav-li-regressions">'
     at = index.find(anchor)
     if at < 0:
         return index
     end = index.find("</li>", at) + len("</li>")
-    link = f'\n\t<li id="{NAV_ID}"><a href="{PAGE}">QEMU builds</a></li>'
+    link = f'\n\t<li id="{nav_id}"><a href="{page}">{title}</a></li>'
     return index[:end] + link + index[end:]
+
+
+def add_nav_link(index: str) -> str:
+    """asv's navigation bar with a "QEMU builds" entry after "Regressions" (once)."""
+    return with_nav_link(index, nav_id=NAV_ID, page=PAGE, title="QEMU builds")
 
 
 def write_points(html_dir: Path, points: Sequence[tuple[str, str]], identity: Identity) -> Path:
