@@ -136,16 +136,17 @@ def comparison_blocks(base: Side, head: Side) -> list[Block]:
         Heading(1, f"diskbench report: {head.label} against {base.label}"),
         accel_banner(everything),
     ]
+    notes = _identity_notes(base, head)
+    # each side's machine, plainly: an alarm only where the two sides' machines differ
     for side in (base, head):
         sweeps = ", ".join(s.sweep for s in side.series)
         for item in side.series:
             blocks.append(
                 Para(
                     f"{side.label} ({sweeps}): {machine_line(item)}; {len(item.cells)} cells",
-                    "loud" if item.accel != "kvm" else "",
+                    "loud" if notes else "machine",
                 )
             )
-    notes = _identity_notes(base, head)
     if notes:
         blocks.append(Para(f"The two sides ran on different machines or QEMU: {'; '.join(notes)}.", "note"))
     left, right = base.cells(), head.cells()

@@ -96,3 +96,25 @@ def test_latency_percentiles_are_drawn_per_operation(tmp_path: Path) -> None:
     out = tmp_path / "r" / "index.html"
     make_report([write(records, tmp_path / "rec")], html_out=out)
     assert 'data-family="latency"' in out.read_text()
+
+
+def test_the_machines_are_said_plainly_and_wide_tables_scroll_in_their_own_box(tmp_path: Path) -> None:
+    from harness.report.blocks import Para
+    from harness.report.sides import Side, comparison_blocks
+
+    base = Side("base", tuple(group_series(default_run("one"), [])))
+    head = Side("head", tuple(group_series(default_run("two"), [])))
+    paras = [b for b in comparison_blocks(base, head) if isinstance(b, Para)]
+    # the accelerator is the one alarm; the two sides' machines are the same, so said plainly
+    assert [p.kind for p in paras if p.kind == "loud"] == ["loud"]
+    assert [p.text.split(" ")[0] for p in paras if p.kind == "machine"] == ["base", "head"]
+    out = tmp_path / "r" / "index.html"
+    make_report(
+        [write(default_run("two"), tmp_path / "h")],
+        against=[write(default_run("one"), tmp_path / "b")],
+        html_out=out,
+    )
+    html = out.read_text()
+    assert html.count('<div class="table"><table>') == html.count("<table>") == 2
+    assert ".table { max-width: 100%; overflow-x: auto; }" in html
+    assert html.count('<p class="machine">') == 2 and html.count('<p class="loud">') == 1
