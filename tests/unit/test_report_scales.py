@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_report_families import default_run, write
@@ -118,3 +119,55 @@ def test_the_machines_are_said_plainly_and_wide_tables_scroll_in_their_own_box(t
     assert html.count('<div class="table"><table>') == html.count("<table>") == 2
     assert ".table { max-width: 100%; overflow-x: auto; }" in html
     assert html.count('<p class="machine">') == 2 and html.count('<p class="loud">') == 1
+
+
+def many(run_id: str, slower: float) -> list[Any]:
+    """``default_run`` with eight samples a cell, enough for ``compare`` to decide."""
+    from dataclasses import replace
+
+    out = []
+    for record in default_run(run_id, slower):
+        samples = [
+            replace(s, index=k, metrics={n: v * (1 + 0.01 * k) for n, v in s.metrics.items()})
+            for k, s in enumerate([*record.samples, *record.samples, *record.samples[:2]])
+        ]
+        out.append(replace(record, samples=tuple(samples)))
+    return out
+
+
+def test_against_marks_the_verdicts_compare_gives(tmp_path: Path) -> None:
+    from harness.compare import Settings, compare_records
+    from harness.report.blocks import Chart, Table
+    from harness.report.command import verdicts_of
+    from harness.report.sides import Side, comparison_blocks
+
+    base, head = many("one", 1.0), many("two", 1.5)
+    decided = {c.cell_id: str(c.verdict) for c in compare_records(base, head, settings=Settings())}
+    assert set(decided.values()) == {"regression"}
+    verdicts = verdicts_of(base, head)
+    blocks = comparison_blocks(
+        Side("base", tuple(group_series(base, []))), Side("head", tuple(group_series(head, []))), verdicts
+    )
+    tables = [b for b in blocks if isinstance(b, Table)]
+    assert all(t.header[-1] == "verdict" and {r[-1] for r in t.rows} == {"regression"} for t in tables)
+    charts = {b.name: b.chart for b in blocks if isinstance(b, Chart) and isinstance(b.chart, BarChart)}
+    # total_s is what compare gates by default: its charts are marked, and no other
+    assert charts["dd-total"].marks == {"raw": "regression", "qcow2": "regression"}
+    assert charts["install-total"].marks == {"raw": "regression", "qcow2": "regression"}
+    assert not any(c.marks for name, c in charts.items() if not name.endswith("-total"))
+    (ax,) = bars_figure(charts["dd-total"]).axes
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["qcow2\n✗ regression", "raw\n✗ regression"]
+    out = tmp_path / "r" / "index.html"
+    make_report([write(head, tmp_path / "h")], against=[write(base, tmp_path / "b")], html_out=out)
+    assert "<th>verdict</th>" in out.read_text()
+
+
+def test_without_against_there_is_no_verdict() -> None:
+    from harness.report.blocks import Table
+    from harness.report.sides import Side, comparison_blocks
+
+    blocks = comparison_blocks(
+        Side("base", tuple(group_series(default_run("one"), []))),
+        Side("head", tuple(group_series(default_run("two"), []))),
+    )
+    assert not any("verdict" in b.header for b in blocks if isinstance(b, Table))
