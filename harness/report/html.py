@@ -9,13 +9,14 @@ from harness.report.blocks import NUMERIC, Block, Bullets, Chart, Heading, Para,
 from harness.report.charts import BarChart
 
 _CSS = """
-body { font-family: system-ui, sans-serif; margin: 2em; max-width: 80em; overflow-wrap: anywhere; color: #111; }
+body { font-family: system-ui, sans-serif; margin: 2em; max-width: 80em; color: #111; }
 table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: left; }
 th { background: #f0f0f0; text-align: center; }
 td.num { text-align: right; white-space: nowrap; }
 tr.seed td { font-style: italic; color: #555; background: #fafafa; }
 tr.failed td { background: #fde0e0; }
+p, li { overflow-wrap: break-word; }
 caption { caption-side: bottom; font-size: 0.85em; color: #555; text-align: left; padding-top: 0.3em; }
 .loud { border: 3px solid #b00020; background: #fff0f0; padding: 0.6em 1em; font-weight: bold; }
 .note { background: #f5f7ff; border-left: 4px solid #4060c0; padding: 0.4em 0.8em; }
