@@ -159,7 +159,7 @@ def test_a_gate_whose_head_moves_the_pin_runs_both_builds(
         ),
         out_dir=tmp_path / "out",
     )
-    doc = load_comparison(tmp_path / "out" / "comparison.json")
+    doc = load_comparison(tmp_path / "out" / "comparison.json").to_json()
     assert doc["head"]["machine"]["qemu_version"] == "10.0.2"
     assert doc["head"]["machine"]["qemu_debian_version"] == build_10.debian_version
     assert doc["base"]["machine"]["qemu_version"] != "10.0.2"  # the runner's
