@@ -57,7 +57,7 @@ class Heading:
 @dataclass(frozen=True)
 class Para:
     text: str
-    kind: str = ""  # "" | "loud" | "note"
+    kind: str = ""  # "" | "loud" | "note" | "machine" (what a series ran on, said plainly)
 
 
 @dataclass(frozen=True)
@@ -432,7 +432,7 @@ def series_blocks(series: Series, index: int) -> list[Block]:
             + (f" under {len(series.builds)} QEMU builds" if len(series.builds) > 1 else "")
             + f", {samples} samples"
             + (f", {failed} FAILED" if failed else ""),
-            "loud" if series.accel != "kvm" else "",
+            "machine",
         )
     )
     tables = (

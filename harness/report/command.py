@@ -17,12 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import UsageError
+from harness.record import Record
 from harness.report.blocks import build_report, charts_in
 from harness.report.charts import draw_charts
 from harness.report.html import to_html
 from harness.report.markdown import to_markdown
 from harness.report.series import group_series, load_records
-from harness.report.sides import Side, comparison_blocks
+from harness.report.sides import Side, Verdicts, comparison_blocks
 from harness.report.text import to_text
 
 
@@ -51,7 +52,11 @@ def make_report(
     if against:
         base_records, base_dirs = load_records(against)
         base_series = group_series(base_records, base_dirs)
-        blocks = comparison_blocks(Side(labels[0], tuple(base_series)), Side(labels[1], tuple(series)))
+        blocks = comparison_blocks(
+            Side(labels[0], tuple(base_series)),
+            Side(labels[1], tuple(series)),
+            verdicts_of(base_records, records),
+        )
         series = [*base_series, *series]
     else:
         blocks = build_report(series)
@@ -69,6 +74,19 @@ def make_report(
         out.write_text(writer(blocks, images), encoding="utf-8")
         written.append(out)
     return ReportResult(text=to_text(blocks), written=tuple(written), series=len(series))
+
+
+def verdicts_of(base: Sequence[Record], head: Sequence[Record]) -> Verdicts:
+    """``diskbench compare``'s verdicts, with its default settings, by cell id and metric: the
+    report marks them and decides nothing itself."""
+    from harness.compare import Settings, compare_records
+
+    out: dict[tuple[str, str], str] = {}
+    for cell in compare_records(base, head, settings=Settings()):
+        for figure in (*cell.metrics, *cell.counters):
+            out[(cell.cell_id, figure.metric)] = str(figure.verdict)
+        out[(cell.cell_id, "")] = str(cell.verdict)
+    return out
 
 
 def plots_installed() -> bool:

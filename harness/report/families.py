@@ -27,13 +27,34 @@ class Family:
     key: str
     words: str
     picks: Callable[[str], bool]
+    # small multiples: the panel a figure is drawn in (each on its own scale) and its name there
+    panel: Callable[[str], tuple[str, str]] | None = None
 
 
 _PHASE = re.compile(r"phase\.[a-z0-9_]+(?<!_per)_s$")
+_LATENCY = re.compile(r"dev\.(write|read|flush)_(p\d+)_ms$")
+
+
+def _latency_panel(name: str) -> tuple[str, str]:
+    match = _LATENCY.match(name)
+    assert match is not None
+    return match.group(1), match.group(2)
+
 
 FAMILIES: tuple[Family, ...] = (
     Family("total", "total time of the workload (guest clock)", lambda name: name == "total_s"),
-    Family("phases", "time of each phase (guest clock)", lambda name: bool(_PHASE.match(name))),
+    Family(
+        "phases",
+        "time of each phase (guest clock), each on its own scale",
+        lambda name: bool(_PHASE.match(name)),
+        lambda name: (label_of(name), ""),
+    ),
+    Family(
+        "latency",
+        "the device's latency percentiles (guest histogram)",
+        lambda name: bool(_LATENCY.match(name)),
+        _latency_panel,
+    ),
     Family("rate", "write rate, flush included", lambda name: name == "mib_per_s"),
     Family(
         "amplification",
@@ -105,7 +126,10 @@ def family_charts(
         stats: dict[tuple[str, str], Stats] = {}
         groups: list[str] = []
         series: list[str]
-        if len(sides) > 1:
+        panels: list[str] = []
+        if family.panel is not None:
+            groups, series, stats, panels = _panelled(family.panel, names, rows, sides)
+        elif len(sides) > 1:
             series = list(sides)
             for name in names:
                 for label, by_side in rows:
@@ -134,6 +158,8 @@ def family_charts(
         if not any(s.n for s in stats.values()):
             continue
         metric = metric_of(names[0])
+        if panels:
+            groups = list(dict.fromkeys(groups))
         charts.append(
             BarChart(
                 title=f"{workload_words(workload)}: {family.words}",
@@ -147,9 +173,34 @@ def family_charts(
                 host_side=family.key == "create",
                 family=family.key,
                 workload=workload,
+                panels=tuple(panels),
             )
         )
     return charts
+
+
+def _panelled(
+    panel: Callable[[str], tuple[str, str]], names: Sequence[str], rows: Sequence[Row], sides: Sequence[str]
+) -> tuple[list[str], list[str], dict[tuple[str, str], Stats], list[str]]:
+    """Groups ``PANEL: inner cell`` with one colour per side (two sides), or ``PANEL: inner``
+    with one colour per cell (one side); the panels in the order of their first figure."""
+    stats: dict[tuple[str, str], Stats] = {}
+    groups: list[str] = []
+    panels: dict[str, None] = {}
+    two = len(sides) > 1
+    series = list(sides) if two else [label for label, _ in rows]
+    for name in names:
+        key, inner = panel(name)
+        panels[key] = None
+        for label, by_side in rows:
+            words = " ".join(w for w in (inner, label if two else "") if w)
+            group = f"{key}: {words}" if words else key
+            groups.append(group)
+            for side in sides:
+                cell = by_side.get(side)
+                if cell is not None:
+                    stats[(group, side if two else label)] = cell.stats(name)
+    return groups, series, stats, list(panels)
 
 
 def one_side_rows(cells: Sequence[CellResult]) -> dict[str, list[Row]]:

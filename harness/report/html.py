@@ -16,10 +16,13 @@ th { background: #f0f0f0; text-align: center; }
 td.num { text-align: right; white-space: nowrap; }
 tr.seed td { font-style: italic; color: #555; background: #fafafa; }
 tr.failed td { background: #fde0e0; }
+p, li { overflow-wrap: break-word; }
 caption { caption-side: bottom; font-size: 0.85em; color: #555; text-align: left; padding-top: 0.3em; }
 .loud { border: 3px solid #b00020; background: #fff0f0; padding: 0.6em 1em; font-weight: bold; }
 .note { background: #f5f7ff; border-left: 4px solid #4060c0; padding: 0.4em 0.8em; }
-img { max-width: 100%; border: 1px solid #ddd; margin: 0.5em 0.5em 1.5em 0; display: inline-block; vertical-align: top; }
+.machine { border-left: 4px solid #999; background: #f7f7f7; padding: 0.4em 0.8em; color: #333; }
+.table { max-width: 100%; overflow-x: auto; }
+img { max-width: 100%; height: auto; border: 1px solid #ddd; margin: 0.5em 0.5em 1.5em 0; display: inline-block; vertical-align: top; }
 """
 
 
@@ -40,7 +43,8 @@ def to_html(blocks: Sequence[Block], images: Mapping[str, str]) -> str:
         elif isinstance(block, Bullets):
             out.append("<ul>" + "".join(f"<li>{esc(i)}</li>" for i in block.items) + "</ul>")
         elif isinstance(block, Table):
-            rows = ["<table>"]
+            # a table wider than the page scrolls in its own box; the page never scrolls sideways
+            rows = ['<div class="table"><table>']
             if block.caption:
                 rows.append(f"<caption>{esc(block.caption)}</caption>")
             rows.append("<thead>")
@@ -59,7 +63,7 @@ def to_html(blocks: Sequence[Block], images: Mapping[str, str]) -> str:
                     for c in row
                 )
                 rows.append(f"<tr{cls}>" + "".join(tds) + "</tr>")
-            rows.append("</tbody></table>")
+            rows.append("</tbody></table></div>")
             out.append("\n".join(rows))
         elif isinstance(block, Chart):
             chart = block.chart

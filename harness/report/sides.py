@@ -3,14 +3,15 @@
 ``diskbench report HEAD --against BASE`` matches the two sets' cells by id and
 shows, per workload, one table (each figure of base and head and the change of
 the median) and one chart per metric family with base and head side by side.
-It draws and describes; it decides nothing: the verdicts, with their tests, are
-``diskbench compare``'s.  Pure: no I/O.
+It decides nothing itself: the verdicts it shows (a column of the table, a mark
+under a regressed or improved cell of a chart) are ``diskbench compare``'s, from the
+same functions with their default settings.  Pure: no I/O.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from harness.errors import UsageError
 from harness.report.blocks import (
@@ -25,7 +26,8 @@ from harness.report.blocks import (
     format_stats,
     machine_line,
 )
-from harness.report.families import Row, cell_label, family_charts, varying_axes, workload_words
+from harness.report.charts import BarChart
+from harness.report.families import FAMILIES, Row, cell_label, family_charts, varying_axes, workload_words
 from harness.report.series import CellResult, Series, label_of, metric_of
 
 # the figures a comparison table shows, where the cells carry them
@@ -39,6 +41,12 @@ _IDENTITY = (
     ("cpu", "CPU"),
     ("work_dir_fs", "image filesystem"),
 )
+
+
+# ``diskbench compare``'s verdicts by (cell id, metric); metric "": the cell's own
+Verdicts = Mapping[tuple[str, str], str]
+# the verdicts a chart marks under its cell; the others are in the table's verdict column
+MARKED = ("regression", "improvement")
 
 
 @dataclass(frozen=True)
@@ -94,7 +102,7 @@ def _identity_notes(base: Side, head: Side) -> list[str]:
     return notes
 
 
-def _table(workload: str, rows: Sequence[Row], base: Side, head: Side) -> Table:
+def _table(workload: str, rows: Sequence[Row], base: Side, head: Side, verdicts: Sequence[str]) -> Table:
     cells = [c for _label, by_side in rows for c in by_side.values() if c is not None]
     metrics = [m for m in TABLE_METRICS if any(c.stats(m).n for c in cells)]
     header = ["cell"]
@@ -104,8 +112,11 @@ def _table(workload: str, rows: Sequence[Row], base: Side, head: Side) -> Table:
         groups.append((label_of(name), 3))
     header.append(f"ok {base.label}/{head.label}")
     groups.append(("", 1))
+    if verdicts:
+        header.append("verdict")
+        groups.append(("", 1))
     body = []
-    for label, by_side in rows:
+    for (label, by_side), verdict in zip(rows, verdicts or [""] * len(rows), strict=True):
         b, h = by_side.get(base.label), by_side.get(head.label)
         row = [label]
         for name in metrics:
@@ -116,6 +127,8 @@ def _table(workload: str, rows: Sequence[Row], base: Side, head: Side) -> Table:
                 change(b, h, name),
             ]
         row.append(f"{len(b.ok) if b else '-'}/{len(h.ok) if h else '-'}")
+        if verdicts:
+            row.append(verdict)
         body.append(tuple(row))
     return Table(
         tuple(header),
@@ -123,29 +136,47 @@ def _table(workload: str, rows: Sequence[Row], base: Side, head: Side) -> Table:
         groups=(tuple(groups),),
         caption=(
             f"{workload_words(workload)}: median ± coefficient of variation over the ok samples; "
-            f"change: {head.label}'s median against {base.label}'s (no verdict: diskbench compare "
-            "tests the difference)"
+            f"change: {head.label}'s median against {base.label}'s"
+            + ("; verdict: diskbench compare's, with its default settings" if verdicts else "")
         ),
     )
 
 
-def comparison_blocks(base: Side, head: Side) -> list[Block]:
-    """The comparison report: both sides' machines, then per workload a table and its charts."""
+def _marked(chart: BarChart, rows: Sequence[Row], ids: Sequence[str], verdicts: Verdicts) -> BarChart:
+    """``chart`` with a mark under each cell whose figure ``compare`` found regressed or improved
+    (charts of one figure a cell; the panels' figures are marked in no chart)."""
+    family = next((f for f in FAMILIES if f.key == chart.family), None)
+    if family is None or chart.panels or len(chart.groups) != len(rows):
+        return chart
+    marks = {}
+    for (label, _by_side), cell_id in zip(rows, ids, strict=True):
+        for (vid, metric), verdict in verdicts.items():
+            if vid == cell_id and metric and family.picks(metric) and verdict in MARKED:
+                marks[label] = verdict
+    return replace(chart, marks=marks) if marks else chart
+
+
+def comparison_blocks(base: Side, head: Side, verdicts: Verdicts | None = None) -> list[Block]:
+    """The comparison report: both sides' machines, then per workload a table and its charts;
+    with ``verdicts`` (``compare``'s), a verdict column and a mark under each regressed or
+    improved cell of a chart."""
+    verdicts = verdicts or {}
     everything = [*base.series, *head.series]
     blocks: list[Block] = [
         Heading(1, f"diskbench report: {head.label} against {base.label}"),
         accel_banner(everything),
     ]
+    notes = _identity_notes(base, head)
+    # each side's machine, plainly: an alarm only where the two sides' machines differ
     for side in (base, head):
         sweeps = ", ".join(s.sweep for s in side.series)
         for item in side.series:
             blocks.append(
                 Para(
                     f"{side.label} ({sweeps}): {machine_line(item)}; {len(item.cells)} cells",
-                    "loud" if item.accel != "kvm" else "",
+                    "loud" if notes else "machine",
                 )
             )
-    notes = _identity_notes(base, head)
     if notes:
         blocks.append(Para(f"The two sides ran on different machines or QEMU: {'; '.join(notes)}.", "note"))
     left, right = base.cells(), head.cells()
@@ -165,8 +196,10 @@ def comparison_blocks(base: Side, head: Side) -> list[Block]:
             for i, v in zip(members, values, strict=True)
         ]
         blocks.append(Heading(2, workload_words(workload)))
-        blocks.append(_table(workload, rows, base, head))
+        cell_verdicts = [verdicts.get((i, ""), "-") for i in members] if verdicts else []
+        blocks.append(_table(workload, rows, base, head, cell_verdicts))
         for chart in family_charts(workload, rows, (base.label, head.label), accel):
+            chart = _marked(chart, rows, members, verdicts)
             blocks.append(Chart(f"{file_slug(workload)}-{chart.family}", chart))
     if only:
         blocks.append(Heading(2, "Cells on one side only"))

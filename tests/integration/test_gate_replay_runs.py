@@ -63,7 +63,10 @@ def test_a_writethrough_head_is_seen_by_the_replay_of_bases_stream(
     # first lines name the regressed cell, its deciding metric and change
     assert all(m["could_see_pct"] is not None for m in cell["metrics"])
     lines = result.markdown.splitlines()
-    assert lines[4].startswith(f"- **{cell['title']}**: `replay.") and lines[4].endswith(", regression")
+    # under the headline and its line of what each kind of cell could see, the regressed cell first
+    assert any(line.startswith("Could see: 1 replay cell") for line in lines[:6])
+    first = next(line for line in lines if line.startswith("- **"))
+    assert first.startswith(f"- **{cell['title']}**: `replay.") and first.endswith(", regression")
     assert any(
         line.startswith("Could see ")
         for line in lines[lines.index("| cell | metric | base | head | change (95% CI) | verdict |") :]

@@ -42,16 +42,41 @@ def full_page(driver: Any) -> bytes:
     return base64.b64decode(shot["data"])
 
 
-def open_in_chromium(page: Path, screenshot: Path) -> list[dict[str, Any]]:
-    """Every image of ``page`` as Chromium loaded it (src, alt, data-*, natural width); a screenshot."""
+WIDTHS = (1000, 1400, 1920)
+
+
+def chromium(width: int = 1400) -> Any:
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()
-    for arg in ("--headless=new", "--no-sandbox", "--window-size=1400,1000"):
+    for arg in ("--headless=new", "--no-sandbox", f"--window-size={width},1000"):
         options.add_argument(arg)
     options.binary_location = str(CHROMIUM)
-    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    return webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+
+
+def page_widths(page: Path, widths: tuple[int, ...] = WIDTHS) -> dict[int, tuple[int, int]]:
+    """The page's scroll width and client width at each window width: no sideways scroll where the
+    first is at most the second."""
+    driver = chromium()
+    out = {}
+    try:
+        for width in widths:
+            driver.set_window_size(width, 1000)
+            driver.get(page.as_uri())
+            scroll, client = driver.execute_script(
+                "return [document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+            )
+            out[width] = (int(scroll), int(client))
+    finally:
+        driver.quit()
+    return out
+
+
+def open_in_chromium(page: Path, screenshot: Path) -> list[dict[str, Any]]:
+    """Every image of ``page`` as Chromium loaded it (src, alt, data-*, natural width); a screenshot."""
+    driver = chromium()
     try:
         driver.get(page.as_uri())
         images: list[dict[str, Any]] = driver.execute_script(
@@ -96,3 +121,9 @@ def test_a_comparison_report_of_two_real_runs_renders_in_chromium(
         assert not re.search(r"\d{8}T\d{6}Z|_s\b", image["alt"]), image
     html = page.read_text()
     assert '<th colspan="3">total</th>' in html and "<th>base</th><th>head</th><th>change</th>" in html
+    # each phase its own panel, and the device's latency percentiles drawn
+    assert {"phases", "latency"} <= {f for _w, f in families}
+    # no sideways scroll at common widths
+    widths = page_widths(page)
+    assert all(scroll <= client for scroll, client in widths.values()), widths
+    assert sorted(widths) == list(WIDTHS)

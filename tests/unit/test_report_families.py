@@ -99,7 +99,7 @@ def test_a_comparison_report_puts_base_and_head_side_by_side(tmp_path: Path) -> 
     assert "main (20261123T200116Z-aaaa): accel TCG" in text
     assert "pr-7 (20261124T010000Z-bbbb): accel TCG" in text
     line = next(li for li in text.splitlines() if li.startswith("raw ") and "+10.0%" in li)
-    assert "3.00 s ± 5.0%" in line and "3.30 s ± 5.0%" in line and line.rstrip().endswith("3/3")
+    assert "3.00 s ± 5.0%" in line and "3.30 s ± 5.0%" in line and line.rstrip().endswith("3/3  inconclusive")
     assert "qcow2-off-cs64k-1g.writeback-threads-virtio-blk.install-full: main only" in text
 
 
