@@ -4,8 +4,10 @@ size an injected slowdown reads as, from long runs resampled into many gates.
     # run: every round takes, for each arm, a pair (base, arm) in each mode
     .venv/bin/python benchmarks/calibrate_guest_pairs.py run --cell workload=dd --rounds 12 \\
         --modes apart,together --out OUT aa "thr:throttling.bps-write=N"
-    # the spreads, the effects and the verdicts of gates drawn from the rounds
-    .venv/bin/python benchmarks/calibrate_guest_pairs.py analyse OUT --gate-rounds 8 --draws 200
+    # the spreads, the effects and the verdicts of gates drawn from the rounds (8 pairs, then one
+    # more while unclear up to 12, as the gate's rounds and max_rounds)
+    .venv/bin/python benchmarks/calibrate_guest_pairs.py analyse OUT --gate-rounds 8 \\
+        --max-gate-rounds 12 --draws 200
 
 An *arm* is ``NAME[@MODE+MODE]`` or ``NAME[@MODES]:KEY=VALUE,...`` (its own modes, else
 ``--modes``) as in ``benchmarks/calibrate_io.py`` (``cache=MODE``
@@ -258,7 +260,11 @@ def analyse(args: argparse.Namespace) -> None:
                 )
     settings = Settings(metrics=("total_s",), comparisons=args.family_tests)
     rng = random.Random(args.seed)
-    print(f"\ngates of {args.gate_rounds} pairs, {args.draws} draws: regression / unchanged / other")
+    most = max(args.gate_rounds, args.max_gate_rounds)
+    print(
+        f"\ngates of {args.gate_rounds}-{most} pairs (one more while unclear), {args.draws} draws, "
+        f"a family of {args.family_tests} tests: regression / unchanged / other"
+    )
     for arm in arms:
         for mode in modes:
             for figure in args.figures.split(","):
@@ -267,24 +273,37 @@ def analyse(args: argparse.Namespace) -> None:
                     continue
                 tally = {Verdict.REGRESSION: 0, Verdict.UNCHANGED: 0}
                 other = 0
+                taken: list[int] = []
+                reported: list[float] = []
+                most = min(max(args.gate_rounds, args.max_gate_rounds), len(b))
                 for _ in range(args.draws):
-                    picks = rng.sample(range(len(b)), args.gate_rounds)
-                    r = compare_metric(
-                        figure,
-                        [b[i] for i in picks],
-                        [h[i] for i in picks],
-                        settings=settings,
-                        paired=True,
-                        together=mode == "together",
-                        shrink=args.shrink if mode == "together" and figure not in OWN_CPU_FIGURES else 1.0,
-                    )
+                    picks = rng.sample(range(len(b)), most)
+                    # as the gate: judged after its first rounds, then one pair more while unclear
+                    for n in range(args.gate_rounds, most + 1):
+                        r = compare_metric(
+                            figure,
+                            [b[i] for i in picks[:n]],
+                            [h[i] for i in picks[:n]],
+                            settings=settings,
+                            paired=True,
+                            together=mode == "together",
+                            shrink=args.shrink
+                            if mode == "together" and figure not in OWN_CPU_FIGURES
+                            else 1.0,
+                        )
+                        if r.verdict in tally:
+                            break
+                    taken.append(n)
+                    reported.append(r.ratio)
                     if r.verdict in tally:
                         tally[r.verdict] += 1
                     else:
                         other += 1
                 print(
                     f"  {arm:>8} {mode:>8} {figure:<36} {tally[Verdict.REGRESSION]:>4} / "
-                    f"{tally[Verdict.UNCHANGED]:>4} / {other:>4}"
+                    f"{tally[Verdict.UNCHANGED]:>4} / {other:>4}; pairs {min(taken)}-{max(taken)} "
+                    f"(mean {statistics.mean(taken):.1f}); reported {(min(reported) - 1) * 100:+.1f} … "
+                    f"{(max(reported) - 1) * 100:+.1f} % (median {(statistics.median(reported) - 1) * 100:+.1f} %)"
                 )
 
 
@@ -325,6 +344,12 @@ def main() -> None:
     a = sub.add_parser("analyse")
     a.add_argument("out", type=Path)
     a.add_argument("--gate-rounds", type=int, default=8)
+    a.add_argument(
+        "--max-gate-rounds",
+        type=int,
+        default=0,
+        help="as the gate's max_rounds: a draw still unclear after --gate-rounds pairs takes one more, up to this",
+    )
     a.add_argument("--draws", type=int, default=200)
     a.add_argument("--family-tests", type=int, default=16)
     a.add_argument("--shrink", type=float, default=2.0)
