@@ -11,17 +11,15 @@ step injected at commit 5, reached from the index's navigation.
 
 from __future__ import annotations
 
-import functools
 import json
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+import served_chromium
 from gitrepo import git, new_repo
 
 from harness.history.changes.page import publish_changes
@@ -34,8 +32,8 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks"))
 from history import layout  # noqa: E402
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
+CHROMIUM = served_chromium.CHROMIUM
+CHROMEDRIVER = served_chromium.CHROMEDRIVER
 ARTIFACTS = REPO / "tests" / "artifacts"
 SPEC = """\
 [axes]
@@ -167,45 +165,12 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return html
 
 
-class _QuietHandler(SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
 def browser(pages: Path) -> Iterator[tuple[Any, str]]:
     if not CHROMIUM.exists() or not CHROMEDRIVER.exists():
         pytest.skip(f"{CHROMIUM} or {CHROMEDRIVER} is absent: scripts/setup.sh installs them")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(pages)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    options = Options()
-    options.binary_location = str(CHROMIUM)
-    for arg in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--window-size=1280,900",
-    ):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
-    try:
-        yield driver, f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        driver.quit()
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with served_chromium.served(pages, window="1280,900") as opened:
+        yield opened
 
 
 def graph_points(driver: Any, base: str, graph: str) -> list[int]:

@@ -9,55 +9,27 @@ index.html then opens in headless Chromium, served from loopback.
 
 from __future__ import annotations
 
-import functools
 import json
-import threading
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+import served_chromium
 from actkit import World, git
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
 
 RUN_ID = 9001
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
-
-
-class _QuietHandler(SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
+CHROMIUM = served_chromium.CHROMIUM
+CHROMEDRIVER = served_chromium.CHROMEDRIVER
 
 
 def open_in_chromium(site: Path) -> tuple[int, list[dict[str, Any]]]:
     """(links in asv's summary grid, SEVERE browser log entries) of ``site``'s index.html."""
-    from selenium import webdriver
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.support.ui import WebDriverWait
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(site)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    options = Options()
-    options.binary_location = str(CHROMIUM)
-    for arg in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-    ):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
-    try:
-        driver.get(f"http://127.0.0.1:{server.server_address[1]}/index.html")
+    with served_chromium.served(site) as (driver, base):
+        driver.get(base + "index.html")
         WebDriverWait(driver, 60).until(
             lambda d: d.execute_script(
                 "return typeof $ !== 'undefined' && $('#summarygrid-display a').length > 0"
@@ -65,11 +37,6 @@ def open_in_chromium(site: Path) -> tuple[int, list[dict[str, Any]]]:
         )
         links = int(driver.execute_script("return $('#summarygrid-display a').length"))
         return links, [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
-    finally:
-        driver.quit()
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
 
 
 def test_a_pushed_commit_is_measured_and_its_pages_deployed_and_open(act: Path, tmp_path: Path) -> None:
