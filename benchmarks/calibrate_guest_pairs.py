@@ -17,7 +17,9 @@ base's sample and the arm's, taken
 * ``apart``: one after the other, the order drawn (each sample alone on the host, as the
   gate's interleaved rounds take them): the arm's size *alone*;
 * ``together``: at the same moment on one CPU (:class:`harness.sample.pairing.Pairing`, the very
-  code a gate's guest pair runs: both QEMU pinned, the workload sent when both guests are ready).
+  code a gate's guest pair runs: both QEMU pinned, the workload sent when both guests are ready);
+* ``crossed``: at the same moment, each on a CPU of its own, the two swapped every few
+  milliseconds (``Mode.CROSSED``).
 
 ``analyse`` prints per mode and figure the standard deviation of the pairs' log ratio for the A/A
 arms (what a paired test works with), every arm's median pair ratio per mode (the shrink of an
@@ -46,7 +48,7 @@ from harness.compare.rules import OWN_CPU_FIGURES, taken_together
 from harness.guest import build_guest
 from harness.rounds.cell import new_run_id
 from harness.sample.guest_sampler import RunOptions, run_sample
-from harness.sample.pairing import Pairing
+from harness.sample.pairing import Mode, Pairing
 from harness.spec import make_cell
 from harness.subject.binaries import Binaries
 
@@ -70,7 +72,7 @@ FIGURES = (
     "fio.raw-rand-read-qd1.clat_p50_ms",
     "fio.raw-fsync-write.clat_p50_ms",
 )
-MODES = ("apart", "together")
+MODES = ("apart", "together", "crossed")
 
 
 def parse_cell(text: str) -> dict[str, Any]:
@@ -165,7 +167,7 @@ def run(args: argparse.Namespace) -> None:
                 )
             finally:
                 if together is not None:
-                    together.barrier.abort()
+                    together.abort()
             entry = {
                 "round": number,
                 "arm": arm,
@@ -175,6 +177,7 @@ def run(args: argparse.Namespace) -> None:
                 "together": taken_together(s),
                 "metrics": {k: v for k, v in s.metrics.items() if k in FIGURES},
                 "cpu": s.host.get("cpu"),
+                "crossed": (s.host.get("together") or {}).get("crossed"),
             }
             with lock, log.open("a") as fh:
                 fh.write(json.dumps(entry) + "\n")
@@ -197,7 +200,7 @@ def run(args: argparse.Namespace) -> None:
                     for name, cache, options in pair:
                         sample(number, f"{arm[0]}/{name}", cache, options, mode, None)
                     continue
-                pairing = Pairing()
+                pairing = Pairing(mode=Mode.CROSSED if mode == "crossed" else Mode.SHARED)
                 threads = [
                     threading.Thread(target=sample, args=(number, f"{arm[0]}/{n}", c, o, mode, pairing))
                     for n, c, o in pair
@@ -227,7 +230,7 @@ def pairs(entries: list[dict[str, Any]], arm: str, mode: str, figure: str) -> tu
     for e in entries:
         if e["mode"] != mode or not e["arm"].startswith(f"{arm}/") or e["status"] != "ok":
             continue
-        if mode == "together" and not e["together"]:
+        if mode != "apart" and not e["together"]:
             continue
         value = e["metrics"].get(figure)
         if isinstance(value, (int, float)) and value > 0:
@@ -286,7 +289,7 @@ def analyse(args: argparse.Namespace) -> None:
                             [h[i] for i in picks[:n]],
                             settings=settings,
                             paired=True,
-                            together=mode == "together",
+                            together=mode != "apart",
                             shrink=args.shrink
                             if mode == "together" and figure not in OWN_CPU_FIGURES
                             else 1.0,
@@ -314,19 +317,22 @@ def sizes(args: argparse.Namespace, entries: list[dict[str, Any]], arms: list[st
     for arm in arms:
         for figure in args.figures.split(","):
             apart = pairs(entries, arm, "apart", figure)
-            together = pairs(entries, arm, "together", figure)
-            if len(apart[0]) < 2 or len(together[0]) < 2:
+            if len(apart[0]) < 2:
                 continue
             alone = pairs_ratio(*apart)
             lo, hi = bootstrap_pairs_ci(*apart, confidence=0.95, n=2000, seed=1)
-            measured = pairs_ratio(*together)
-            k = 1.0 if figure in OWN_CPU_FIGURES else args.shrink
-            reported = math.exp(math.log(measured) * k)
-            print(
-                f"  {arm:>8} {figure:<36} alone {(alone - 1) * 100:+6.1f} % ({(lo - 1) * 100:+.1f} … "
-                f"{(hi - 1) * 100:+.1f}), n={len(apart[0])}; together {(measured - 1) * 100:+6.1f} %, "
-                f"reported {(reported - 1) * 100:+6.1f} %, n={len(together[0])}"
-            )
+            for mode in ("together", "crossed"):
+                together = pairs(entries, arm, mode, figure)
+                if len(together[0]) < 2:
+                    continue
+                measured = pairs_ratio(*together)
+                k = args.shrink if mode == "together" and figure not in OWN_CPU_FIGURES else 1.0
+                reported = math.exp(math.log(measured) * k)
+                print(
+                    f"  {arm:>8} {figure:<36} alone {(alone - 1) * 100:+6.1f} % ({(lo - 1) * 100:+.1f} … "
+                    f"{(hi - 1) * 100:+.1f}), n={len(apart[0])}; {mode} {(measured - 1) * 100:+6.1f} %, "
+                    f"reported {(reported - 1) * 100:+6.1f} %, n={len(together[0])}"
+                )
 
 
 def main() -> None:

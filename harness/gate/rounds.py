@@ -331,7 +331,6 @@ def _play_pairs(number: int, name: str, per: int, table: _Table, *, clock: Clock
     sides, rng, tally, out_dir, progress = table.sides, table.rng, table.tally, table.out_dir, table.progress
     spent = dict.fromkeys(SIDES, 0.0)
     pairing = sides["base"].together.get(name)
-    barrier = pairing.barrier if pairing is not None else None
     raised: list[BaseException] = []
     deadlines = dict.fromkeys(SIDES, 0.0)
 
@@ -340,13 +339,13 @@ def _play_pairs(number: int, name: str, per: int, table: _Table, *, clock: Clock
         try:
             _run_one(sides[label], name, index, out_dir, progress, workload_timeout_s=deadlines[label])
         except BaseException as exc:  # handed to the gate's own thread below
-            if barrier is None:
+            if pairing is None:
                 raise
             raised.append(exc)
         finally:
             # a side that is done (or failed early) never keeps its partner waiting
-            if barrier is not None:
-                barrier.abort()
+            if pairing is not None:
+                pairing.abort()
             spent[label] += time.monotonic() - t0
 
     started = time.monotonic()
@@ -361,11 +360,11 @@ def _play_pairs(number: int, name: str, per: int, table: _Table, *, clock: Clock
             break
         deadlines["base"] = clock.limit_s()
         deadlines["head"] = head_deadline(_workload_times(sides["base"], name), limit_s=clock.limit_s())
-        if barrier is None:
+        if pairing is None:
             for label in pair:
                 one(label, index)
         else:
-            barrier.reset()
+            pairing.reset()
             threads = [
                 threading.Thread(target=one, args=(label, index), name=f"{name}-{label}") for label in pair
             ]

@@ -240,6 +240,8 @@ class GuestRun:
     met: bool = False
     sent_at_s: float | None = None
     cpus: list[int] | None = None
+    # a crossed pair's (harness.sample.pairing.Crossing): the pair's CPUs, the time on each, the swaps
+    crossed: dict[str, object] | None = None
 
 
 def cpu_delta(before: CpuTimes | None, after: CpuTimes | None) -> dict[str, float] | None:
@@ -299,50 +301,58 @@ def boot_and_run(
     ) as started:
         vm = started.vm
         ready = started.ready
-        met = meet(together)
-        cpu_before = vm.cpu_times()
-        vm.send_control(workload_line(cell, opts))
-        sent_s = vm.elapsed_s
-        sent_at_s = time.monotonic()
-        vm.wait_event("start", timeout_s=opts.boot_timeout_s, what="workload start")
-        boot_s = vm.elapsed_s
-        if opts.latency_histograms:
-            # setting the boundaries resets the counts: the histograms hold the workload's IO only
-            (disk,) = [d for d in config.drives if d.node == DISK_NODE]
-            vm.set_latency_histograms(disk, BOUNDARIES_NS)
-        stats_before = vm.blockstats(DISK_NODE)
-        io_before = vm.proc_io()
-        event = vm.wait_event("report", timeout_s=opts.workload_timeout_s, what="workload report")
-        reported_s = vm.elapsed_s
-        # -no-shutdown keeps QEMU alive after the guest powers off, to read its counters
-        stopped = vm.wait_guest_stopped(timeout_s=60.0)
-        # the workload as the host clocks it: from the line the host sent to the guest's power-off
-        # (its report, when it did not power off), whatever the guest says of its own time; a
-        # guest that reports early and works on is timed all the same
-        workload_s = (vm.elapsed_s if stopped else reported_s) - sent_s
-        cpu = cpu_delta(cpu_before, vm.cpu_times())
-        stats_after = vm.blockstats(DISK_NODE)
-        io_after = vm.proc_io()
-        histograms = histograms_from_blockstats(stats_after) if opts.latency_histograms else {}
-        return GuestRun(
-            argv=vm.argv,
-            ready=ready,
-            event=event,
-            boot_s=boot_s,
-            workload_s=workload_s,
-            stopped=stopped,
-            start=started.start,
-            start_fallback=started.fallback,
-            blockstats=delta(stats_before, stats_after, BLOCKSTATS_FIELDS),
-            qemu_io=delta(io_before, io_after, PROC_IO_FIELDS),
-            garbage=vm.garbage(),
-            console_tail=vm.console_tail(),
-            latency_histograms={word: h.as_dict() for word, h in histograms.items()},
-            cpu=cpu,
-            met=met,
-            sent_at_s=sent_at_s if together is not None else None,
-            cpus=vm.cpus() if together is not None else None,
-        )
+        if together is not None:
+            together.join(vm.pid)
+        try:
+            met = meet(together)
+            cpu_before = vm.cpu_times()
+            vm.send_control(workload_line(cell, opts))
+            sent_s = vm.elapsed_s
+            sent_at_s = time.monotonic()
+            vm.wait_event("start", timeout_s=opts.boot_timeout_s, what="workload start")
+            boot_s = vm.elapsed_s
+            if opts.latency_histograms:
+                # setting the boundaries resets the counts: the histograms hold the workload's IO only
+                (disk,) = [d for d in config.drives if d.node == DISK_NODE]
+                vm.set_latency_histograms(disk, BOUNDARIES_NS)
+            stats_before = vm.blockstats(DISK_NODE)
+            io_before = vm.proc_io()
+            event = vm.wait_event("report", timeout_s=opts.workload_timeout_s, what="workload report")
+            reported_s = vm.elapsed_s
+            # -no-shutdown keeps QEMU alive after the guest powers off, to read its counters
+            stopped = vm.wait_guest_stopped(timeout_s=60.0)
+            # the workload as the host clocks it: from the line the host sent to the guest's power-off
+            # (its report, when it did not power off), whatever the guest says of its own time; a
+            # guest that reports early and works on is timed all the same
+            workload_s = (vm.elapsed_s if stopped else reported_s) - sent_s
+            cpu = cpu_delta(cpu_before, vm.cpu_times())
+            crossed = together.leave(vm.pid) if together is not None else None
+            stats_after = vm.blockstats(DISK_NODE)
+            io_after = vm.proc_io()
+            histograms = histograms_from_blockstats(stats_after) if opts.latency_histograms else {}
+            return GuestRun(
+                argv=vm.argv,
+                ready=ready,
+                event=event,
+                boot_s=boot_s,
+                workload_s=workload_s,
+                stopped=stopped,
+                start=started.start,
+                start_fallback=started.fallback,
+                blockstats=delta(stats_before, stats_after, BLOCKSTATS_FIELDS),
+                qemu_io=delta(io_before, io_after, PROC_IO_FIELDS),
+                garbage=vm.garbage(),
+                console_tail=vm.console_tail(),
+                latency_histograms={word: h.as_dict() for word, h in histograms.items()},
+                cpu=cpu,
+                met=met,
+                sent_at_s=sent_at_s if together is not None else None,
+                cpus=vm.cpus() if together is not None else None,
+                crossed=crossed.as_dict() if crossed is not None else None,
+            )
+        finally:
+            if together is not None:
+                together.leave(vm.pid)
 
 
 def prime(
@@ -468,7 +478,13 @@ def run_sample(
                 "met": run.met,
                 "cpus": run.cpus,
                 "sent_at_s": run.sent_at_s,
+                "mode": together.mode.value,
             }
+            if run.crossed is not None:
+                host["together"]["crossed"] = run.crossed
+                # a move refused leaves the sides where the scheduler put them: not a crossed pair
+                if run.crossed.get("moves_ok") is not True:
+                    host["together"]["met"] = False
         if run.cpu is not None:
             host["cpu"] = run.cpu
         sample = replace(sample, argv=run.argv, guest_ready=run.ready, report=run.event)

@@ -1,27 +1,47 @@
-"""Two samples taken together: base's and head's sample of a gate's pair at the same moment on one CPU.
+"""Two samples taken together: base's and head's sample of a gate's pair at the same moment.
 
 A gate runs the two sides' samples of a pair in two threads (:mod:`harness.gate.rounds`); they
 share a :class:`Pairing`.  Each side gets its subject ready (a replay's qemu-io, a guest at its
-ready line) and waits at the barrier for the partner's; both then start at once, on the pair's
-CPU alone, so whatever slows the host down then (its disk, the steal and the load on that CPU)
-slows both alike and cancels in their ratio.  A side that fails breaks the barrier: the other
-says it ran alone and the comparison does not count the pair as taken together.
+ready line) and waits at the barrier for the partner's; both then start at once, so whatever slows
+the host down then (its disk, the steal and the load on its CPUs) slows both alike and cancels in
+their ratio.  A side that fails breaks the barrier: the other says it ran alone and the comparison
+does not count the pair as taken together.
 
-What sharing one CPU costs: two CPU-bound sides share it, so a slowdown r of one side alone reads
-as about r/2 in the pair's ratio (the faster side finishes at twice its own time, the slower runs
-its excess alone), less where the slower side waits (IO, a throttle) and leaves the CPU to the
-other.  The sample says how long its vCPU waited for a CPU
-(:func:`harness.sample.vm.cpu.cpu_times`): the guest's time less that wait is what it would have taken alone (``host.workload_alone_s``).
+Two ways to share the host (:class:`Mode`):
+
+* ``shared``: both on one CPU.  Two CPU-bound sides share it, so a slowdown r of one side alone
+  reads as about r/2 in the pair's ratio (the faster side finishes at twice its own time, the
+  slower runs its excess alone), and far less where the slower side waits (IO, a throttle): its
+  partner runs meanwhile, and a rate limit bites less on a guest that runs at half speed.  The
+  sample says how long its vCPU waited for a CPU (:func:`harness.sample.vm.cpu.cpu_times`): the
+  guest's time less that wait is what it would have taken alone (``host.workload_alone_s``).
+* ``crossed``: each on a CPU of its own, the two swapped every :data:`SWAP_S` while the workloads
+  run (:class:`Crossing`), so that each side has had each CPU for about half its time: a CPU
+  slower than the other (one that serves the host's interrupts, a neighbour pinned to it) slows
+  both alike, and neither side takes CPU time from the other, so a change reads at its size alone.
 """
 
 from __future__ import annotations
 
+import enum
 import os
 import threading
+import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 # how long a side waits for its partner to be ready before it runs alone
 PARTNER_WAIT_S = 120.0
+# how often a crossed pair's two processes swap CPUs: short against a workload's seconds, long
+# against what a move costs (a few microseconds, and a cold cache)
+SWAP_S = 0.02
+
+
+class Mode(enum.Enum):
+    """How a pair's two samples share the host (see the module's text)."""
+
+    SHARED = "shared"
+    CROSSED = "crossed"
 
 
 def shared_cpu() -> int | None:
@@ -32,29 +52,201 @@ def shared_cpu() -> int | None:
         return None
 
 
+def crossed_cpus() -> tuple[int, int] | None:
+    """The two CPUs a crossed pair swaps between: the last two this process may run on (None: fewer)."""
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError, ValueError):
+        return None
+    return (cpus[-2], cpus[-1]) if len(cpus) >= 2 else None
+
+
+def pin_process(pid: int, cpu: int, proc: Path = Path("/proc")) -> bool:
+    """Every thread of process ``pid`` onto ``cpu``; False when one could not be moved (it may
+    not be ours to move) or the process is gone.  A thread that ended meanwhile is no failure."""
+    try:
+        tids = [int(t.name) for t in (proc / str(pid) / "task").iterdir()]
+    except (OSError, ValueError):
+        return False
+    ok = True
+    for tid in tids:
+        try:
+            os.sched_setaffinity(tid, (cpu,))
+        except ProcessLookupError:
+            continue
+        except OSError:
+            ok = False
+    return ok
+
+
+@dataclass(frozen=True)
+class Crossed:
+    """What a crossed pair's swapping gave one side: how long it ran on each CPU of the pair, how
+    many swaps, whether every move took."""
+
+    cpus: tuple[int, int]
+    on_cpu_s: tuple[float, float]
+    swaps: int
+    ok: bool
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "cpus": list(self.cpus),
+            "on_cpu_s": [round(s, 4) for s in self.on_cpu_s],
+            "swaps": self.swaps,
+            "moves_ok": self.ok,
+        }
+
+
+class Crossing:
+    """Swaps the processes of a pair between two CPUs every ``swap_s`` from the moment both have
+    met until both have left.  One swapping thread per pair."""
+
+    def __init__(self, cpus: tuple[int, int], swap_s: float = SWAP_S) -> None:
+        self.cpus = cpus
+        self.swap_s = swap_s
+        self._lock = threading.Lock()
+        self._pids: list[int] = []
+        self._left: set[int] = set()
+        self._on: dict[int, list[float]] = {}
+        self._swaps: dict[int, int] = {}
+        self._ok: dict[int, bool] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def reset(self) -> None:
+        """Ready for the next pair (the last one's thread ended)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        with self._lock:
+            self._pids, self._left, self._on, self._swaps, self._ok = [], set(), {}, {}, {}
+        self._stop = threading.Event()
+        self._thread = None
+
+    def join(self, pid: int) -> None:
+        """``pid`` takes part in the pair (before the barrier)."""
+        with self._lock:
+            if pid not in self._pids:
+                self._pids.append(pid)
+                self._on[pid] = [0.0, 0.0]
+                self._swaps[pid] = 0
+                self._ok[pid] = True
+
+    def start(self) -> None:
+        """Both have met: swapping begins (the barrier's action, in one of the two threads)."""
+        with self._lock:
+            if self._thread is not None or len(self._pids) != 2:
+                return
+            self._thread = threading.Thread(target=self._swap, name="pair-crossing", daemon=True)
+        self._thread.start()
+
+    def leave(self, pid: int) -> Crossed | None:
+        """``pid``'s workload is over: what its swapping gave it (None: it never started)."""
+        with self._lock:
+            if pid not in self._on:
+                return None
+            self._left.add(pid)
+            if self._left >= set(self._pids):
+                self._stop.set()
+            on = tuple(self._on[pid])
+            return Crossed(self.cpus, (on[0], on[1]), self._swaps[pid], self._ok[pid])
+
+    def _running(self) -> list[tuple[int, int]]:
+        with self._lock:
+            return [(i, pid) for i, pid in enumerate(self._pids) if pid not in self._left]
+
+    def _swap(self) -> None:
+        turn = 0
+        last = time.monotonic()
+        placed: dict[int, int] = {}
+        while True:
+            running = self._running()
+            now = time.monotonic()
+            with self._lock:
+                for pid, slot in placed.items():
+                    if pid not in self._left:
+                        self._on[pid][slot] += now - last
+            last = now
+            if not running or self._stop.is_set():
+                return
+            for i, pid in running:
+                slot = (i + turn) % 2
+                moved = pin_process(pid, self.cpus[slot])
+                with self._lock:
+                    self._swaps[pid] += 1
+                    self._ok[pid] = self._ok[pid] and moved
+                placed[pid] = slot
+            turn += 1
+            if self._stop.wait(self.swap_s):
+                return
+
+
 @dataclass(frozen=True)
 class Pairing:
-    """Two samples (base's and head's of a gate's pair) that run at the same moment on one CPU.
+    """Two samples (base's and head's of a gate's pair) that run at the same moment.
 
     Each starts its subject (a replay pass's qemu-io, a guest's workload) only when the partner's
-    is ready too (``barrier``), and both run on ``cpu`` alone (``taskset``, or the affinity QEMU
-    starts with): whatever slows the host down then slows both alike and cancels in their ratio.
-    Measured on a busy 2-core host (benchmarks/calibrate_replay.py): the A/A log ratio of a
+    is ready too (``barrier``).  ``shared``: both run on ``cpu`` alone (``taskset``, or the
+    affinity QEMU starts with).  ``crossed`` (guests only): each on a CPU of ``cross`` of its own,
+    swapped every :data:`SWAP_S` (:class:`Crossing`).  Whatever slows the host down then slows both
+    alike and cancels in their ratio.  Measured on a busy 2-core host
+    (benchmarks/calibrate_replay.py, benchmarks/calibrate_guest_pairs.py): the A/A log ratio of a
     replayed request's latency quantile varied 13-15 % between pairs run together on any CPU,
     1.4-3 % on one CPU; a dd guest's time 9.8-11.6 % one after the other, 0.4-0.7 % on one CPU.
     """
 
-    barrier: threading.Barrier = field(default_factory=lambda: threading.Barrier(2))
+    mode: Mode = Mode.SHARED
+    barrier: threading.Barrier = field(init=False)
     cpu: int | None = field(default_factory=shared_cpu)
+    cross: tuple[int, int] | None = field(default_factory=crossed_cpus)
+    crossing: Crossing | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        crossing = None
+        if self.mode is Mode.CROSSED and self.cross is not None:
+            crossing = Crossing(self.cross)
+        object.__setattr__(self, "crossing", crossing)
+        object.__setattr__(
+            self, "barrier", threading.Barrier(2, action=crossing.start if crossing is not None else None)
+        )
+
+    @property
+    def crossed(self) -> bool:
+        """Whether the pair's sides are swapped between two CPUs (else they share ``cpu``)."""
+        return self.crossing is not None
 
     def prefix(self) -> list[str]:
-        """What runs a command on the pair's CPU."""
+        """What runs a command on the pair's CPU (a shared pair's)."""
         return [] if self.cpu is None else ["taskset", "--cpu-list", str(self.cpu)]
 
     @property
     def cpus(self) -> tuple[int, ...]:
-        """The CPUs a side's process may run on (empty: any)."""
+        """The CPUs a side's process may run on until the workloads start (empty: any)."""
+        if self.crossing is not None:
+            return self.crossing.cpus
         return () if self.cpu is None else (self.cpu,)
+
+    def reset(self) -> None:
+        """Ready for the next pair."""
+        if self.crossing is not None:
+            self.crossing.reset()
+        self.barrier.reset()
+
+    def abort(self) -> None:
+        """A side is done or failed: its partner is not kept waiting."""
+        self.barrier.abort()
+
+    def join(self, pid: int | None) -> None:
+        """A side's process takes part (a crossed pair swaps it once both have met)."""
+        if self.crossing is not None and pid is not None:
+            self.crossing.join(pid)
+
+    def leave(self, pid: int | None) -> Crossed | None:
+        """A side's workload is over; what the crossing gave it (None: not crossed)."""
+        if self.crossing is None or pid is None:
+            return None
+        return self.crossing.leave(pid)
 
     def meet(self, *, timeout_s: float = PARTNER_WAIT_S) -> bool:
         """Wait for the partner to be ready; False when it broke the barrier or was late."""
