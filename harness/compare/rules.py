@@ -154,12 +154,20 @@ OWN_CPU_FIGURES = frozenset({"host.workload_cpu_s", "host.workload_alone_s"})
 def shrink_of(metric: str, base: Sequence[Sample], settings: Settings) -> float:
     """How much sharing one CPU may have shrunk ``metric``'s change in pairs taken together: the
     settings' factor for a guest's figure that counts its partner's share, else 1 (a replay's
-    qemu-io, a figure of the guest's own CPU)."""
+    qemu-io, a figure of the guest's own CPU, a crossed pair's)."""
     if metric in OWN_CPU_FIGURES:
         return 1.0
-    if any(isinstance(s.host.get("together"), Mapping) for s in base):
+    if any(shared_cpu(s) for s in base):
         return settings.together_shrink
     return 1.0
+
+
+def shared_cpu(sample: Sample) -> bool:
+    """Whether ``sample`` is a guest's taken together with its partner on one CPU (a crossed
+    pair's sides each had a CPU of their own: nothing shrinks; a record from before crossed pairs
+    says no mode and shared one)."""
+    together = sample.host.get("together")
+    return isinstance(together, Mapping) and together.get("mode", "shared") == "shared"
 
 
 def _pairs(

@@ -225,9 +225,10 @@ def replay_streams(
 
 def guest_pairs(spec: GateSpec, sides: Mapping[str, GateSide]) -> None:
     """The guest cells whose pair of samples runs together: one :class:`Pairing` each, shared by
-    both sides' samplers (both guests on one CPU, their workloads started at the same moment)."""
+    both sides' samplers (their workloads started at the same moment, each guest on a CPU of its
+    own swapped with the other's, or both on one CPU: ``spec.guest_pairing``)."""
     for name in spec.guest_pairs:
-        pairing = Pairing()
+        pairing = Pairing(mode=spec.guest_pairing)
         for side in sides.values():
             side.samplers[name] = paired_sampler(pairing)
             side.together[name] = pairing

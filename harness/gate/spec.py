@@ -17,6 +17,7 @@ from harness.compare import STRUCTURAL_COUNTERS, Settings, parse_percent, parse_
 from harness.errors import SpecError, UsageError
 from harness.files import read_input_text
 from harness.paths import package_data
+from harness.sample.pairing import Mode
 from harness.spec import Cell, make_cell
 from harness.subject.policy import Completed, Policy
 from harness.untrusted import toml_loads
@@ -38,6 +39,7 @@ SPEC_KEYS = (
     "replay_passes",
     "replay_together",
     "guest_together",
+    "guest_pairing",
     "guest_samples",
 )
 SPEC_KEYS_TABLES = ("params", "cells", "information")
@@ -91,6 +93,9 @@ class GateSpec:
     replay_together: bool = False
     #: a guest cell's pair of samples runs at the same moment on one CPU (a cell's ``together`` wins)
     guest_together: bool = False
+    #: how a guest pair taken together shares the host: each side on a CPU of its own, the two
+    #: swapped (crossed), or both on one CPU (shared; where the host has one CPU, crossed is shared)
+    guest_pairing: Mode = Mode.CROSSED
     #: a guest cell's pairs per round where they run together (cheap beside a round: more pairs)
     guest_samples: int = 1
     #: metric -> why it is shown but not gated
@@ -218,9 +223,17 @@ def parse_gate_spec(text: str, *, source: str = "<gate spec>") -> GateSpec:
         replay_passes=integer("replay_passes", 1),
         replay_together=bool(together),
         guest_together=bool(_flag(data.get("guest_together", False), f"{source}: guest_together")),
+        guest_pairing=_pairing(data.get("guest_pairing", Mode.CROSSED.value), f"{source}: guest_pairing"),
         information=dict(information),
         guest_samples=integer("guest_samples", 1),
     )
+
+
+def _pairing(value: Any, what: str) -> Mode:
+    modes = {m.value: m for m in Mode}
+    if not isinstance(value, str) or value not in modes:
+        raise SpecError(f"{what} = {value!r}: use {' or '.join(repr(m) for m in modes)}")
+    return modes[value]
 
 
 def _flag(value: Any, what: str) -> bool | None:

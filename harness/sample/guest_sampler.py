@@ -478,7 +478,7 @@ def run_sample(
                 "met": run.met,
                 "cpus": run.cpus,
                 "sent_at_s": run.sent_at_s,
-                "mode": together.mode.value,
+                "mode": together.how.value,
             }
             if run.crossed is not None:
                 host["together"]["crossed"] = run.crossed

@@ -212,6 +212,11 @@ class Pairing:
         )
 
     @property
+    def how(self) -> Mode:
+        """How the pair shares the host: crossed where asked and two CPUs are there, else shared."""
+        return Mode.CROSSED if self.crossing is not None else Mode.SHARED
+
+    @property
     def crossed(self) -> bool:
         """Whether the pair's sides are swapped between two CPUs (else they share ``cpu``)."""
         return self.crossing is not None

@@ -1,0 +1,142 @@
+"""A crossed pair: each side's process on a CPU of its own, the two swapped while they run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.compare import Settings
+from harness.compare.rules import shrink_of
+from harness.errors import SpecError
+from harness.gate import parse_gate_spec
+from harness.record import Sample
+from harness.sample.pairing import Crossing, Mode, Pairing, crossed_cpus, pin_process
+
+TWO = crossed_cpus()
+needs_two = pytest.mark.skipif(TWO is None, reason="a crossed pair needs two CPUs")
+
+
+@pytest.fixture
+def spinners() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Two processes of two threads each that spin until killed."""
+    code = "import threading\ndef spin():\n    while True: pass\nthreading.Thread(target=spin, daemon=True).start()\nspin()\n"
+    procs = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(2)]
+    try:
+        yield procs
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+def _cpus_of(pid: int) -> set[frozenset[int]]:
+    """The affinity of each thread of ``pid``."""
+    got = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            got.add(frozenset(os.sched_getaffinity(int(task.name))))
+        except ProcessLookupError:
+            continue
+    return got
+
+
+@needs_two
+def test_a_crossed_pair_swaps_its_two_processes_between_two_cpus(spinners: list[Any]) -> None:
+    assert TWO is not None
+    crossing = Crossing(TWO, swap_s=0.02)
+    a, b = (p.pid for p in spinners)
+    crossing.join(a)
+    crossing.join(b)
+    crossing.start()
+    seen_a: list[int] = []
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:
+        got_a, got_b = _cpus_of(a), _cpus_of(b)
+        # every thread of a side is on one CPU of the pair; the two sides never on the same one
+        # (read between two moves, a side may be caught on its way: skip those readings)
+        if len(got_a) == 1 and len(got_b) == 1 and all(len(s) == 1 for s in got_a | got_b):
+            (cpu_a,), (cpu_b,) = next(iter(got_a)), next(iter(got_b))
+            assert {cpu_a, cpu_b} <= set(TWO)
+            if cpu_a != cpu_b:
+                seen_a.append(cpu_a)
+        time.sleep(0.003)
+    left_a = crossing.leave(a)
+    time.sleep(0.1)  # b goes on alone, still swapped
+    left_b = crossing.leave(b)
+    assert set(seen_a) == set(TWO), "a side stayed on one CPU"
+    assert left_a is not None and left_b is not None
+    for left in (left_a, left_b):
+        assert left.ok and left.cpus == TWO
+        # about half of its time on each CPU, 20 ms at a time over a second or more
+        assert left.swaps >= 10
+        total = sum(left.on_cpu_s)
+        assert total > 0.8 and min(left.on_cpu_s) > 0.3 * total
+    assert sum(left_b.on_cpu_s) > sum(left_a.on_cpu_s)
+    crossing.reset()  # the swapping thread is gone and the next pair starts clean
+    assert crossing.leave(a) is None
+
+
+@needs_two
+def test_a_pairing_starts_crossing_when_both_sides_meet(spinners: list[Any]) -> None:
+    pairing = Pairing(mode=Mode.CROSSED)
+    assert pairing.how is Mode.CROSSED and pairing.cpus == TWO
+    results: dict[int, Any] = {}
+
+    def side(pid: int) -> None:
+        pairing.join(pid)
+        assert pairing.meet(timeout_s=10)
+        time.sleep(0.3)
+        results[pid] = pairing.leave(pid)
+
+    threads = [threading.Thread(target=side, args=(p.pid,)) for p in spinners]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(r is not None and r.ok and r.swaps >= 3 for r in results.values())
+    pairing.reset()
+
+
+def test_a_pair_with_one_cpu_or_asked_to_share_runs_on_one_cpu() -> None:
+    lonely = Pairing(mode=Mode.CROSSED, cpu=3, cross=None)
+    assert lonely.how is Mode.SHARED and lonely.cpus == (3,) and lonely.leave(1) is None
+    shared = Pairing(mode=Mode.SHARED, cpu=3, cross=(0, 1))
+    assert shared.how is Mode.SHARED and shared.cpus == (3,) and shared.prefix()[-1] == "3"
+
+
+def test_moving_a_process_that_is_gone_says_so(tmp_path: Path) -> None:
+    assert not pin_process(2**22 + 7, 0)
+    # a thread that ended between the listing and the move is no failure
+    (tmp_path / "5" / "task" / str(2**22 + 9)).mkdir(parents=True)
+    assert pin_process(5, 0, proc=tmp_path)
+
+
+def _sample(together: dict[str, Any]) -> Sample:
+    return Sample(status="ok", host={"together": together})
+
+
+def test_nothing_shrinks_a_crossed_pairs_change() -> None:
+    settings = Settings()
+    crossed = _sample({"cpu": 1, "met": True, "mode": "crossed"})
+    shared = _sample({"cpu": 1, "met": True, "mode": "shared"})
+    older = _sample({"cpu": 1, "met": True})  # a record from before crossed pairs: one CPU
+    assert shrink_of("host.workload_s", [crossed], settings) == 1.0
+    assert shrink_of("host.workload_s", [shared], settings) == settings.together_shrink
+    assert shrink_of("host.workload_s", [older], settings) == settings.together_shrink
+
+
+def test_the_spec_says_how_a_guest_pair_shares_the_host() -> None:
+    cells = '[[cells]]\nname = "dd"\nworkload = "dd"\n'
+    assert parse_gate_spec(cells, source="g.toml").guest_pairing is Mode.CROSSED
+    shared = parse_gate_spec('guest_pairing = "shared"\n' + cells, source="g.toml")
+    assert shared.guest_pairing is Mode.SHARED
+    with pytest.raises(SpecError, match=r"g.toml: guest_pairing = 'apart': use 'shared' or 'crossed'"):
+        parse_gate_spec('guest_pairing = "apart"\n' + cells, source="g.toml")
