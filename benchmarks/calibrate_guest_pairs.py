@@ -48,7 +48,7 @@ from harness.compare.rules import OWN_CPU_FIGURES, taken_together
 from harness.guest import build_guest
 from harness.rounds.cell import new_run_id
 from harness.sample.guest_sampler import RunOptions, run_sample
-from harness.sample.pairing import Mode, Pairing
+from harness.sample.pairing import PAIR_NICE, SWAP_S, Mode, Pairing
 from harness.spec import make_cell
 from harness.subject.binaries import Binaries
 
@@ -200,7 +200,11 @@ def run(args: argparse.Namespace) -> None:
                     for name, cache, options in pair:
                         sample(number, f"{arm[0]}/{name}", cache, options, mode, None)
                     continue
-                pairing = Pairing(mode=Mode.CROSSED if mode == "crossed" else Mode.SHARED)
+                pairing = Pairing(
+                    mode=Mode.CROSSED if mode == "crossed" else Mode.SHARED,
+                    swap_s=args.swap_ms / 1000,
+                    nice=args.nice,
+                )
                 threads = [
                     threading.Thread(target=sample, args=(number, f"{arm[0]}/{n}", c, o, mode, pairing))
                     for n, c, o in pair
@@ -345,6 +349,8 @@ def main() -> None:
     r.add_argument("--rounds", type=int, default=10)
     r.add_argument("--modes", default="apart,together")
     r.add_argument("--seed", type=int, default=1)
+    r.add_argument("--nice", type=int, default=PAIR_NICE, help="a pair's QEMU processes' nice value")
+    r.add_argument("--swap-ms", type=float, default=SWAP_S * 1000, help="a crossed pair's swap period")
     r.add_argument("--out", type=Path, required=True)
     r.add_argument("arms", nargs="+")
     a = sub.add_parser("analyse")

@@ -242,6 +242,8 @@ class GuestRun:
     cpus: list[int] | None = None
     # a crossed pair's (harness.sample.pairing.Crossing): the pair's CPUs, the time on each, the swaps
     crossed: dict[str, object] | None = None
+    # whether QEMU ran at the pair's raised priority (harness.sample.pairing.PAIR_NICE)
+    raised: bool = False
 
 
 def cpu_delta(before: CpuTimes | None, after: CpuTimes | None) -> dict[str, float] | None:
@@ -301,8 +303,7 @@ def boot_and_run(
     ) as started:
         vm = started.vm
         ready = started.ready
-        if together is not None:
-            together.join(vm.pid)
+        raised = together.join(vm.pid) if together is not None else False
         try:
             met = meet(together)
             cpu_before = vm.cpu_times()
@@ -349,6 +350,7 @@ def boot_and_run(
                 sent_at_s=sent_at_s if together is not None else None,
                 cpus=vm.cpus() if together is not None else None,
                 crossed=crossed.as_dict() if crossed is not None else None,
+                raised=raised,
             )
         finally:
             if together is not None:
@@ -479,6 +481,7 @@ def run_sample(
                 "cpus": run.cpus,
                 "sent_at_s": run.sent_at_s,
                 "mode": together.how.value,
+                "nice": together.nice if run.raised else 0,
             }
             if run.crossed is not None:
                 host["together"]["crossed"] = run.crossed

@@ -35,6 +35,9 @@ PARTNER_WAIT_S = 120.0
 # how often a crossed pair's two processes swap CPUs: short against a workload's seconds, long
 # against what a move costs (a few microseconds, and a cold cache)
 SWAP_S = 0.01
+# the nice value a pair's QEMU processes run at, where the host lets them (root): the host's other
+# work (another job, a build) then takes little of the pair's CPUs while the two samples run
+PAIR_NICE = -10
 # the swapping thread's real-time priority where the host lets it have one (root): a swap comes on
 # time however busy the pair's CPUs are (it takes microseconds, then sleeps)
 SWAP_PRIORITY = 10
@@ -79,6 +82,31 @@ def pin_process(pid: int, cpu: int, proc: Path = Path("/proc")) -> bool:
             continue
         except OSError:
             ok = False
+    return ok
+
+
+def raise_priority(pid: int, nice: int, proc: Path = Path("/proc")) -> bool:
+    """Every thread of process ``pid`` at ``nice``, and its session's autogroup too (the scheduler
+    weighs autogroups against each other before the tasks in them); threads it starts later
+    inherit it.  False where the host does not let us (not root) or the process is gone."""
+    try:
+        tids = [int(t.name) for t in (proc / str(pid) / "task").iterdir()]
+    except (OSError, ValueError):
+        return False
+    ok = True
+    for tid in tids:
+        try:
+            os.setpriority(os.PRIO_PROCESS, tid, nice)
+        except ProcessLookupError:
+            continue
+        except OSError:
+            ok = False
+    try:
+        (proc / str(pid) / "autogroup").write_text(str(nice))
+    except FileNotFoundError:
+        pass  # a kernel without autogroups: the threads' nice is what counts
+    except OSError:
+        ok = False
     return ok
 
 
@@ -212,12 +240,14 @@ class Pairing:
     barrier: threading.Barrier = field(init=False)
     cpu: int | None = field(default_factory=shared_cpu)
     cross: tuple[int, int] | None = field(default_factory=crossed_cpus)
+    swap_s: float = SWAP_S
+    nice: int = PAIR_NICE
     crossing: Crossing | None = field(init=False)
 
     def __post_init__(self) -> None:
         crossing = None
         if self.mode is Mode.CROSSED and self.cross is not None:
-            crossing = Crossing(self.cross)
+            crossing = Crossing(self.cross, self.swap_s)
         object.__setattr__(self, "crossing", crossing)
         object.__setattr__(
             self, "barrier", threading.Barrier(2, action=crossing.start if crossing is not None else None)
@@ -254,10 +284,14 @@ class Pairing:
         """A side is done or failed: its partner is not kept waiting."""
         self.barrier.abort()
 
-    def join(self, pid: int | None) -> None:
-        """A side's process takes part (a crossed pair swaps it once both have met)."""
-        if self.crossing is not None and pid is not None:
+    def join(self, pid: int | None) -> bool:
+        """A side's process takes part: at the pair's priority (:data:`PAIR_NICE`), and a crossed
+        pair swaps it once both have met.  Whether its priority could be raised."""
+        if pid is None:
+            return False
+        if self.crossing is not None:
             self.crossing.join(pid)
+        return raise_priority(pid, self.nice) if self.nice else True
 
     def leave(self, pid: int | None) -> Crossed | None:
         """A side's workload is over; what the crossing gave it (None: not crossed)."""
