@@ -331,6 +331,9 @@ def boot_and_run(
             stats_after = vm.blockstats(DISK_NODE)
             io_after = vm.proc_io()
             histograms = histograms_from_blockstats(stats_after) if opts.latency_histograms else {}
+            if together is not None:
+                # the partner's workload runs on: nothing of this side's goes on meanwhile
+                together.end(timeout_s=opts.workload_timeout_s)
             return GuestRun(
                 argv=vm.argv,
                 ready=ready,

@@ -37,7 +37,7 @@ PARTNER_WAIT_S = 120.0
 SWAP_S = 0.01
 # the nice value a pair's QEMU processes run at, where the host lets them (root): the host's other
 # work (another job, a build) then takes little of the pair's CPUs while the two samples run
-PAIR_NICE = -10
+PAIR_NICE = -19
 # the swapping thread's real-time priority where the host lets it have one (root): a swap comes on
 # time however busy the pair's CPUs are (it takes microseconds, then sleeps)
 SWAP_PRIORITY = 10
@@ -238,6 +238,9 @@ class Pairing:
 
     mode: Mode = Mode.SHARED
     barrier: threading.Barrier = field(init=False)
+    # both sides' workloads are over: neither shuts its guest down, deletes its image or writes its
+    # record (an fsync) while the partner's workload still runs, which would slow the partner alone
+    ended: threading.Barrier = field(init=False, default_factory=lambda: threading.Barrier(2))
     cpu: int | None = field(default_factory=shared_cpu)
     cross: tuple[int, int] | None = field(default_factory=crossed_cpus)
     swap_s: float = SWAP_S
@@ -279,10 +282,23 @@ class Pairing:
         if self.crossing is not None:
             self.crossing.reset()
         self.barrier.reset()
+        self.ended.reset()
 
     def abort(self) -> None:
         """A side is done or failed: its partner is not kept waiting."""
         self.barrier.abort()
+        self.ended.abort()
+
+    def end(self, *, timeout_s: float) -> bool:
+        """This side's workload is over: wait (at most ``timeout_s``) until the partner's is too;
+        False when the partner failed, gave up or was late."""
+        if self.ended.broken:
+            return False
+        try:
+            self.ended.wait(timeout_s)
+        except threading.BrokenBarrierError:
+            return False
+        return True
 
     def join(self, pid: int | None) -> bool:
         """A side's process takes part: at the pair's priority (:data:`PAIR_NICE`), and a crossed

@@ -140,3 +140,22 @@ def test_the_spec_says_how_a_guest_pair_shares_the_host() -> None:
     assert shared.guest_pairing is Mode.SHARED
     with pytest.raises(SpecError, match=r"g.toml: guest_pairing = 'apart': use 'shared' or 'crossed'"):
         parse_gate_spec('guest_pairing = "apart"\n' + cells, source="g.toml")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="raising a priority needs root")
+def test_a_pairs_process_runs_above_the_hosts_other_work(spinners: list[Any]) -> None:
+    pid = spinners[0].pid
+    deadline = time.monotonic() + 30
+    while len(list(Path(f"/proc/{pid}/task").iterdir())) < 2:  # its second thread started
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    pairing = Pairing(mode=Mode.SHARED, cpu=0, nice=-7)
+    assert pairing.join(pid)
+    tids = [int(t.name) for t in Path(f"/proc/{pid}/task").iterdir()]
+    assert len(tids) == 2 and all(os.getpriority(os.PRIO_PROCESS, t) == -7 for t in tids)
+    autogroup = Path(f"/proc/{pid}/autogroup")
+    if autogroup.exists():
+        assert autogroup.read_text().split()[-1] == "-7"
+    # the partner, not joined, runs as it was started
+    assert os.getpriority(os.PRIO_PROCESS, spinners[1].pid) == 0
+    assert not pairing.join(2**22 + 7)  # gone: said, not raised
