@@ -5,20 +5,26 @@ share a :class:`Pairing`.  Each side gets its subject ready (a replay's qemu-io,
 ready line) and waits at the barrier for the partner's; both then start at once, so whatever slows
 the host down then (its disk, the steal and the load on its CPUs) slows both alike and cancels in
 their ratio.  A side that fails breaks the barrier: the other says it ran alone and the comparison
-does not count the pair as taken together.
+does not count the pair as taken together.  A guest side whose workload is over waits for its
+partner's to end too (``ended``) before it shuts its guest down, deletes its image or writes its
+record, so that nothing of one side runs while the other is still measured.  While the pair runs,
+both QEMU processes run at nice :data:`PAIR_NICE` (and their autogroups), where the host lets us:
+the host's other work at normal priority then takes about 1.4 % of the pair's CPUs.
 
 Two ways to share the host (:class:`Mode`):
 
-* ``shared``: both on one CPU.  Two CPU-bound sides share it, so a slowdown r of one side alone
-  reads as about r/2 in the pair's ratio (the faster side finishes at twice its own time, the
-  slower runs its excess alone), and far less where the slower side waits (IO, a throttle): its
-  partner runs meanwhile, and a rate limit bites less on a guest that runs at half speed.  The
-  sample says how long its vCPU waited for a CPU (:func:`harness.sample.vm.cpu.cpu_times`): the
-  guest's time less that wait is what it would have taken alone (``host.workload_alone_s``).
-* ``crossed``: each on a CPU of its own, the two swapped every :data:`SWAP_S` while the workloads
-  run (:class:`Crossing`), so that each side has had each CPU for about half its time: a CPU
-  slower than the other (one that serves the host's interrupts, a neighbour pinned to it) slows
-  both alike, and neither side takes CPU time from the other, so a change reads at its size alone.
+* ``crossed`` (the gate's guests): each side on a CPU of its own, the two swapped every
+  :data:`SWAP_S` by a real-time thread (:class:`Crossing`), so that each side has each CPU for
+  half its time: a CPU slower than the other (one that serves the host's interrupts, a neighbour
+  pinned to it) slows both alike, and neither takes CPU time from the other, so a change reads at
+  its size alone, a change that makes the guest wait (a throttle) included.
+* ``shared`` (the replay cells; guests where the host has a single CPU): both on one CPU.  Two
+  CPU-bound sides share it, so a slowdown r of one side alone reads as about r/2 in the pair's
+  ratio (the faster side finishes at twice its own time, the slower runs its excess alone), and
+  far less where the slower side waits (IO, a throttle): its partner runs meanwhile, and a rate
+  limit bites less on a guest that runs at half speed.  The sample says how long its vCPU waited
+  for a CPU (:func:`harness.sample.vm.cpu.cpu_times`): the guest's time less that wait is
+  ``host.workload_alone_s``.
 """
 
 from __future__ import annotations
