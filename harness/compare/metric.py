@@ -117,7 +117,7 @@ def compare_metric(
     """The verdict of one metric; ``paired``: ``base[i]`` and ``head[i]`` are of round i;
     ``together`` (with ``paired``): they ran at the same moment, and the test is that of the
     pairs' log ratios (:mod:`harness.compare.paired`).  ``shrink`` (with ``together``): the pairs
-    shared one CPU, which shrinks a CPU-bound change of this figure at most by this factor on
+    shared one CPU (a guest pair ``shared``, not ``crossed``: :mod:`harness.sample.pairing`), which shrinks a CPU-bound change of this figure at most by this factor on
     logs: ratio and interval are scaled up by it, so that the decision and the size are those of
     the change alone (measured: a CPU-bound +11.4 % alone read +4.3 % together, reported +8.7 %); the
     test is the same.  A change that makes the guest wait is hidden more: the partner uses the

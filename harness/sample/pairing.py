@@ -239,7 +239,9 @@ class Pairing:
     alike and cancels in their ratio.  Measured on a busy 2-core host
     (benchmarks/calibrate_replay.py, benchmarks/calibrate_guest_pairs.py): the A/A log ratio of a
     replayed request's latency quantile varied 13-15 % between pairs run together on any CPU,
-    1.4-3 % on one CPU; a dd guest's time 9.8-11.6 % one after the other, 0.4-0.7 % on one CPU.
+    1.4-3 % on one CPU; a dd guest's time 4-25 % one after the other (load 2.5-10), 0.4 % on one
+    CPU, 0.9-1.4 % crossed (load 2.5-4; 6-12 % before the priority, the end barrier and the 2 ms
+    power-off poll).
     """
 
     mode: Mode = Mode.SHARED
