@@ -14,7 +14,7 @@ the host's other work at normal priority then takes about 1.4 % of the pair's CP
 Two ways to share the host (:class:`Mode`):
 
 * ``crossed`` (the gate's guests): each side on a CPU of its own, the two swapped every
-  :data:`SWAP_S` by a real-time thread (:class:`Crossing`), so that each side has each CPU for
+  :data:`SWAP_S` by a process of its own at a real-time priority (:class:`Crossing`), so that each side has each CPU for
   half its time: a CPU slower than the other (one that serves the host's interrupts, a neighbour
   pinned to it) slows both alike, and neither takes CPU time from the other, so a change reads at
   its size alone, a change that makes the guest wait (a throttle) included.
@@ -30,9 +30,12 @@ Two ways to share the host (:class:`Mode`):
 from __future__ import annotations
 
 import enum
+import json
 import os
+import select
+import subprocess
+import sys
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,9 +47,11 @@ SWAP_S = 0.01
 # the nice value a pair's QEMU processes run at, where the host lets them (root): the host's other
 # work (another job, a build) then takes little of the pair's CPUs while the two samples run
 PAIR_NICE = -19
-# the swapping thread's real-time priority where the host lets it have one (root): a swap comes on
-# time however busy the pair's CPUs are (it takes microseconds, then sleeps)
-SWAP_PRIORITY = 10
+# the swapper of a crossed pair: a process of its own, at a real-time priority where allowed
+SWAPPER = Path(__file__).with_name("swapper.py")
+SWAPPER_PRIORITY = 10
+# how long a side that leaves waits for the swapper's account of it
+LEAVE_WAIT_S = 5.0
 
 
 class Mode(enum.Enum):
@@ -71,24 +76,6 @@ def crossed_cpus() -> tuple[int, int] | None:
     except (AttributeError, OSError, ValueError):
         return None
     return (cpus[-2], cpus[-1]) if len(cpus) >= 2 else None
-
-
-def pin_process(pid: int, cpu: int, proc: Path = Path("/proc")) -> bool:
-    """Every thread of process ``pid`` onto ``cpu``; False when one could not be moved (it may
-    not be ours to move) or the process is gone.  A thread that ended meanwhile is no failure."""
-    try:
-        tids = [int(t.name) for t in (proc / str(pid) / "task").iterdir()]
-    except (OSError, ValueError):
-        return False
-    ok = True
-    for tid in tids:
-        try:
-            os.sched_setaffinity(tid, (cpu,))
-        except ProcessLookupError:
-            continue
-        except OSError:
-            ok = False
-    return ok
 
 
 def raise_priority(pid: int, nice: int, proc: Path = Path("/proc")) -> bool:
@@ -137,95 +124,80 @@ class Crossed:
 
 class Crossing:
     """Swaps the processes of a pair between two CPUs every ``swap_s`` from the moment both have
-    met until both have left.  One swapping thread per pair."""
+    met until both have left: a swapper process per pair (:mod:`harness.sample.swapper`)."""
 
     def __init__(self, cpus: tuple[int, int], swap_s: float = SWAP_S) -> None:
         self.cpus = cpus
         self.swap_s = swap_s
         self._lock = threading.Lock()
         self._pids: list[int] = []
-        self._left: set[int] = set()
-        self._on: dict[int, list[float]] = {}
-        self._swaps: dict[int, int] = {}
-        self._ok: dict[int, bool] = {}
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._swapper: subprocess.Popen[bytes] | None = None
 
     def reset(self) -> None:
-        """Ready for the next pair (the last one's thread ended)."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
+        """Ready for the next pair (the last one's swapper ended)."""
         with self._lock:
-            self._pids, self._left, self._on, self._swaps, self._ok = [], set(), {}, {}, {}
-        self._stop = threading.Event()
-        self._thread = None
+            swapper, self._swapper, self._pids = self._swapper, None, []
+        if swapper is not None:
+            _end(swapper)
 
     def join(self, pid: int) -> None:
         """``pid`` takes part in the pair (before the barrier)."""
         with self._lock:
             if pid not in self._pids:
                 self._pids.append(pid)
-                self._on[pid] = [0.0, 0.0]
-                self._swaps[pid] = 0
-                self._ok[pid] = True
 
     def start(self) -> None:
         """Both have met: swapping begins (the barrier's action, in one of the two threads)."""
         with self._lock:
-            if self._thread is not None or len(self._pids) != 2:
+            if self._swapper is not None or len(self._pids) != 2:
                 return
-            self._thread = threading.Thread(target=self._swap, name="pair-crossing", daemon=True)
-        self._thread.start()
+            a, b = self._pids
+            self._swapper = subprocess.Popen(
+                [sys.executable, str(SWAPPER), *map(str, self.cpus), repr(self.swap_s), str(a), str(b)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+            )
+            try:  # real-time from its first instruction, not only once it set itself so
+                os.sched_setscheduler(self._swapper.pid, os.SCHED_FIFO, os.sched_param(SWAPPER_PRIORITY))
+            except (AttributeError, OSError):
+                pass  # not root: it runs at the harness's priority
 
     def leave(self, pid: int) -> Crossed | None:
         """``pid``'s workload is over: what its swapping gave it (None: it never started)."""
         with self._lock:
-            if pid not in self._on:
+            swapper = self._swapper
+            if swapper is None or pid not in self._pids or swapper.stdin is None or swapper.stdout is None:
                 return None
-            self._left.add(pid)
-            if self._left >= set(self._pids):
-                self._stop.set()
-            on = tuple(self._on[pid])
-            return Crossed(self.cpus, (on[0], on[1]), self._swaps[pid], self._ok[pid])
-
-    def _running(self) -> list[tuple[int, int]]:
-        with self._lock:
-            return [(i, pid) for i, pid in enumerate(self._pids) if pid not in self._left]
-
-    def _swap(self) -> None:
-        _real_time()
-        turn = 0
-        last = time.monotonic()
-        placed: dict[int, int] = {}
-        while True:
-            running = self._running()
-            now = time.monotonic()
-            with self._lock:
-                for pid, slot in placed.items():
-                    if pid not in self._left:
-                        self._on[pid][slot] += now - last
-            last = now
-            if not running or self._stop.is_set():
-                return
-            for i, pid in running:
-                slot = (i + turn) % 2
-                moved = pin_process(pid, self.cpus[slot])
-                with self._lock:
-                    self._swaps[pid] += 1
-                    self._ok[pid] = self._ok[pid] and moved
-                placed[pid] = slot
-            turn += 1
-            if self._stop.wait(self.swap_s):
-                return
+            try:
+                swapper.stdin.write(f"leave {pid}\n".encode())
+                swapper.stdin.flush()
+                ready, _, _ = select.select([swapper.stdout], [], [], LEAVE_WAIT_S)
+                line = swapper.stdout.readline() if ready else b""
+                got = json.loads(line) if line else None
+            except (OSError, ValueError):
+                got = None
+            self._pids.remove(pid)
+        if not isinstance(got, dict) or got.get("pid") != pid:
+            return Crossed(self.cpus, (0.0, 0.0), 0, False)
+        on = got.get("on_cpu_s") or [0.0, 0.0]
+        return Crossed(
+            self.cpus, (float(on[0]), float(on[1])), int(got.get("swaps", 0)), got.get("moves_ok") is True
+        )
 
 
-def _real_time() -> None:
-    """The calling thread at :data:`SWAP_PRIORITY` under SCHED_FIFO, where allowed."""
+def _end(swapper: subprocess.Popen[bytes]) -> None:
+    """A swapper's input closed (it exits), waited for; killed if it does not."""
     try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(SWAP_PRIORITY))
-    except (AttributeError, OSError):
-        pass  # not root: the thread keeps its share; its swaps may come late on a busy CPU
+        if swapper.stdin is not None:
+            swapper.stdin.close()
+        swapper.wait(timeout=LEAVE_WAIT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        swapper.kill()
+        swapper.wait()
+    finally:
+        if swapper.stdout is not None:
+            swapper.stdout.close()
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,8 @@ from harness.compare.rules import shrink_of
 from harness.errors import SpecError
 from harness.gate import parse_gate_spec
 from harness.record import Sample
-from harness.sample.pairing import Crossing, Mode, Pairing, crossed_cpus, pin_process
+from harness.sample.pairing import Crossing, Mode, Pairing, crossed_cpus
+from harness.sample.swapper import pin_process
 
 TWO = crossed_cpus()
 needs_two = pytest.mark.skipif(TWO is None, reason="a crossed pair needs two CPUs")
@@ -80,7 +81,7 @@ def test_a_crossed_pair_swaps_its_two_processes_between_two_cpus(spinners: list[
         total = sum(left.on_cpu_s)
         assert total > 0.8 and min(left.on_cpu_s) > 0.3 * total
     assert sum(left_b.on_cpu_s) > sum(left_a.on_cpu_s)
-    crossing.reset()  # the swapping thread is gone and the next pair starts clean
+    crossing.reset()  # the swapper is gone and the next pair starts clean
     assert crossing.leave(a) is None
 
 
@@ -93,7 +94,7 @@ def test_a_pairing_starts_crossing_when_both_sides_meet(spinners: list[Any]) -> 
     def side(pid: int) -> None:
         pairing.join(pid)
         assert pairing.meet(timeout_s=10)
-        time.sleep(0.3)
+        time.sleep(1.0)
         results[pid] = pairing.leave(pid)
 
     threads = [threading.Thread(target=side, args=(p.pid,)) for p in spinners]
@@ -110,6 +111,40 @@ def test_a_pair_with_one_cpu_or_asked_to_share_runs_on_one_cpu() -> None:
     assert lonely.how is Mode.SHARED and lonely.cpus == (3,) and lonely.leave(1) is None
     shared = Pairing(mode=Mode.SHARED, cpu=3, cross=(0, 1))
     assert shared.how is Mode.SHARED and shared.cpus == (3,) and shared.prefix()[-1] == "3"
+
+
+def test_the_swapper_refuses_bad_arguments_and_ends_with_its_input() -> None:
+    bad = subprocess.run(
+        [sys.executable, "-m", "harness.sample.swapper", "0", "1"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert bad.returncode == 2 and "usage:" in bad.stderr
+    # its input closed (the harness gone): it exits, though nobody left
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        ended = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "harness.sample.swapper",
+                "0",
+                "0",
+                "0.01",
+                str(sleeper.pid),
+                str(sleeper.pid),
+            ],
+            input="",
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert ended.returncode == 0 and ended.stdout == ""
 
 
 def test_moving_a_process_that_is_gone_says_so(tmp_path: Path) -> None:
