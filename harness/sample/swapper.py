@@ -64,7 +64,9 @@ def swap(cpus: tuple[int, int], period_s: float, pids: tuple[int, int]) -> None:
             if pid in running:
                 on[pid][slot] += now - last
         last = now
-        for pid in running:
+        # the first moved lands on the CPU its partner still holds and waits there until the
+        # partner is moved too: first one side, then the other, so that neither always waits
+        for pid in running if turn % 2 == 0 else reversed(running):
             slot = (pids.index(pid) + turn) % 2
             ok[pid] = pin_process(pid, cpus[slot]) and ok[pid]
             swaps[pid] += 1
