@@ -223,7 +223,9 @@ def with_policy_reach(comparison: Comparison, cells: Sequence[CellResult], reach
 
 def sensitivity(cells: Sequence[CellResult]) -> tuple[SensitivityRow, ...]:
     """Per cell and gated metric: the smallest change it could have caught (percent) at its
-    rounds, and for an inconclusive metric about how many rounds per side would decide it."""
+    rounds, never below the metric's minimum effect (a counter with no spread "sees" 0 %, but
+    nothing below the minimum effect ever fails), and for an inconclusive metric about how many
+    rounds per side would decide it."""
     return tuple(
         SensitivityRow(
             cell_id=c.cell_id,
@@ -232,12 +234,16 @@ def sensitivity(cells: Sequence[CellResult]) -> tuple[SensitivityRow, ...]:
             metric=m.metric,
             rounds=min(m.n_base, m.n_head),
             verdict=m.verdict,
-            could_see_pct=m.figures().could_see_pct,
+            could_see_pct=_at_least_effect(m.figures().could_see_pct, m.min_effect),
             rounds_to_decide=m.rounds_to_decide,
         )
         for c in cells
         for m in c.metrics
     )
+
+
+def _at_least_effect(pct: float | None, min_effect: float) -> float | None:
+    return None if pct is None else max(pct, round(min_effect * 100.0, 2))
 
 
 def fails(verdict: Verdict, settings: Settings) -> bool:

@@ -1,4 +1,4 @@
-"""The pull request comment of four comparisons, rendered by the action and opened in headless Chromium.
+"""The pull request comment of five comparisons, rendered by the action and opened in headless Chromium.
 
 The action's own renderer (``scripts/preview.mjs`` in ``.github/actions/gate-comment``: its
 ``renderMarkdown``, then GitHub-flavoured markdown to HTML with GitHub's comment styles) turns each
@@ -6,7 +6,8 @@ comparison into a page, with the history pages' URL (metrics link to their graph
 it in a window 780 px wide, GitHub's comment column (the comment box is then 732 px, its text
 698 px).  For a regression, an unchanged comparison, an
 inconclusive one and one whose head timed out (the action's fixtures; the last two derived from
-real comparisons, ``tests/unit/test_comment_fixtures.py``):
+real comparisons, ``tests/unit/test_comment_fixtures.py``), and a real gate of guest pairs and
+replay cells, inconclusive, with its figures not gated:
 
 * what regressed (each regressed cell's short name and change), or what an unchanged or
   inconclusive comparison says first, lies inside the top 900 px;
@@ -50,6 +51,7 @@ COMPARISONS = {
     "unchanged": "real-unchanged.json",
     "inconclusive": "derived-inconclusive.json",
     "timed-out": "derived-timed-out.json",
+    "pairs": "real-gate-pairs.json",
 }
 
 # the page's figures: its width and the widest table (closed and open), the comment's height, and

@@ -1,8 +1,10 @@
 """The gate-comment action's fixtures are documents this diskbench writes.
 
-``real-*.json`` are real comparisons (docs/comparison.md says how they were made); each carries
-``summary.screen`` as :mod:`harness.compare.screen` decides it now.  No real gate has yet ended
-inconclusive or with a head that timed out, so two more are derived from real ones, and say so:
+``real-*.json`` are real comparisons (docs/comparison.md says how they were made;
+``real-gate-pairs.json`` a gate of the default spec, guest pairs and replay cells, with the kind of
+each cell, the shrink of a pair and the figures not gated); each carries ``summary.screen`` as :mod:`harness.compare.screen`
+decides it now.  When they were made no real gate had ended inconclusive or with a head that timed
+out, so two more are derived from real ones, and say so:
 
 * ``derived-inconclusive.json``: the four inconclusive cells of ``real-regression.json``, with
   their figures as that comparison reached them (in its family of 32 tests) and the summary of

@@ -92,7 +92,7 @@ def attack(shared: Path, head: Binaries) -> dict[str, str]:
         # base is running (its script sleeps): head's "qemu-img" goes after it, as a pair's would
         for _ in range(100):
             if base_image.exists() and any(
-                base_bin.encode() in Path(f"/proc/{p}/cmdline").read_bytes()
+                base_bin.encode() in _cmdline(p)
                 for p in accounts.uid_processes(confine.account(base.runs_as).uid)
             ):
                 break
@@ -105,6 +105,15 @@ def attack(shared: Path, head: Binaries) -> dict[str, str]:
     found = dict(line.split("=", 1) for line in report.read_text().split())
     found["base_image"] = base_image.read_bytes().decode(errors="replace")
     return found
+
+
+def _cmdline(pid: int) -> bytes:
+    """A process's command line; empty when it ended since it was listed (the account's other
+    processes, a shell's short-lived children, come and go)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (FileNotFoundError, ProcessLookupError):
+        return b""
 
 
 def test_head_as_its_own_account_cannot_signal_stop_or_write_base_while_both_run(shared: Path) -> None:

@@ -8,6 +8,7 @@ import {editedFixture, fixture} from './helpers'
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'comparison-test-'))
 afterAll(() => fs.rmSync(dir, {recursive: true, force: true}))
 const MB = 1024 * 1024
+const sensitivityRow = {cell_id: 'c', name: 'c', metric: 'total_s', rounds: 8, verdict: 'unchanged', could_see_pct: 3.1, rounds_to_decide: null}
 
 describe('loadComparison', () => {
   it('reads the document diskbench wrote, figures and verdicts as they are', () => {
@@ -42,6 +43,25 @@ describe('loadComparison', () => {
     })
     expect(doc.machine).toContainEqual(['hostname', 'runner-1'])
     expect(doc.head.rev).toBe('9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e0d')
+  })
+
+  it("reads a gate's guest pairs and replay cells: the kind of cell, the shrink, the figures not gated", () => {
+    const doc = loadComparison(fixture('real-gate-pairs.json'), 2 * MB)
+    expect(doc.sensitivity.map(r => r.measure)).toEqual([...Array(5).fill('guest'), ...Array(6).fill('replay')])
+    const pair = doc.cells[4]
+    expect(pair?.title).toBe('qcow2 none ide · dd 128M')
+    expect(pair?.metrics[0]).toMatchObject({metric: 'host.workload_s', shrink: 2, measuredChangePct: 1.1287, changePct: 2.2701, information: ''})
+    expect(pair?.information.map(m => m.metric)).toEqual(['total_s', 'dev.write_p90_ms', 'host.workload_cpu_s', 'host.workload_alone_s'])
+    expect(pair?.information[0]?.information).toBe("the guest's own clock of its phases (A/A sd 3.8 % together); host.workload_s is gated in its place")
+    // QEMU's CPU time is not shrunk by sharing the CPU: not scaled
+    expect(pair?.information[2]).toMatchObject({metric: 'host.workload_cpu_s', shrink: 1, measuredChangePct: 1.3974})
+    const replay = doc.cells[5]
+    expect(replay?.metrics[0]).toMatchObject({metric: 'replay.wall_s', shrink: 1, measuredChangePct: 0.1658})
+    expect(replay?.information).toEqual([])
+    // a document written before them: no kind, no shrink, nothing shown but not gated
+    const older = loadComparison(fixture('real-regression.json'), 2 * MB)
+    expect(older.sensitivity.every(r => r.measure === null)).toBe(true)
+    expect(older.cells.every(c => c.information.length === 0 && c.metrics.every(m => m.shrink === null))).toBe(true)
   })
 
   it('refuses a file over max-bytes without reading it', () => {
@@ -84,6 +104,20 @@ describe('loadComparison', () => {
     ['a row metric the cell lacks', (d: any) => (d.summary.screen.rows[1].metric = 'nothing'), '$.summary.screen.rows[1].metric: expected a metric of cell 0, got "nothing"'],
     ['a figure the cell lacks', (d: any) => (d.summary.screen.rows[1].figures[0].metric = 'x'), '$.summary.screen.rows[1].figures[0].metric: expected a metric of cell 0, got "x"'],
     ['rows that leave a cell out', (d: any) => (d.summary.screen.unchanged_rows = []), '$.summary.screen.rows: expected one row per cell with unchanged_rows (6 cells; rows for 0, 1, 3, 4, 5)'],
+    ['a kind of cell not a string', (d: any) => (d.summary.sensitivity = [{...sensitivityRow, measure: 7}]), '$.summary.sensitivity[0].measure: expected a string, got number 7'],
+    ['a shrink as a string', (d: any) => (d.cells[0].metrics[0].shrink = '2'), '$.cells[0].metrics[0].shrink: expected a number, got string "2"'],
+    ['a measured change not finite', (d: any) => (d.cells[0].metrics[0].measured_change_pct = 'NaN'), '$.cells[0].metrics[0].measured_change_pct: expected a number'],
+    ['figures not gated not a list', (d: any) => (d.cells[0].information = {}), '$.cells[0].information: expected an array, got an object'],
+    [
+      'a figure not gated without its figures',
+      (d: any) => (d.cells[0].information = [{metric: 'total_s', information: 'why'}]),
+      '$.cells[0].information[0].ci_low: required, missing',
+    ],
+    [
+      'a reason not a string',
+      (d: any) => (d.cells[0].information = [{...d.cells[0].metrics[0], information: ['why']}]),
+      '$.cells[0].information[0].information: expected a string, got an array',
+    ],
     ['a cell in two rows', (d: any) => (d.summary.screen.unchanged_rows[0].cell = 0), '(6 cells; rows for 0, 0, 1, 3, 4, 5)'],
   ])('refuses %s, saying where', (_what, edit, message) => {
     const file = editedFixture(dir, 'regression.json', edit)

@@ -166,6 +166,48 @@ describe('renderMarkdown', () => {
     expect(visibleText(rendered)).not.toMatch(/@octocat|me@evil|https?:\/\/|www\.evil/)
   })
 
+  it('renders the figures not gated and their reasons inert, and shows only the kinds of cell it knows', () => {
+    const file = editedFixture(dir, 'real-gate-pairs.json', d => {
+      const figure = d.cells[0].information[0]
+      figure.metric = POISON.script
+      figure.information = POISON.link
+      d.cells[0].information[1].information = POISON.mention
+      d.cells[0].information[2].information = POISON.table
+      d.cells[1].information[0].information = POISON.bare
+      d.cells[1].title = POISON.html
+      d.summary.sensitivity[0].measure = POISON.image
+    })
+    const text = renderMarkdown(loadComparison(file, MB), {maxChars: 60000})
+    const rendered = html(text)
+    expect(rendered).not.toMatch(/<a |<img|<script|<h2 id="heading|<h1/)
+    expect(visibleText(rendered)).not.toMatch(/@octocat|me@evil|https?:\/\/|www\.evil/)
+    expect(text).toContain(`| ${md(POISON.script, 80)}`.replace('| ', '| <code>'))
+    // a row of an unknown kind of cell is left out of the line, not shown: 4 guest cells are left
+    expect(text).toContain('Could see: 4 guest cells ≥ 3.9–8.4%; 3 replay cells ≥ 0.7–3.1% (a regression')
+    // the fold's table is still one table of 26 rows
+    expect(rendered.split('<summary>26 figures shown, not gated (they decide nothing)</summary>')[1]?.split('</table>')[0]?.match(/<tr>/g)).toHaveLength(27)
+  })
+
+  it('leaves out the rows of figures not gated before any row of a cell, to fit', () => {
+    const doc = loadComparison(fixture('real-gate-pairs.json'), MB)
+    const full = renderMarkdown(doc, {maxChars: 60000})
+    const start = full.indexOf('<details><summary>26 figures shown')
+    const fold = full.slice(start, full.indexOf('</details>', start))
+    const text = renderMarkdown(doc, {maxChars: full.length - fold.length / 2})
+    expect(text.length).toBeLessThanOrEqual(full.length - fold.length / 2)
+    expect(text).toMatch(/<details><summary>26 figures shown, not gated \(they decide nothing\)<\/summary>\n\n\| cell \| metric \| change \| CI \| why not gated \|\n/)
+    // some of its rows, then how many it left out
+    expect(text).toMatch(/\| --- \| --- \| --- \| --- \| --- \|\n\| qcow2 none virtio-blk · fio raw \| <code>total&#95;s<\/code> \| /)
+    expect(text).toMatch(/\|\n\n… (1[3-9]|2[0-5]) more rows: the job summary and the artifact have them all\.\n\n<\/details>\n/)
+    // every cell's row and fold still there
+    expect(text.match(/<details><summary>[^<]*: 4 figures, /g)).toHaveLength(5)
+    expect(text).not.toMatch(/… \d+ more rows?: the job summary and the artifact have them all\.\n\n<details>/)
+    // no room for any: the fold says how many there are, and where
+    const none = renderMarkdown(doc, {maxChars: full.length - fold.length + 200})
+    expect(none).toContain('<details><summary>26 figures shown, not gated (they decide nothing)</summary>\n\n… 26 more rows: the job summary and the artifact have them all.\n\n</details>')
+    expect(none.match(/<details><summary>[^<]*: 4 figures, /g)).toHaveLength(5)
+  })
+
   it('formats medians in their units', () => {
     expect(value(12.3456, 's')).toBe('12.35 s')
     expect(value(1500, 'MiB/s')).toBe('1500.0 MiB/s')

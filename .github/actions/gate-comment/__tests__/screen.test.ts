@@ -1,9 +1,9 @@
 /**
  * The comment says first what regressed, in the order the document's `summary.screen` gives:
  * diskbench decided it (harness/compare/screen.py, the same for its summary.md), the action only
- * renders it. Real comparisons (fixtures/real-*.json) and two derived from real ones
- * (fixtures/derived-*.json: no real gate has yet ended inconclusive or with a head that timed out;
- * tests/unit/test_comment_fixtures.py says how they were made).
+ * renders it. Real comparisons (fixtures/real-*.json; real-gate-pairs.json a gate of the default
+ * spec, its guest cells taken in pairs, with replay cells) and two derived from real ones
+ * (fixtures/derived-*.json; tests/unit/test_comment_fixtures.py says how they were made).
  */
 import * as fs from 'fs'
 import * as os from 'os'
@@ -30,6 +30,7 @@ function firstScreen(text: string): string[] {
 describe('the first screen of a real comparison', () => {
   it('a regression: one line per regressed cell, the largest change first, the axis, the inconclusive cells', () => {
     expect(firstScreen(render(fixture('real-regression.json')))).toEqual([
+      'Could see: 8 guest cells ≥ 76.8–388.4% (a regression this large, alone, fails the gate 4 times in 5).',
       '- **qcow2 writeback ide · dd 16M**: <code>total&#95;s</code> **+637.9%** (+360.3% … +857.0%), regression',
       '- **raw writeback ide · dd 16M**: <code>total&#95;s</code> **+481.1%** (+337.3% … +622.8%), regression',
       '- **raw none ide · dd 16M**: <code>total&#95;s</code> **+446.4%** (+314.6% … +713.1%), regression',
@@ -42,7 +43,11 @@ describe('the first screen of a real comparison', () => {
 
   it('unchanged: one line with what it could have seen, every figure folded', () => {
     const text = render(fixture('real-unchanged.json'))
-    expect(firstScreen(text)).toEqual(['All 8 cells unchanged: each would have caught a regression of 2.0% or more 4 times in 5.'])
+    expect(firstScreen(text)).toEqual([
+      // the sensitivity rows of this comparison's metric (a counter: no spread) say 0.0%, as diskbench's summary does
+      'Could see: 8 guest cells ≥ 0.0–0.0% (a regression this large, alone, fails the gate 4 times in 5).',
+      'All 8 cells unchanged: each would have caught a regression of 2.0% or more 4 times in 5.',
+    ])
     expect(text).toContain('<details><summary>8 cells unchanged (their figures)</summary>')
     expect(text).not.toContain('inconclusive')
   })
@@ -54,8 +59,11 @@ describe('the first screen of a real comparison', () => {
       '**4 inconclusive**: qcow2 none virtio-blk · dd 16M, raw none virtio-blk · dd 16M, qcow2 writeback virtio-blk · dd 16M, ' +
         'raw writeback virtio-blk · dd 16M. About 99 samples per side would decide them: record them (<code>--repeat 99</code>) and compare again.',
     )
-    // first, under the count of cells
-    expect(firstScreen(text)[0]).toMatch(/^\*\*4 inconclusive\*\*: /)
+    // first, under the count of cells and what it could have seen
+    expect(firstScreen(text).slice(0, 2)).toEqual([
+      'Could see: 4 guest cells ≥ 103.3–388.4% (a regression this large, alone, fails the gate 4 times in 5).',
+      expect.stringMatching(/^\*\*4 inconclusive\*\*: /),
+    ])
     // a gate's comparison gives the one command that decides, as the document has it
     const gate = ['diskbench', 'gate', '--base', 'a'.repeat(40), '--head', 'b'.repeat(40), '--seed', '5', '--max-rounds', '99', '--budget-min', '46']
     const decided = render(editedFixture(dir, 'derived-inconclusive.json', d => (d.summary.screen.inconclusive.command = gate)))
@@ -68,10 +76,99 @@ describe('the first screen of a real comparison', () => {
   it('a head that timed out: first, in words, without figures', () => {
     const text = render(fixture('derived-timed-out.json'))
     expect(firstScreen(text)).toEqual([
+      'Could see: 1 guest cell ≥ 93.4% (a regression this large, alone, fails the gate 4 times in 5).',
       '- **raw writeback ide · dd 64M**: head&#39;s guest ran past its deadline of 83 s, regression &#40;head-timed-out&#41;',
       '- **qcow2 none virtio-blk · dd 64M**: <code>total&#95;s</code> **+212.2%** (+94.4% … +267.0%), regression',
     ])
     expect(text).toContain('| raw writeback ide · dd 64M | - | - | - | - | regression &#40;head-timed-out&#41; |')
+  })
+})
+
+describe('a gate of guest pairs and replay cells', () => {
+  const PAIRS = 'real-gate-pairs.json'
+  const COULD_SEE = 'Could see: 5 guest cells ≥ 3.3–8.4%; 3 replay cells ≥ 0.7–3.1% (a regression this large, alone, fails the gate 4 times in 5).'
+  const FOLD = '<details><summary>26 figures shown, not gated (they decide nothing)</summary>'
+
+  it('says what each kind of cell could have seen, right under the count of cells', () => {
+    const text = render(fixture(PAIRS))
+    const lines = text.split('\n')
+    expect(lines[2]).toBe('8 cells (7 unchanged, 1 inconclusive), **under TCG (emulation): times are about QEMU\'s emulation, not the disk**.')
+    // per cell its most sensitive gated metric (a replay cell has two), the range per kind
+    expect(lines[4]).toBe(COULD_SEE)
+    expect(firstScreen(text)).toEqual([
+      COULD_SEE,
+      '**1 inconclusive**: qcow2 none ide · dd 128M. About 23 rounds per side would decide them:',
+      expect.stringMatching(/^<pre><code>diskbench gate --base d7d3fc8ca913\w+ --head d7d3fc8ca913\w+ --seed 303 --max-rounds 23 --budget-min 28<\/code><\/pre>$/),
+    ])
+  })
+
+  it("gives a guest pair's change alone, and as measured together; a replay cell's as it is", () => {
+    const text = render(fixture(PAIRS))
+    expect(text).toContain(
+      '| qcow2 none ide · dd 128M | <code>host.workload&#95;s</code> | 4.42&nbsp;s | 4.56&nbsp;s | +2.3% alone (+1.1% together)<br><sub>-1.8% … +5.6%</sub> | inconclusive |',
+    )
+    expect(text).toContain(
+      '| raw falloc writeback virtio-blk · fio raw · replay | <code>replay.wall&#95;s</code> | 0.29&nbsp;s | 0.28&nbsp;s | +0.8%<br><sub>-0.3% … +2.5%</sub> | unchanged |',
+    )
+  })
+
+  it('folds the figures shown but not gated after the tables, one row per cell and metric with why', () => {
+    const text = render(fixture(PAIRS))
+    const lines = text.split('\n')
+    const fold = lines.indexOf(FOLD)
+    // after the table and the unchanged cells' fold, before the sentence on what decides the inconclusive cell
+    expect(fold).toBeGreaterThan(lines.lastIndexOf('| cell | metric | base | head | change (95% CI) | verdict |'))
+    expect(lines.slice(fold - 2, fold)).toEqual(['</details>', '']) // the unchanged cells' fold closes just above
+    expect(fold).toBeLessThan(lines.findIndex(l => l.startsWith('Inconclusive means')))
+    // a blank line after the summary: GitHub renders the fold's table
+    expect(lines.slice(fold + 1, fold + 4)).toEqual(['', '| cell | metric | change | CI | why not gated |', '| --- | --- | --- | --- | --- |'])
+    const rows = lines.slice(fold + 4, lines.indexOf('</details>', fold))
+    expect(rows.filter(l => l !== '')).toHaveLength(26)
+    expect(rows[0]).toBe(
+      '| qcow2 none virtio-blk · fio raw | <code>total&#95;s</code> | +0.9% alone (+0.4% together) | -0.3% … +3.0% | ' +
+        'the guest&#39;s own clock of its phases &#40;A/A sd 3.8 % together&#41;; host.workload&#95;s is gated in its place |',
+    )
+    // QEMU's CPU time is not shrunk by sharing the CPU: its change as it is
+    expect(rows).toContain(
+      '| qcow2 none ide · dd 128M | <code>host.workload&#95;cpu&#95;s</code> | +1.4% | -0.8% … +3.8% | ' +
+        'QEMU&#39;s CPU time&#58; not shrunk by sharing the CPU, but blind to a slower device &#40;a throttle leaves it where it was&#41; |',
+    )
+  })
+
+  it('keeps a regression of a guest pair first, its change alone and together; the new lines stay around it', () => {
+    const file = editedFixture(dir, PAIRS, d => {
+      const at = 4 // qcow2 none ide · dd 128M, inconclusive in the real gate
+      d.verdict = 'regression'
+      d.summary.counts.inconclusive = 0
+      d.summary.counts.regression = 1
+      d.summary.fails = true
+      d.cells[at].verdict = 'regression'
+      d.summary.screen.first = [{cell: at, metric: 'host.workload_s', said: null}]
+      d.summary.screen.inconclusive = null
+      d.summary.screen.rows[0].label = 'regression'
+    })
+    const text = render(file)
+    expect(firstScreen(text)).toEqual([
+      COULD_SEE,
+      '- **qcow2 none ide · dd 128M**: <code>host.workload&#95;s</code> **+2.3% alone (+1.1% together)** (-1.8% … +5.6%), regression',
+    ])
+    const lines = text.split('\n')
+    expect(lines.indexOf(FOLD)).toBeGreaterThan(lines.indexOf('| cell | metric | base | head | change (95% CI) | verdict |'))
+  })
+
+  it('without a figure to show, says nothing of them', () => {
+    const file = editedFixture(dir, PAIRS, d => {
+      for (const row of d.summary.sensitivity) {
+        row.could_see_pct = null
+      }
+      for (const c of d.cells) {
+        c.information = []
+      }
+    })
+    const text = render(file)
+    expect(text).not.toContain('Could see')
+    expect(text).not.toContain('not gated')
+    expect(firstScreen(text)[0]).toMatch(/^\*\*1 inconclusive\*\*: /)
   })
 })
 
@@ -97,7 +194,7 @@ describe('the comment renders the decisions of the document, and makes none', ()
       row.label = 'regression, as the document says'
     })
     const text = render(file)
-    expect(firstScreen(text)[0]).toBe(
+    expect(firstScreen(text)[1]).toBe(
       '- **qcow2 writeback ide · dd 16M**: <code>host.flushes</code> **+0.0%** (+0.0% … +0.0%), regression, as the document says',
     )
   })

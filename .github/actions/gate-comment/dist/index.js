@@ -24758,6 +24758,7 @@ function parseComparison(data, where = "comparison.json") {
     sensitivity: summary2.optional("sensitivity")?.array((r) => ({
       cellId: r.field("cell_id").string(),
       name: r.field("name").string(),
+      measure: r.optional("measure")?.nullable((x) => x.string()) ?? null,
       metric: r.field("metric").string(),
       rounds: r.field("rounds").count(),
       verdict: r.field("verdict").verdict(),
@@ -24874,6 +24875,7 @@ function cell(r) {
     headFailed: r.field("head_failed").count(),
     metrics: r.field("metrics").array(metric),
     counters: r.field("counters").array(metric),
+    information: r.optional("information")?.array(metric) ?? [],
     counterVerdict: r.field("counter_verdict").verdict(),
     note: r.field("note").string()
   };
@@ -24899,7 +24901,10 @@ function metric(r) {
     pAdjusted: num2("p_adjusted"),
     minEffect: r.field("min_effect").number(),
     verdict: r.field("verdict").verdict(),
-    reason: r.field("reason").string()
+    reason: r.field("reason").string(),
+    shrink: r.optional("shrink")?.nullable((x) => x.number()) ?? null,
+    measuredChangePct: r.optional("measured_change_pct")?.nullable((x) => x.number()) ?? null,
+    information: r.optional("information")?.nullable((x) => x.string()) ?? null
   };
 }
 function describe(value2) {
@@ -25153,20 +25158,29 @@ var HEADLINE = {
 var ORDER = ["regression", "changed", "improvement", "unchanged", "inconclusive", "error"];
 function renderMarkdown(doc, ctx) {
   let keep = Math.max(doc.screen.first.length, doc.screen.rows.length, doc.screen.unchangedRows.length);
+  let info2 = informationRows(doc).length;
   for (; ; ) {
-    const text = compose(doc, ctx, keep);
-    if (text.length <= ctx.maxChars || keep === 0) {
+    const text = compose(doc, ctx, keep, info2);
+    if (text.length <= ctx.maxChars || keep === 0 && info2 === 0) {
       return text.length <= ctx.maxChars ? text : `${text.slice(0, Math.max(0, ctx.maxChars - 2))}…
 `;
     }
-    keep = Math.floor(keep / 2);
+    if (info2 > 0) {
+      info2 = Math.floor(info2 / 2);
+    } else {
+      keep = Math.floor(keep / 2);
+    }
   }
 }
-function compose(doc, ctx, keep) {
+function compose(doc, ctx, keep, info2) {
   const lines = [];
   lines.push(`## diskbench gate: ${HEADLINE[doc.verdict]}${headlineChanges(doc)}`, "");
   const tally = ORDER.filter((v) => doc.counts[v] > 0).map((v) => v === "regression" || v === "changed" ? `**${doc.counts[v]} ${v}**` : `${doc.counts[v]} ${v}`).join(", ");
   lines.push(`${doc.cellCount} cell${doc.cellCount === 1 ? "" : "s"}${tally ? ` (${tally})` : ""}, ${accelLine(doc.accel)}.`, "");
+  const seen = kindLine(doc.sensitivity);
+  if (seen) {
+    lines.push(`${seen} (a regression this large, alone, fails the gate 4 times in 5).`, "");
+  }
   lines.push(...firstLines(doc, keep));
   if (doc.axisSentence) {
     lines.push(md(doc.axisSentence, 1e3), "");
@@ -25191,6 +25205,7 @@ function compose(doc, ctx, keep) {
   } else if (rows.length > 0) {
     lines.push(`${count}.`, "");
   }
+  lines.push(...informationLines(doc, info2));
   if (doc.counts.inconclusive > 0) {
     lines.push(inconclusiveSentence(doc), "");
   }
@@ -25254,6 +25269,52 @@ function firstLines(doc, keep) {
     lines.push(`${text}.`);
   }
   return lines.length > 0 ? [...lines, ""] : [];
+}
+function kindLine(rows) {
+  const best = /* @__PURE__ */ new Map();
+  for (const row of rows) {
+    if (row.couldSeePct === null) {
+      continue;
+    }
+    const kind = row.measure || "guest";
+    const cells = best.get(kind) ?? /* @__PURE__ */ new Map();
+    cells.set(row.cellId, Math.min(cells.get(row.cellId) ?? Infinity, row.couldSeePct));
+    best.set(kind, cells);
+  }
+  const parts = ["guest", "replay"].flatMap((kind) => {
+    const values = [...best.get(kind)?.values() ?? []].sort((a, b) => a - b);
+    const low = values[0];
+    const high = values[values.length - 1];
+    if (low === void 0 || high === void 0) {
+      return [];
+    }
+    const span = values.length === 1 ? `${low.toFixed(1)}%` : `${low.toFixed(1)}–${high.toFixed(1)}%`;
+    return [`${values.length} ${kind} cell${values.length === 1 ? "" : "s"} ≥ ${span}`];
+  });
+  return parts.length > 0 ? `Could see: ${parts.join("; ")}` : "";
+}
+function informationRows(doc) {
+  return doc.cells.flatMap((c) => c.information.map((m) => [c, m]));
+}
+function informationLines(doc, keep) {
+  const rows = informationRows(doc);
+  const n = rows.length;
+  if (n === 0) {
+    return [];
+  }
+  const lines = [`<details><summary>${n} figure${n === 1 ? "" : "s"} shown, not gated (they decide nothing)</summary>`, ""];
+  if (keep > 0) {
+    lines.push(
+      "| cell | metric | change | CI | why not gated |",
+      "| --- | --- | --- | --- | --- |",
+      ...rows.slice(0, keep).map(([c, m]) => `| ${[nameOf(c), code(m.metric, 80), change(m), ci(m), md(m.information ?? "")].join(" | ")} |`)
+    );
+  }
+  if (keep < n) {
+    const more = n - keep;
+    lines.push(...keep > 0 ? [""] : [], `… ${more} more row${more === 1 ? "" : "s"}: the job summary and the artifact have them all.`);
+  }
+  return [...lines, "", "</details>", ""];
 }
 function cellLabel(doc, at) {
   return [...doc.screen.rows, ...doc.screen.unchangedRows].find((r) => r.cell === at)?.label ?? cellAt(doc, at).verdict;
@@ -25427,6 +25488,9 @@ function value(v, unit) {
 function change(m) {
   if (m.changePct === null) {
     return m.medianBase === null || m.medianHead === null ? "n/a" : "+inf%";
+  }
+  if (m.measuredChangePct !== null && m.shrink !== null && m.shrink !== 1) {
+    return `${signed(m.changePct)} alone (${signed(m.measuredChangePct)} together)`;
   }
   return signed(m.changePct);
 }

@@ -39,6 +39,15 @@ export interface MetricResult {
   readonly minEffect: number
   readonly verdict: Verdict
   readonly reason: string
+  /**
+   * a guest pair taken together on one shared CPU: the factor on logs its change and interval are
+   * scaled by to the size alone (null: not a pair, or a document without it; 1: not scaled)
+   */
+  readonly shrink: number | null
+  /** the change as the pair measured it together (percent); null where not scaled */
+  readonly measuredChangePct: number | null
+  /** a figure shown but not gated (a cell's `information`): why it is not gated */
+  readonly information: string | null
 }
 
 export interface Cell {
@@ -63,6 +72,8 @@ export interface Cell {
   readonly headFailed: number
   readonly metrics: readonly MetricResult[]
   readonly counters: readonly MetricResult[]
+  /** figures shown beside the gated ones, deciding nothing, each with why (`information`) */
+  readonly information: readonly MetricResult[]
   readonly counterVerdict: Verdict
   readonly note: string
 }
@@ -107,6 +118,8 @@ export interface ChangedCell {
 export interface Sensitivity {
   readonly cellId: string
   readonly name: string
+  /** the cell's kind: `guest` or `replay` (null: a document without it, read as guest) */
+  readonly measure: string | null
   readonly metric: string
   readonly rounds: number
   readonly verdict: Verdict
@@ -301,6 +314,7 @@ export function parseComparison(data: unknown, where = 'comparison.json'): Compa
       summary.optional('sensitivity')?.array(r => ({
         cellId: r.field('cell_id').string(),
         name: r.field('name').string(),
+        measure: r.optional('measure')?.nullable(x => x.string()) ?? null,
         metric: r.field('metric').string(),
         rounds: r.field('rounds').count(),
         verdict: r.field('verdict').verdict(),
@@ -423,6 +437,7 @@ function cell(r: Reader): Cell {
     headFailed: r.field('head_failed').count(),
     metrics: r.field('metrics').array(metric),
     counters: r.field('counters').array(metric),
+    information: r.optional('information')?.array(metric) ?? [],
     counterVerdict: r.field('counter_verdict').verdict(),
     note: r.field('note').string(),
   }
@@ -450,6 +465,9 @@ function metric(r: Reader): MetricResult {
     minEffect: r.field('min_effect').number(),
     verdict: r.field('verdict').verdict(),
     reason: r.field('reason').string(),
+    shrink: r.optional('shrink')?.nullable(x => x.number()) ?? null,
+    measuredChangePct: r.optional('measured_change_pct')?.nullable(x => x.number()) ?? null,
+    information: r.optional('information')?.nullable(x => x.string()) ?? null,
   }
 }
 

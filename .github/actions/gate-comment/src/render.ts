@@ -5,7 +5,7 @@
  * diskbench's Python computed them. Numbers are formatted here from checked
  * finite numbers; every string of the document goes through `md`/`code`.
  */
-import type {Cell, Comparison, MetricResult, ScreenRow, Verdict} from './comparison'
+import type {Cell, Comparison, MetricResult, ScreenRow, Sensitivity, Verdict} from './comparison'
 import {code, md} from './escape'
 
 /** What the page around the document adds: none of it comes from the file. */
@@ -32,31 +32,43 @@ const HEADLINE: Readonly<Record<Verdict, string>> = {
 const ORDER: readonly Verdict[] = ['regression', 'changed', 'improvement', 'unchanged', 'inconclusive', 'error']
 
 /**
- * The comparison as markdown, at most `ctx.maxChars` long (lines, rows and folds are left out to fit).
+ * The comparison as markdown, at most `ctx.maxChars` long (lines, rows and folds are left out to fit:
+ * the rows of figures not gated first, then the cells').
  *
  * In the order the document's `summary.screen` gives (diskbench decided it, as for its own
- * summary.md): the headline, a line per regressed, changed or failed cell, the axis sentence,
- * the inconclusive cells and the command that decides them, what differs, one table row per cell,
- * every figure of a cell in a fold under the table, then the rest.
+ * summary.md): the headline, what the gate could have seen per kind of cell, a line per regressed,
+ * changed or failed cell, the axis sentence, the inconclusive cells and the command that decides
+ * them, what differs, one table row per cell, every figure of a cell in a fold under the table,
+ * the figures shown but not gated in one fold, then the rest.
  */
 export function renderMarkdown(doc: Comparison, ctx: RenderContext): string {
   let keep = Math.max(doc.screen.first.length, doc.screen.rows.length, doc.screen.unchangedRows.length)
+  let info = informationRows(doc).length
   for (;;) {
-    const text = compose(doc, ctx, keep)
-    if (text.length <= ctx.maxChars || keep === 0) {
+    const text = compose(doc, ctx, keep, info)
+    if (text.length <= ctx.maxChars || (keep === 0 && info === 0)) {
       return text.length <= ctx.maxChars ? text : `${text.slice(0, Math.max(0, ctx.maxChars - 2))}…\n`
     }
-    keep = Math.floor(keep / 2)
+    if (info > 0) {
+      info = Math.floor(info / 2)
+    } else {
+      keep = Math.floor(keep / 2)
+    }
   }
 }
 
-function compose(doc: Comparison, ctx: RenderContext, keep: number): string {
+/** `keep` of the cells' lines, rows and folds; `info` of the rows of figures not gated. */
+function compose(doc: Comparison, ctx: RenderContext, keep: number, info: number): string {
   const lines: string[] = []
   lines.push(`## diskbench gate: ${HEADLINE[doc.verdict]}${headlineChanges(doc)}`, '')
   const tally = ORDER.filter(v => doc.counts[v] > 0)
     .map(v => (v === 'regression' || v === 'changed' ? `**${doc.counts[v]} ${v}**` : `${doc.counts[v]} ${v}`))
     .join(', ')
   lines.push(`${doc.cellCount} cell${doc.cellCount === 1 ? '' : 's'}${tally ? ` (${tally})` : ''}, ${accelLine(doc.accel)}.`, '')
+  const seen = kindLine(doc.sensitivity)
+  if (seen) {
+    lines.push(`${seen} (a regression this large, alone, fails the gate 4 times in 5).`, '')
+  }
   lines.push(...firstLines(doc, keep))
   if (doc.axisSentence) {
     lines.push(md(doc.axisSentence, 1000), '')
@@ -81,6 +93,7 @@ function compose(doc: Comparison, ctx: RenderContext, keep: number): string {
   } else if (rows.length > 0) {
     lines.push(`${count}.`, '')
   }
+  lines.push(...informationLines(doc, info))
   if (doc.counts.inconclusive > 0) {
     lines.push(inconclusiveSentence(doc), '')
   }
@@ -158,6 +171,65 @@ function firstLines(doc: Comparison, keep: number): string[] {
     lines.push(`${text}.`)
   }
   return lines.length > 0 ? [...lines, ''] : []
+}
+
+/**
+ * What the gate could have seen per kind of cell (guest, replay), as diskbench's summary says it
+ * (`kind_line`): per cell its most sensitive gated metric, the range over a kind's cells;
+ * '' when no row has a figure. A row without a kind is a guest cell's.
+ */
+export function kindLine(rows: readonly Sensitivity[]): string {
+  const best = new Map<string, Map<string, number>>()
+  for (const row of rows) {
+    if (row.couldSeePct === null) {
+      continue
+    }
+    const kind = row.measure || 'guest'
+    const cells = best.get(kind) ?? new Map<string, number>()
+    cells.set(row.cellId, Math.min(cells.get(row.cellId) ?? Infinity, row.couldSeePct))
+    best.set(kind, cells)
+  }
+  const parts = ['guest', 'replay'].flatMap(kind => {
+    const values = [...(best.get(kind)?.values() ?? [])].sort((a, b) => a - b)
+    const low = values[0]
+    const high = values[values.length - 1]
+    if (low === undefined || high === undefined) {
+      return []
+    }
+    const span = values.length === 1 ? `${low.toFixed(1)}%` : `${low.toFixed(1)}–${high.toFixed(1)}%`
+    return [`${values.length} ${kind} cell${values.length === 1 ? '' : 's'} ≥ ${span}`]
+  })
+  return parts.length > 0 ? `Could see: ${parts.join('; ')}` : ''
+}
+
+/** Every figure shown but not gated, with its cell, in the document's order. */
+function informationRows(doc: Comparison): Array<readonly [Cell, MetricResult]> {
+  return doc.cells.flatMap(c => c.information.map(m => [c, m] as const))
+}
+
+/**
+ * The figures shown but not gated (each cell's `information`), folded: one row per cell and
+ * metric with its change, interval and why it is not gated; `keep` of the rows.
+ */
+function informationLines(doc: Comparison, keep: number): string[] {
+  const rows = informationRows(doc)
+  const n = rows.length
+  if (n === 0) {
+    return []
+  }
+  const lines = [`<details><summary>${n} figure${n === 1 ? '' : 's'} shown, not gated (they decide nothing)</summary>`, '']
+  if (keep > 0) {
+    lines.push(
+      '| cell | metric | change | CI | why not gated |',
+      '| --- | --- | --- | --- | --- |',
+      ...rows.slice(0, keep).map(([c, m]) => `| ${[nameOf(c), code(m.metric, 80), change(m), ci(m), md(m.information ?? '')].join(' | ')} |`),
+    )
+  }
+  if (keep < n) {
+    const more = n - keep
+    lines.push(...(keep > 0 ? [''] : []), `… ${more} more row${more === 1 ? '' : 's'}: the job summary and the artifact have them all.`)
+  }
+  return [...lines, '', '</details>', '']
 }
 
 /** The label the screen gave the cell's row. */
@@ -376,6 +448,10 @@ export function value(v: number | null, unit: string): string {
 function change(m: MetricResult): string {
   if (m.changePct === null) {
     return m.medianBase === null || m.medianHead === null ? 'n/a' : '+inf%'
+  }
+  if (m.measuredChangePct !== null && m.shrink !== null && m.shrink !== 1) {
+    // a guest pair's change taken together on one CPU, scaled to its size alone
+    return `${signed(m.changePct)} alone (${signed(m.measuredChangePct)} together)`
   }
   return signed(m.changePct)
 }
