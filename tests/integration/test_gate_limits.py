@@ -179,11 +179,14 @@ def test_a_head_recipe_whose_fio_rewrites_its_disk_in_a_loop_is_stopped_at_its_r
     assert took < 4 * 60 + 60, took
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
 def test_the_default_gate_of_a_head_throttled_to_one_byte_a_second_ends_as_head_timed_out(
-    guest: Any, tmp_path: Path, disk_dir: Path, seed: int
+    guest: Any, tmp_path: Path, disk_dir: Path
 ) -> None:
-    # the default gate: guest cells and replay cells; whichever the seed draws first, head's stalls
+    # the default gate: guest cells and replay cells. Its replay cells' streams are recorded before
+    # the first round, base's then head's, so head's stalls there whatever order the seed draws for
+    # the rounds (seeds 1, 2 and 3 each stopped at "head timed out on policy-replay (its recording,
+    # ...)" with no round run): one seed
+    seed = 1
     repo = clone_project(tmp_path / "repo")
     git(repo, "tag", "base")
     policy = repo / "policy.toml"
