@@ -284,8 +284,8 @@ def boot_and_run(
             f"{cell.id}.{uuid.uuid4().hex[:8]}.snapshot-scratch.{cell.image.format.value}"
         )
 
-    def wait_ready(vm: Machine) -> dict[str, Any]:
-        return parse_ready(vm.wait_event("ready", timeout_s=opts.boot_timeout_s, what="ready line"))
+    def wait_ready(vm: Machine, timeout_s: float) -> dict[str, Any]:
+        return parse_ready(vm.wait_event("ready", timeout_s=timeout_s, what="ready line"))
 
     with snapshot.start_guest(
         config,

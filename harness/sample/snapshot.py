@@ -402,9 +402,12 @@ def start_guest(
     cell: Cell,
     plan: SnapshotPlan,
     boot_timeout_s: float,
-    wait_ready: Callable[[Machine], dict[str, Any]],
+    wait_ready: Callable[[Machine, float], dict[str, Any]],
 ) -> Iterator[Started]:
-    """A launched guest at its ready line, restored where ``start`` asks, else booted."""
+    """A launched guest at its ready line, restored where ``start`` asks, else booted; within
+    ``boot_timeout_s`` in all (a cold boot after a failed restore has what the attempt left, at
+    least a tenth of it: ``wait_ready(vm, timeout_s)``)."""
+    deadline = time.monotonic() + boot_timeout_s
     fallback = None
     if start is not Start.COLD:
         reason = not_applicable(cell)
@@ -451,7 +454,8 @@ def start_guest(
             fallback = f"snapshot start does not apply: {reason}"
     vm = Machine(config, log_dir, name=name)
     with vm:
-        yield Started(vm, wait_ready(vm), Start.COLD.value, fallback)
+        left_s = max(deadline - time.monotonic(), boot_timeout_s / 10)
+        yield Started(vm, wait_ready(vm, left_s), Start.COLD.value, fallback)
 
 
 def _on_scratch(config: VMConfig, scratch: Path) -> list[Drive]:

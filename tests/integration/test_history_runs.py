@@ -118,11 +118,14 @@ def four_commits(tmp_path_factory: pytest.TempPathFactory, history_env: Path) ->
     # commits that differ in a README line); the throttle moves them by 5-30x.
     # The device's latency percentiles of a 32 MiB dd move by up to 6x between such commits
     # (a few reads at fsck); the throttle moves its write latencies by 100x.
+    # Beside a neighbour that takes the CPUs (two guests at nice -19), a words-only commit's dd
+    # total read over twice the first's and its device figures over 10x: the throttle's own move
+    # (its write phase 10-30x, its write latencies 100x) stays far above these.
     conf["regressions_thresholds"] = {
-        ".*": 1.0,
+        ".*": 3.0,
         ".*track_phase_(mkfs|mount|umount|fsck)_s": 5.0,
         ".*track_host_(create|overhead)_s": 10.0,
-        ".*track_dev_.*": 10.0,
+        ".*track_dev_.*": 30.0,
     }
     (repo / "asv.conf.json").write_text(json.dumps(conf, indent=1) + "\n")
     first = commit_all(repo, "the project")

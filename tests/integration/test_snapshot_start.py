@@ -90,7 +90,7 @@ def test_every_restore_reseeds_the_guest_kernels_random_numbers(
                 make_scratch=lambda path: images.create(path, cell.image, qemu_img=QEMU_IMG),
             ),
             boot_timeout_s=300.0,
-            wait_ready=lambda _vm: {},
+            wait_ready=lambda _vm, _s: {},
         ) as started:
             assert started.start == "snapshot", started.fallback
             ids.append(started.vm.qmp("query-vm-generation-id")["guid"])

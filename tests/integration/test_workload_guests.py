@@ -69,13 +69,24 @@ def test_bonnie_small_on_qcow2(guest: Any, tmp_path: Path, disk_dir: Path) -> No
     assert fields["bonnie_version"] == "2.00a"
     assert fields["bonnie_params"]["size"] == "64M"
     assert fields["bonnie_params"]["num_files"] == "1"
-    # Sequential block output goes to the disk (fsync with -b): a real rate, never "too fast".
-    assert 100 < figures["bonnie.seq_output_block_kib_per_s"] < 10_000_000
+    # Sequential block output goes to the disk (fsync with -b), but QEMU's writeback cache can
+    # take 64 MiB faster than bonnie times ("+++++" once on a busy host): a real rate where
+    # measured, and its latency always.
+    output = figures.get("bonnie.seq_output_block_kib_per_s")
+    assert output is None or 100 < output < 10_000_000
     assert figures["bonnie.latency_seq_output_block_us"] > 0
     # -f: no per-character tests at all
     assert not any("_char_" in name for name in [*figures, *fields["too_fast"]])
     # Each throughput and file test is measured or too fast, never both, never silently missing.
-    for stem in ("rewrite_kib", "seq_input_block_kib", "random_seeks", "seq_create", "seq_delete"):
+    stems = (
+        "seq_output_block_kib",
+        "rewrite_kib",
+        "seq_input_block_kib",
+        "random_seeks",
+        "seq_create",
+        "seq_delete",
+    )
+    for stem in stems:
         name = f"bonnie.{stem}_per_s"
         assert (name in figures) != (name in fields["too_fast"]), name
     for name in fields["too_fast"]:
