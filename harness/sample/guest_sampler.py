@@ -22,7 +22,7 @@ from harness.errors import GuestBuildError, HarnessError, ProtocolError
 from harness.host.workdir import image_path as sample_image_path
 from harness.record.model import Sample
 from harness.sample import images, snapshot
-from harness.sample.pairing import Pairing, meet
+from harness.sample.pairing import Crossed, Pairing, meet
 from harness.sample.protocol import GuestReport, parse_ready, parse_report
 from harness.sample.vm import PAYLOAD_SERIAL, TOOLS_SERIAL, Drive, Machine, VMConfig
 from harness.sample.vm.cpu import CpuTimes
@@ -241,7 +241,7 @@ class GuestRun:
     sent_at_s: float | None = None
     cpus: list[int] | None = None
     # a crossed pair's (harness.sample.pairing.Crossing): the pair's CPUs, the time on each, the swaps
-    crossed: dict[str, object] | None = None
+    crossed: Crossed | None = None
     # whether QEMU ran at the pair's raised priority (harness.sample.pairing.PAIR_NICE)
     raised: bool = False
 
@@ -352,7 +352,7 @@ def boot_and_run(
                 met=met,
                 sent_at_s=sent_at_s if together is not None else None,
                 cpus=vm.cpus() if together is not None else None,
-                crossed=crossed.as_dict() if crossed is not None else None,
+                crossed=crossed,
                 raised=raised,
             )
         finally:
@@ -487,9 +487,9 @@ def run_sample(
                 "nice": together.nice if run.raised else 0,
             }
             if run.crossed is not None:
-                host["together"]["crossed"] = run.crossed
+                host["together"]["crossed"] = run.crossed.as_dict()
                 # a move refused leaves the sides where the scheduler put them: not a crossed pair
-                if run.crossed.get("moves_ok") is not True:
+                if not run.crossed.ok:
                     host["together"]["met"] = False
         if run.cpu is not None:
             host["cpu"] = run.cpu

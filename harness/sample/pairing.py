@@ -39,6 +39,8 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.sample.swapper import PRIORITY, each_thread
+
 # how long a side waits for its partner to be ready before it runs alone
 PARTNER_WAIT_S = 120.0
 # how often a crossed pair's two processes swap CPUs: short against a workload's seconds, long
@@ -49,7 +51,6 @@ SWAP_S = 0.01
 PAIR_NICE = -19
 # the swapper of a crossed pair: a process of its own, at a real-time priority where allowed
 SWAPPER = Path(__file__).with_name("swapper.py")
-SWAPPER_PRIORITY = 10
 # how long a side that leaves waits for the swapper's account of it
 LEAVE_WAIT_S = 5.0
 
@@ -82,18 +83,7 @@ def raise_priority(pid: int, nice: int, proc: Path = Path("/proc")) -> bool:
     """Every thread of process ``pid`` at ``nice``, and its session's autogroup too (the scheduler
     weighs autogroups against each other before the tasks in them); threads it starts later
     inherit it.  False where the host does not let us (not root) or the process is gone."""
-    try:
-        tids = [int(t.name) for t in (proc / str(pid) / "task").iterdir()]
-    except (OSError, ValueError):
-        return False
-    ok = True
-    for tid in tids:
-        try:
-            os.setpriority(os.PRIO_PROCESS, tid, nice)
-        except ProcessLookupError:
-            continue
-        except OSError:
-            ok = False
+    ok = each_thread(pid, lambda tid: os.setpriority(os.PRIO_PROCESS, tid, nice), proc)
     try:
         (proc / str(pid) / "autogroup").write_text(str(nice))
     except FileNotFoundError:
@@ -159,7 +149,7 @@ class Crossing:
                 stderr=subprocess.DEVNULL,
             )
             try:  # real-time from its first instruction, not only once it set itself so
-                os.sched_setscheduler(self._swapper.pid, os.SCHED_FIFO, os.sched_param(SWAPPER_PRIORITY))
+                os.sched_setscheduler(self._swapper.pid, os.SCHED_FIFO, os.sched_param(PRIORITY))
             except (AttributeError, OSError):
                 pass  # not root: it runs at the harness's priority
 
@@ -240,11 +230,6 @@ class Pairing:
     def how(self) -> Mode:
         """How the pair shares the host: crossed where asked and two CPUs are there, else shared."""
         return Mode.CROSSED if self.crossing is not None else Mode.SHARED
-
-    @property
-    def crossed(self) -> bool:
-        """Whether the pair's sides are swapped between two CPUs (else they share ``cpu``)."""
-        return self.crossing is not None
 
     def prefix(self) -> list[str]:
         """What runs a command on the pair's CPU (a shared pair's)."""

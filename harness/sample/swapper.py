@@ -18,6 +18,7 @@ import os
 import select
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 # its real-time priority where allowed: a swap comes on time however busy the CPUs are (a swap
@@ -25,9 +26,9 @@ from pathlib import Path
 PRIORITY = 10
 
 
-def pin_process(pid: int, cpu: int, proc: Path = Path("/proc")) -> bool:
-    """Every thread of process ``pid`` onto ``cpu``; False when one could not be moved (it may
-    not be ours to move) or the process is gone.  A thread that ended meanwhile is no failure."""
+def each_thread(pid: int, act: Callable[[int], object], proc: Path = Path("/proc")) -> bool:
+    """``act`` on every thread of process ``pid``; False when it failed on one (the thread may not
+    be ours to change) or the process is gone.  A thread that ended meanwhile is no failure."""
     try:
         tids = [int(t.name) for t in (proc / str(pid) / "task").iterdir()]
     except (OSError, ValueError):
@@ -35,12 +36,17 @@ def pin_process(pid: int, cpu: int, proc: Path = Path("/proc")) -> bool:
     ok = True
     for tid in tids:
         try:
-            os.sched_setaffinity(tid, (cpu,))
+            act(tid)
         except ProcessLookupError:
             continue
         except OSError:
             ok = False
     return ok
+
+
+def pin_process(pid: int, cpu: int, proc: Path = Path("/proc")) -> bool:
+    """Every thread of process ``pid`` onto ``cpu`` (see :func:`each_thread`)."""
+    return each_thread(pid, lambda tid: os.sched_setaffinity(tid, (cpu,)), proc)
 
 
 def swap(cpus: tuple[int, int], period_s: float, pids: tuple[int, int]) -> None:
