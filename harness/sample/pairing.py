@@ -36,6 +36,7 @@ import select
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,6 +52,10 @@ SWAP_S = 0.01
 PAIR_NICE = -19
 # the swapper of a crossed pair: a process of its own, at a real-time priority where allowed
 SWAPPER = Path(__file__).with_name("swapper.py")
+# how long a side waits for the kernel to take its autogroup's nice, which it takes at most once per
+# 100 ms host-wide from a process without CAP_SYS_ADMIN, and how often it asks
+AUTOGROUP_WAIT_S = 2.0
+AUTOGROUP_RETRY_S = 0.02
 # how long a side that leaves waits for the swapper's account of it
 LEAVE_WAIT_S = 5.0
 
@@ -84,13 +89,22 @@ def raise_priority(pid: int, nice: int, proc: Path = Path("/proc")) -> bool:
     weighs autogroups against each other before the tasks in them); threads it starts later
     inherit it.  False where the host does not let us (not root) or the process is gone."""
     ok = each_thread(pid, lambda tid: os.setpriority(os.PRIO_PROCESS, tid, nice), proc)
-    try:
-        (proc / str(pid) / "autogroup").write_text(str(nice))
-    except FileNotFoundError:
-        pass  # a kernel without autogroups: the threads' nice is what counts
-    except OSError:
-        ok = False
-    return ok
+    deadline = time.monotonic() + AUTOGROUP_WAIT_S
+    while True:
+        try:
+            (proc / str(pid) / "autogroup").write_text(str(nice))
+        except FileNotFoundError:
+            return ok  # a kernel without autogroups: the threads' nice is what counts
+        except BlockingIOError:
+            # without CAP_SYS_ADMIN (a container) the kernel takes one autogroup's nice per
+            # 100 ms, host-wide: the partner's side was set a moment ago, this one's turn is next
+            if time.monotonic() < deadline:
+                time.sleep(AUTOGROUP_RETRY_S)
+                continue
+            return False
+        except OSError:
+            return False
+        return ok
 
 
 @dataclass(frozen=True)
