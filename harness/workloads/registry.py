@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import threading
 from collections.abc import Mapping
 from types import ModuleType
 from typing import Any, ClassVar
@@ -26,12 +27,19 @@ from harness.workloads.params import Param, Values, WorkloadKind
 BUILT_IN = ("install", "dd", "bonnie", "mkfs", "fio")
 
 _kinds: dict[str, WorkloadKind] = {}
+# the built-ins are loaded on first use, which may be in two threads at once (a gate's two sides)
+_loading = threading.RLock()
+_ready = False
 
 
 def _loaded() -> dict[str, WorkloadKind]:
-    if not _kinds:
-        for name in BUILT_IN:
-            _add(importlib.import_module(f"harness.workloads.{name}"))
+    global _ready
+    if not _ready:
+        with _loading:
+            if not _ready:
+                for name in BUILT_IN:
+                    _add(importlib.import_module(f"harness.workloads.{name}"))
+                _ready = True
     return _kinds
 
 
@@ -55,7 +63,8 @@ def _add(module: ModuleType) -> WorkloadKind:
 def register(module: ModuleType) -> WorkloadKind:
     """Add the workload a module declares (its ``WORKLOAD``), after the built-in ones."""
     _loaded()
-    return _add(module)
+    with _loading:
+        return _add(module)
 
 
 def unregister(name: str) -> None:
