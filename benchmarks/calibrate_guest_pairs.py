@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.compare import Settings, Verdict, compare_metric
+from harness.compare.metric import Alone
 from harness.compare.paired import bootstrap_pairs_ci, pairs_ratio
 from harness.compare.rules import OWN_CPU_FIGURES, taken_together
 from harness.guest import build_guest
@@ -294,9 +295,11 @@ def analyse(args: argparse.Namespace) -> None:
                             settings=settings,
                             paired=True,
                             together=mode != "apart",
-                            shrink=args.shrink
-                            if mode == "together" and figure not in OWN_CPU_FIGURES
-                            else 1.0,
+                            alone=Alone(
+                                args.shrink if mode == "together" and figure not in OWN_CPU_FIGURES else 1.0,
+                                # a crossed pair: unchanged only where 5 % alone could not hide
+                                settings.crossed_reads if mode == "crossed" else None,
+                            ),
                         )
                         if r.verdict in tally:
                             break

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from harness.compare.evidence import Evidence, rounds_text, weigh
 from harness.compare.model import Figures
@@ -15,6 +16,19 @@ from harness.compare.stats import _inverse, _median, _ratio, bootstrap_ratio_ci
 from harness.compare.text import _finite, _p_is, format_value, pct
 from harness.compare.verdict import Verdict
 from harness.workloads import metric_info
+
+
+@dataclass(frozen=True)
+class Alone:
+    """How a pair taken together stands for a change's size alone: its ratio scaled on logs by
+    ``shrink`` (a guest pair sharing one CPU), or read at ``reads[0]``-``reads[1]`` times it (a
+    crossed guest pair, :attr:`~harness.compare.settings.Settings.crossed_reads`)."""
+
+    shrink: float = 1.0
+    reads: tuple[float, float] | None = None
+
+
+NOTHING_SHRINKS = Alone()
 
 
 @dataclass(frozen=True)
@@ -58,6 +72,16 @@ class MetricResult:
     measured_ratio: float | None = None
     # why this metric is shown but not gated ("" when it is gated)
     information: str = ""
+    # a guest pair taken crossed: what it reads of a change's size alone, at least and at most, on
+    # logs (Settings.crossed_reads); it is called unchanged only within ``unchanged_within``
+    reads: tuple[float, float] | None = None
+    unchanged_within: float | None = None
+
+    def alone_range(self) -> tuple[float, float] | None:
+        """A crossed pair's ratio as the range of sizes alone it reads as (None: not crossed)."""
+        if self.reads is None or self.ratio is None:
+            return None
+        return alone_range(self.ratio, self.reads)
 
     def figures(self) -> Figures:
         """As the comparison writes it: figures that are not finite (a median of 0 as divisor)
@@ -67,6 +91,7 @@ class MetricResult:
             v = _finite(value)
             return None if v is None else round((v - 1.0) * 100.0, 4)
 
+        alone = self.alone_range()
         return Figures(
             metric=self.metric,
             unit=self.unit,
@@ -76,6 +101,9 @@ class MetricResult:
             shrink=self.shrink if self.together and self.shrink != 1.0 else None,
             measured_change_pct=change(self.measured_ratio) if self.together and self.shrink != 1.0 else None,
             information=self.information or None,
+            alone_low_pct=change(alone[0]) if alone is not None else None,
+            alone_high_pct=change(alone[1]) if alone is not None else None,
+            unchanged_within=self.unchanged_within,
             n_base=self.n_base,
             n_head=self.n_head,
             median_base=_finite(self.median_base),
@@ -112,7 +140,7 @@ def compare_metric(
     paired: bool,
     p_adjusted: float | None = None,
     together: bool = False,
-    shrink: float = 1.0,
+    alone: Alone = NOTHING_SHRINKS,
 ) -> MetricResult:
     """The verdict of one metric; ``paired``: ``base[i]`` and ``head[i]`` are of round i;
     ``together`` (with ``paired``): they ran at the same moment, and the test is that of the
@@ -122,6 +150,10 @@ def compare_metric(
     the change alone (measured: a CPU-bound +11.4 % alone read +4.3 % together, reported +8.7 %); the
     test is the same.  A change that makes the guest wait is hidden more: the partner uses the
     CPU meanwhile (benchmarks/calibrate_guest_pairs.py: a throttle of +46 % alone read +10 %).
+    ``alone.reads``: the pairs were crossed (each side a CPU of its own), which reads
+    a change at ``reads[0]``-``reads[1]`` times its size alone on logs: the figure is called
+    unchanged only when its interval lies within what a change of the minimum effect alone reads
+    at least, ``(1 + m) ** reads[0]`` (5 % -> 2.0 %), and its size alone is said as a range.
 
     "Significant" below is :func:`~harness.compare.evidence.weigh`'s: the
     settings' test beats ``settings.alpha_per_test``, or, when ``p_adjusted``
@@ -175,6 +207,11 @@ def compare_metric(
     if ratio is None or len(b) < need or len(h) < need:
         return result
     together = together and paired
+    shrink = alone.shrink
+    reads = alone.reads if together else None
+    band = m if reads is None else (1.0 + m) ** reads[0] - 1.0
+    if reads is not None:
+        result = replace(result, reads=reads, unchanged_within=round(band, 6))
     evidence = weigh(b, h, settings=settings, p_adjusted=p_adjusted, together=together)
     if together:
         # the pairs' own ratio and its interval: each side's values keep the host's noise
@@ -194,11 +231,17 @@ def compare_metric(
         lo,
         hi,
         evidence,
-        m=m,
+        effects=Effect(m, band),
         higher_is_better=info.higher_is_better,
         settings=settings,
         constant=b[0] if constant else None,
     )
+    if reads is not None:
+        a_lo, a_hi = alone_range(ratio, reads)
+        reason += (
+            f" (crossed: a change reads {reads[0]:g}-{reads[1]:g} times its size alone on logs:"
+            f" {pct(ratio)} is {pct(a_lo)} to {pct(a_hi)} alone; unchanged within ±{band * 100:.1f}%)"
+        )
     if together and shrink != 1.0:
         reason += (
             f" (the size alone of a CPU-bound change: {pct(result.measured_ratio)} as measured together "
@@ -228,11 +271,28 @@ def compare_metric(
     )
 
 
+def alone_range(ratio: float, reads: tuple[float, float]) -> tuple[float, float]:
+    """The sizes alone a crossed pair's ``ratio`` may stand for, read at ``reads[0]``-``reads[1]``
+    times a change's size alone on logs: ``ratio ** (1 / reads[1])`` to ``ratio ** (1 / reads[0])``,
+    in order."""
+    if not 0 < ratio < math.inf:
+        return ratio, ratio
+    ends = sorted(math.exp(math.log(ratio) / k) for k in reads)
+    return ends[0], ends[1]
+
+
 def _alone(ratio: float, shrink: float) -> float:
     """A pair's ratio taken together, as the change it would be alone: ``ratio ** shrink``."""
     if shrink == 1.0 or not 0 < ratio < math.inf:
         return ratio
     return float(math.exp(math.log(ratio) * shrink))
+
+
+class Effect(NamedTuple):
+    """The minimum effect of a regression (or improvement), and the band of "unchanged"."""
+
+    minimum: float
+    unchanged: float
 
 
 def _decide(
@@ -241,12 +301,15 @@ def _decide(
     hi: float,
     evidence: Evidence,
     *,
-    m: float,
+    effects: Effect,
     higher_is_better: bool,
     settings: Settings,
     constant: float | None,
 ) -> tuple[Verdict, str]:
-    """The decision table of one metric, first matching row wins (see :func:`compare_metric`)."""
+    """The decision table of one metric, first matching row wins (see :func:`compare_metric`);
+    ``effects``: the minimum effect of a regression and the band of "unchanged" (the same, or
+    less for a crossed pair)."""
+    m, band = effects
     if higher_is_better:
         worse, w_lo, w_hi = _inverse(ratio), _inverse(hi), _inverse(lo)
     else:
@@ -254,15 +317,19 @@ def _decide(
     edge = 1.0 + m
     significant = evidence.significant
     excludes_one = w_lo > 1.0 or w_hi < 1.0
-    inside = 1.0 / edge < w_lo and w_hi < edge
+    inner = 1.0 + band
+    inside = 1.0 / inner < w_lo and w_hi < inner
     beyond = w_lo >= edge or w_hi <= 1.0 / edge
     # wider than the band of "unchanged": even centred on 1 it could not fit in it
     span = w_hi / w_lo if w_lo > 0 else math.inf
-    wide = not span <= edge * edge
+    wide = not span <= inner * inner
 
     conf = f"{settings.confidence * 100:g}% CI {pct(lo)} to {pct(hi)}"
     change = f"{pct(ratio)}{' (higher is better)' if higher_is_better else ''}"
     effect = f"{m * 100:g}%"
+    # the band of "unchanged": the minimum effect, or for a crossed pair what it reads at least
+    crossed = "" if band == m else f" as a crossed pair reads it at least, ±{band * 100:.1f}%"
+    within = f"minimum effect ±{effect}{crossed}"
     p = f"{_p_is(evidence.p)} ({'Yuen t on logs' if evidence.route == 't' else 'rank test'})"
     half = (hi - lo) / 2.0 * 100.0 if math.isfinite(hi - lo) else math.inf
     more = rounds_text(evidence)
@@ -274,7 +341,7 @@ def _decide(
     if significant and w_hi < 1.0 and worse <= 1.0 / edge:
         return Verdict.IMPROVEMENT, f"better by {change}, {conf}, {p}: at least the minimum {effect}"
     if inside:
-        return Verdict.UNCHANGED, f"{change}, {conf}: within the minimum effect ±{effect}"
+        return Verdict.UNCHANGED, f"{change}, {conf}: within the {within}"
     if significant and excludes_one:
         return (
             Verdict.INCONCLUSIVE,
@@ -290,11 +357,10 @@ def _decide(
     if wide:
         return (
             Verdict.INCONCLUSIVE,
-            f"too noisy: {change}, {conf} (±{half:.1f}%) is wider than the band of the minimum "
-            f"effect ±{effect}, {p}",
+            f"too noisy: {change}, {conf} (±{half:.1f}%) is wider than the band of the {within}, {p}",
         )
     return (
         Verdict.INCONCLUSIVE,
-        f"needs more rounds: {change}, {conf} is narrower than the band of the minimum effect "
-        f"±{effect} but crosses its edge; {evidence.limit or p}{more}",
+        f"needs more rounds: {change}, {conf} is narrower than the band of the {within} but crosses its edge; "
+        f"{evidence.limit or p}{more}",
     )

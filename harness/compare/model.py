@@ -47,7 +47,16 @@ class Figures(JsonPart):
     head/base and its interval (also as percent changes; null where not finite), the test's p,
     the minimum effect, the verdict and why, what it could have seen and the rounds to decide."""
 
-    WHEN_SET: ClassVar[frozenset[str]] = frozenset({"shrink", "measured_change_pct", "information"})
+    WHEN_SET: ClassVar[frozenset[str]] = frozenset(
+        {
+            "shrink",
+            "measured_change_pct",
+            "information",
+            "alone_low_pct",
+            "alone_high_pct",
+            "unchanged_within",
+        }
+    )
 
     metric: str
     unit: str = ""
@@ -58,6 +67,11 @@ class Figures(JsonPart):
     # by to the size alone, and the pairs' own change (percent)
     shrink: float | None = None
     measured_change_pct: float | None = None
+    # a guest pair taken crossed: the range of sizes alone its change reads as (percent), and the
+    # band it is called unchanged within (narrower than the minimum effect: Settings.crossed_reads)
+    alone_low_pct: float | None = None
+    alone_high_pct: float | None = None
+    unchanged_within: float | None = None
     # a figure shown but not gated: why
     information: str | None = None
     n_base: int = 0
@@ -382,6 +396,8 @@ class Side(JsonPart):
 class SettingsUsed(JsonPart):
     """How the comparison decided (:class:`harness.compare.settings.Settings`, as it was)."""
 
+    WHEN_SET: ClassVar[frozenset[str]] = frozenset({"crossed_reads"})
+
     metrics: tuple[str, ...] = ()
     counters: tuple[str, ...] = ()
     min_effect: float = 0.0
@@ -402,6 +418,8 @@ class SettingsUsed(JsonPart):
     cell_metrics: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     information: Mapping[str, str] = field(default_factory=dict)
     together_shrink: float | None = None
+    # what a crossed guest pair reads of a change's size alone, at least and at most, on logs
+    crossed_reads: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

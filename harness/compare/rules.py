@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from harness.compare.evidence import family_p
-from harness.compare.metric import MetricResult, compare_metric
+from harness.compare.metric import Alone, MetricResult, compare_metric
 from harness.compare.model import FlatCell
 from harness.compare.settings import Settings
 from harness.compare.stats import holm_adjust
@@ -162,6 +162,22 @@ def shrink_of(metric: str, base: Sequence[Sample], settings: Settings) -> float:
     return 1.0
 
 
+def reads_of(metric: str, base: Sequence[Sample], settings: Settings) -> tuple[float, float] | None:
+    """What a pair taken crossed reads of a change of ``metric``'s size alone, at least and at most
+    (the settings' measured range), where ``base``'s samples are a crossed guest pair's; None
+    elsewhere and for a structural counter (the IO a guest does does not depend on its CPU)."""
+    if metric in settings.counters or not any(crossed_cpus(s) for s in base):
+        return None
+    return settings.crossed_reads
+
+
+def crossed_cpus(sample: Sample) -> bool:
+    """Whether ``sample`` is a guest's taken together with its partner crossed (each on a CPU of
+    its own, swapped)."""
+    together = sample.host.get("together")
+    return isinstance(together, Mapping) and together.get("mode") == "crossed"
+
+
 def shared_cpu(sample: Sample) -> bool:
     """Whether ``sample`` is a guest's taken together with its partner on one CPU (a crossed
     pair's sides each had a CPU of their own: nothing shrinks; a record from before crossed pairs
@@ -274,7 +290,7 @@ def compare_cell(
                     paired=paired,
                     p_adjusted=None if adjusted is None else adjusted.get(name),
                     together=together,
-                    shrink=shrink_of(name, base_ok, settings),
+                    alone=Alone(shrink_of(name, base_ok, settings), reads_of(name, base_ok, settings)),
                 )
             )
         return tuple(results)

@@ -64,6 +64,12 @@ class Settings:
     # how much sharing one CPU shrinks a change of a guest pair taken together (harness.sample.pairing):
     # its log ratio and interval are scaled by this to the size the change has alone, at worst
     together_shrink: float = 2.0
+    # what a guest pair taken crossed (each side a CPU of its own, swapped) reads of a change's size
+    # alone, on logs, at least and at most (benchmarks/calibrate_guest_pairs.py: 0.4-1.5 over two
+    # runs): such a pair's figure is called unchanged only within the band a change of the minimum
+    # effect alone would read at least, (1 + m) ** low - 1 (5 % -> 2.0 %), so that a change of 5 %
+    # alone is never called unchanged; its size alone is said as the range this gives
+    crossed_reads: tuple[float, float] = (0.4, 1.5)
 
     @property
     def alpha_per_test(self) -> float:
@@ -75,6 +81,11 @@ class Settings:
         object.__setattr__(self, "min_effect_by_metric", dict(self.min_effect_by_metric))
         object.__setattr__(self, "cell_metrics", {k: tuple(v) for k, v in self.cell_metrics.items()})
         object.__setattr__(self, "information", dict(self.information))
+        low, high = self.crossed_reads
+        if not 0.1 <= low <= 1.0 <= high <= 10.0:
+            raise UsageError(
+                f"crossed reads {low:g}-{high:g}: use a low factor from 0.1 to 1 and a high one from 1 to 10"
+            )
         if not 1.0 <= self.together_shrink <= 4.0:
             raise UsageError(f"together shrink {self.together_shrink:g}: use a factor from 1 to 4")
         for name, gated in self.cell_metrics.items():
@@ -143,6 +154,7 @@ class Settings:
             cell_metrics={k: tuple(v) for k, v in sorted(self.cell_metrics.items())},
             information=dict(sorted(self.information.items())),
             together_shrink=self.together_shrink,
+            crossed_reads=self.crossed_reads,
         )
 
 

@@ -41,6 +41,7 @@ SPEC_KEYS = (
     "guest_together",
     "guest_pairing",
     "guest_samples",
+    "crossed_reads",
 )
 SPEC_KEYS_TABLES = ("params", "cells", "information")
 # what a cell of the spec may say beside its axes: its own gated metrics, whether its pair runs together
@@ -100,6 +101,9 @@ class GateSpec:
     guest_samples: int = 1
     #: metric -> why it is shown but not gated
     information: Mapping[str, str] = field(default_factory=dict)
+    #: what a crossed guest pair reads of a change's size alone on logs, at least and at most, as
+    #: calibrated on the runner (benchmarks/calibrate_guest_pairs.py): Settings.crossed_reads
+    crossed_reads: tuple[float, float] = Settings().crossed_reads
 
     @property
     def guest_pairs(self) -> list[str]:
@@ -226,7 +230,23 @@ def parse_gate_spec(text: str, *, source: str = "<gate spec>") -> GateSpec:
         guest_pairing=_pairing(data.get("guest_pairing", Mode.CROSSED.value), f"{source}: guest_pairing"),
         information=dict(information),
         guest_samples=integer("guest_samples", 1),
+        crossed_reads=_reads(
+            data.get("crossed_reads", list(Settings().crossed_reads)), f"{source}: crossed_reads"
+        ),
     )
+
+
+def _reads(value: Any, what: str) -> tuple[float, float]:
+    """``[low, high]``: what a crossed pair reads of a change's size alone, at least and at most."""
+    fix = "use [low, high] with low from 0.1 to 1 and high from 1 to 10, e.g. [0.4, 1.5]"
+    numbers = (
+        isinstance(value, list)
+        and len(value) == 2
+        and all(isinstance(v, int | float) and not isinstance(v, bool) for v in value)
+    )
+    if not numbers or not 0.1 <= value[0] <= 1.0 <= value[1] <= 10.0:
+        raise SpecError(f"{what} = {value!r}: {fix}")
+    return float(value[0]), float(value[1])
 
 
 def _pairing(value: Any, what: str) -> Mode:
@@ -273,4 +293,5 @@ def settings_for(
         information=spec.information,
         counters=spec.counters,
         changed_fails=spec.changed_fails and given.changed_fails,
+        crossed_reads=spec.crossed_reads,
     )

@@ -18,6 +18,7 @@ import pytest
 from harness.compare import Settings, Verdict, compare_family, compare_metric
 from harness.compare.document import compared_cell
 from harness.compare.markdown import kind_line
+from harness.compare.metric import Alone
 from harness.compare.model import SensitivityRow
 from harness.compare.rules import shrink_of, taken_together
 from harness.errors import SpecError
@@ -247,7 +248,7 @@ def test_a_true_5_percent_shrunk_to_half_by_sharing_is_never_called_unchanged() 
     kw: dict[str, Any] = {"settings": settings, "paired": True, "together": True}
     plain = compare_metric("host.workload_s", base, head, **kw)
     assert plain.verdict is Verdict.UNCHANGED  # taken at face value: a 5 % change called unchanged
-    scaled = compare_metric("host.workload_s", base, head, **kw, shrink=2.0)
+    scaled = compare_metric("host.workload_s", base, head, **kw, alone=Alone(2.0))
     assert scaled.verdict is not Verdict.UNCHANGED, scaled.reason
     assert scaled.ratio is not None and scaled.measured_ratio is not None
     assert math.log(scaled.ratio) == pytest.approx(2 * math.log(scaled.measured_ratio))
@@ -262,7 +263,7 @@ def test_a_true_5_percent_shrunk_to_half_by_sharing_is_never_called_unchanged() 
     assert scaled.p_value == plain.p_value
     # an A/A pair stays unchanged when it is tight enough
     base, head = _pairs(1.0, n=12, sd=0.006)
-    assert compare_metric("host.workload_s", base, head, **kw, shrink=2.0).verdict is Verdict.UNCHANGED
+    assert compare_metric("host.workload_s", base, head, **kw, alone=Alone(2.0)).verdict is Verdict.UNCHANGED
 
 
 def test_a_cell_gates_its_own_metrics_and_shows_the_others_with_why() -> None:

@@ -1,0 +1,138 @@
+"""A crossed guest pair's decision: unchanged only where a change of the minimum effect alone could
+not hide, and its size alone said as the range a crossed pair reads it as."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from harness.compare import Settings, Verdict, compare_family, compare_metric
+from harness.compare.markdown import _change_text
+from harness.compare.metric import Alone, alone_range
+from harness.compare.rules import reads_of
+from harness.errors import UsageError
+from harness.record import CellInfo, Sample
+
+METRIC = "host.workload_s"
+READS = Settings().crossed_reads
+
+
+def _pairs(change: float, sd: float, n: int = 10, seed: int = 5) -> tuple[list[float], list[float]]:
+    """``n`` pairs whose base varies 30 % from pair to pair and whose log ratio is ``change`` with
+    a spread of ``sd``."""
+    rng = random.Random(seed)
+    base = [rng.uniform(10.0, 13.0) for _ in range(n)]
+    return base, [b * (1 + change) * math.exp(rng.gauss(0, sd)) for b in base]
+
+
+def _judge(change: float, sd: float, *, reads: tuple[float, float] | None) -> Verdict:
+    base, head = _pairs(change, sd)
+    settings = Settings(metrics=(METRIC,), comparisons=11)
+    return compare_metric(
+        METRIC, base, head, settings=settings, paired=True, together=True, alone=Alone(reads=reads)
+    ).verdict
+
+
+def test_a_change_of_five_percent_alone_as_a_crossed_pair_may_read_it_is_not_unchanged() -> None:
+    # a 5 % change alone can read as little as 1.05 ** 0.4 - 1 = 2.0 % crossed: read at +3 % with a
+    # tight interval, it is unchanged by the plain band of 5 %, not by the crossed one
+    assert _judge(0.03, 0.003, reads=None) is Verdict.UNCHANGED
+    assert _judge(0.03, 0.003, reads=READS) is Verdict.INCONCLUSIVE
+    # an A/A pair as tight as the calibration's (sd 0.9 %) is unchanged either way
+    assert _judge(0.0, 0.009, reads=READS) is Verdict.UNCHANGED
+    # a change the crossed pair reads at +8 % is a regression either way
+    assert _judge(0.08, 0.01, reads=READS) is Verdict.REGRESSION
+
+
+def test_the_band_and_the_size_alone_are_written() -> None:
+    base, head = _pairs(0.03, 0.003)
+    settings = Settings(metrics=(METRIC,), comparisons=11)
+    result = compare_metric(
+        METRIC, base, head, settings=settings, paired=True, together=True, alone=Alone(reads=READS)
+    )
+    figures = result.figures()
+    assert figures.unchanged_within == pytest.approx(1.05**0.4 - 1, abs=1e-6)
+    assert figures.alone_low_pct is not None and figures.alone_high_pct is not None
+    measured = figures.change_pct
+    assert measured is not None and 2.5 < measured < 3.5
+    # +3 % read crossed is +2.0 % (read at 1.5 times) to +7.7 % (read at 0.4 times) alone
+    assert figures.alone_low_pct == pytest.approx(((1 + measured / 100) ** (1 / 1.5) - 1) * 100, abs=1e-3)
+    assert figures.alone_high_pct == pytest.approx(((1 + measured / 100) ** (1 / 0.4) - 1) * 100, abs=1e-3)
+    assert "0.4-1.5 times its size alone" in result.reason and "±2.0%" in result.reason
+    text = _change_text(figures)
+    assert text.startswith(f"{measured:+.1f}% (") and text.endswith("% alone)")
+    as_json = figures.to_json()
+    assert {"alone_low_pct", "alone_high_pct", "unchanged_within"} <= set(as_json)
+    # a figure not crossed writes none of them
+    plain = compare_metric(METRIC, base, head, settings=settings, paired=True, together=True).figures()
+    assert not {"alone_low_pct", "alone_high_pct", "unchanged_within"} & set(plain.to_json())
+
+
+def test_a_fall_reads_as_a_range_of_falls() -> None:
+    low, high = alone_range(0.97, (0.4, 1.5))
+    assert low == pytest.approx(0.97 ** (1 / 0.4)) and high == pytest.approx(0.97 ** (1 / 1.5))
+    assert alone_range(1.0, (0.4, 1.5)) == (1.0, 1.0)
+
+
+def _sample(i: int, value: float, mode: str | None, written: float = 1e8) -> Sample:
+    together = {"cpu": 1, "met": True} | ({"mode": mode} if mode else {})
+    return Sample(
+        index=i,
+        status="ok",
+        metrics={METRIC: value, "host.guest_written_bytes": written},
+        host={"together": together},
+    )
+
+
+def test_only_a_crossed_guest_pairs_timed_figures_take_the_band() -> None:
+    settings = Settings(metrics=(METRIC,))
+    crossed = [_sample(0, 1.0, "crossed")]
+    assert reads_of(METRIC, crossed, settings) == READS
+    assert reads_of("host.guest_written_bytes", crossed, settings) is None  # a counter: the IO itself
+    assert reads_of(METRIC, [_sample(0, 1.0, "shared")], settings) is None
+    assert reads_of(METRIC, [_sample(0, 1.0, None)], settings) is None
+    assert reads_of(METRIC, [Sample(index=0, status="ok", metrics={METRIC: 1.0})], settings) is None
+
+
+def test_a_cell_of_crossed_pairs_is_judged_with_the_band() -> None:
+    base, head = _pairs(0.03, 0.003)
+    settings = Settings(metrics=(METRIC,), counters=())
+    cell = CellInfo({"id": "c.dd"})
+    for mode, verdict in (("crossed", Verdict.INCONCLUSIVE), ("shared", Verdict.REGRESSION)):
+        (result,) = compare_family(
+            [
+                (
+                    cell,
+                    [_sample(i, v, mode) for i, v in enumerate(base)],
+                    [_sample(i, v, mode) for i, v in enumerate(head)],
+                )
+            ],
+            settings=settings,
+        )
+        # shared: +3 % is scaled to +6 % alone (x2 on logs), a regression; crossed: not unchanged
+        assert result.verdict is verdict, (mode, result.reason)
+
+
+def test_the_settings_refuse_a_range_that_is_no_range() -> None:
+    with pytest.raises(UsageError, match=r"crossed reads 1\.2-1\.5"):
+        Settings(crossed_reads=(1.2, 1.5))
+    assert Settings().used().to_json()["crossed_reads"] == [0.4, 1.5]
+
+
+def test_the_gate_spec_sets_the_range_and_refuses_one_that_is_not() -> None:
+    from harness.errors import SpecError
+    from harness.gate import parse_gate_spec
+    from harness.gate.spec import load_gate_spec, settings_for
+    from harness.paths import package_data
+
+    cells = '[[cells]]\nname = "dd"\nworkload = "dd"\n'
+    assert parse_gate_spec(cells, source="g.toml").crossed_reads == READS
+    own = parse_gate_spec("crossed_reads = [0.6, 1.2]\n" + cells, source="g.toml")
+    assert settings_for(own, Settings()).crossed_reads == (0.6, 1.2)
+    for bad in ("[1.5, 0.4]", "[0.4]", '["a", 1]', "0.4", "[0, 1.5]"):
+        with pytest.raises(SpecError, match=r"g.toml: crossed_reads = .*: use \[low, high\]"):
+            parse_gate_spec(f"crossed_reads = {bad}\n" + cells, source="g.toml")
+    # the default spec says the range it was calibrated at
+    assert load_gate_spec(package_data("gate.toml")).crossed_reads == READS
