@@ -263,7 +263,11 @@ def _play_round(
 ) -> None:
     sides, rng, tally, out_dir, progress = table.sides, table.rng, table.tally, table.out_dir, table.progress
     paired: set[str] = set()
-    for turn in round_order(number, cell_names, [sides[label] for label in SIDES], rng):
+    turns = round_order(number, cell_names, [sides[label] for label in SIDES], rng)
+    # crossed guest pairs on CPUs of their own run at the same moment where the runner has CPUs
+    # for several (harness.gate.run.guest_pairs); with one CPU pair, one after the other as ever
+    at_once = len({slot for name in cell_names if (slot := _slot(sides["base"], name))}) > 1
+    for turn in turns:
         if tally.stop is not None:
             return
         left_s = options.budget_s - (time.monotonic() - started)
@@ -275,14 +279,15 @@ def _play_round(
         # a cell of several samples a round, or whose pair runs together (a guest's, one a round)
         if per > 1 or turn.cell in turn.side.together:
             if turn.cell not in paired:
-                paired.add(turn.cell)
-                _play_pairs(
-                    number,
-                    turn.cell,
-                    per,
-                    table,
-                    clock=Clock(options.budget_s, started, options.machine.workload_timeout_s),
-                )
+                clock = Clock(options.budget_s, started, options.machine.workload_timeout_s)
+                batch = [turn.cell]
+                if at_once and _slot(turn.side, turn.cell):
+                    batch = _batch(turn.cell, [t.cell for t in turns], turn.side, paired)
+                paired.update(batch)
+                if len(batch) == 1:
+                    _play_pairs(number, turn.cell, per, table, clock=clock)
+                else:
+                    _play_at_once(number, batch, table, clock=clock)
             continue
         deadline = min(options.machine.workload_timeout_s, left_s)
         if turn.side.subject.label == "head":
@@ -318,6 +323,50 @@ def _workload_times(side: GateSide, name: str) -> list[float]:
                 times.append(float(s.metrics[key]))
                 break
     return times
+
+
+def _slot(side: GateSide, name: str) -> tuple[int, int] | None:
+    """The CPU pair cell ``name``'s crossed guest pairs run on (None: not a crossed guest pair)."""
+    pairing = side.together.get(name)
+    crossing = pairing.crossing if pairing is not None else None
+    return crossing.cpus if crossing is not None else None
+
+
+def _batch(first: str, order: Sequence[str], side: GateSide, paired: set[str]) -> list[str]:
+    """``first`` and the crossed guest pairs after it in the round's ``order`` that run at the same
+    moment: one a CPU pair, none played yet this round."""
+    batch, taken = [first], {_slot(side, first)}
+    for name in dict.fromkeys(order):
+        slot = _slot(side, name)
+        if name in paired or name in batch or slot is None or slot in taken:
+            continue
+        batch.append(name)
+        taken.add(slot)
+    return batch
+
+
+def _play_at_once(number: int, names: Sequence[str], table: _Table, *, clock: Clock) -> None:
+    """Round ``number`` of the crossed guest pairs ``names`` at the same moment, each in a thread
+    of its own on its own CPU pair (:func:`_play_pairs`).  Each draws its pairs' order from a
+    generator seeded from the round's in turn, so that a seed gives the same orders however the
+    threads interleave."""
+    tables = {name: replace(table, rng=random.Random(table.rng.randrange(2**32))) for name in names}
+    raised: list[BaseException] = []
+
+    def one(name: str) -> None:
+        try:
+            per = table.sides["base"].per_round.get(name, 1)
+            _play_pairs(number, name, per, tables[name], clock=clock)
+        except BaseException as exc:  # noqa: BLE001 - handed to the gate's own thread below
+            raised.append(exc)
+
+    threads = [threading.Thread(target=one, args=(name,), name=f"{name}-pairs") for name in names]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if raised:
+        raise raised[0]
 
 
 def _play_pairs(number: int, name: str, per: int, table: _Table, *, clock: Clock) -> None:

@@ -36,7 +36,7 @@ from harness.host import accounts
 from harness.paths import qemu_cache_dir
 from harness.record import Sample
 from harness.sample.guest_sampler import paired_sampler
-from harness.sample.pairing import Pairing
+from harness.sample.pairing import Mode, Pairing, crossed_slots
 from harness.subject.policy import Policy
 
 
@@ -223,12 +223,24 @@ def replay_streams(
     return streams
 
 
-def guest_pairs(spec: GateSpec, sides: Mapping[str, GateSide]) -> None:
+def guest_pairs(
+    spec: GateSpec, sides: Mapping[str, GateSide], slots: Sequence[tuple[int, int]] | None = None
+) -> None:
     """The guest cells whose pair of samples runs together: one :class:`Pairing` each, shared by
     both sides' samplers (their workloads started at the same moment, each guest on a CPU of its
-    own swapped with the other's, or both on one CPU: ``spec.guest_pairing``)."""
-    for name in spec.guest_pairs:
-        pairing = Pairing(mode=spec.guest_pairing)
+    own swapped with the other's, or both on one CPU: ``spec.guest_pairing``).  Crossed pairs take
+    the CPU pairs of ``slots`` (:func:`~harness.sample.pairing.crossed_slots`, at most
+    ``spec.guest_pairs_at_once``) in turn: where there are several, pairs on different CPUs run at
+    the same moment (:func:`harness.gate.rounds.run_rounds`)."""
+    if slots is None:
+        slots = crossed_slots()
+    if spec.guest_pairs_at_once:
+        slots = slots[: spec.guest_pairs_at_once]
+    for k, name in enumerate(spec.guest_pairs):
+        if spec.guest_pairing is Mode.CROSSED and slots:
+            pairing = Pairing(mode=spec.guest_pairing, cross=slots[k % len(slots)])
+        else:
+            pairing = Pairing(mode=spec.guest_pairing)
         for side in sides.values():
             side.samplers[name] = paired_sampler(pairing)
             side.together[name] = pairing

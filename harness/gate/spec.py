@@ -42,6 +42,7 @@ SPEC_KEYS = (
     "guest_pairing",
     "guest_samples",
     "crossed_reads",
+    "guest_pairs_at_once",
 )
 SPEC_KEYS_TABLES = ("params", "cells", "information")
 # what a cell of the spec may say beside its axes: its own gated metrics, whether its pair runs together
@@ -104,6 +105,9 @@ class GateSpec:
     #: what a crossed guest pair reads of a change's size alone on logs, at least and at most, as
     #: calibrated on the runner (benchmarks/calibrate_guest_pairs.py): Settings.crossed_reads
     crossed_reads: tuple[float, float] = Settings().crossed_reads
+    #: the most crossed guest pairs that run at the same moment, each on two CPUs of its own
+    #: (harness.sample.pairing.crossed_slots); 0: as many as the runner's CPUs give
+    guest_pairs_at_once: int = 0
 
     @property
     def guest_pairs(self) -> list[str]:
@@ -230,10 +234,22 @@ def parse_gate_spec(text: str, *, source: str = "<gate spec>") -> GateSpec:
         guest_pairing=_pairing(data.get("guest_pairing", Mode.CROSSED.value), f"{source}: guest_pairing"),
         information=dict(information),
         guest_samples=integer("guest_samples", 1),
+        guest_pairs_at_once=_at_once(
+            data.get("guest_pairs_at_once", "auto"), f"{source}: guest_pairs_at_once"
+        ),
         crossed_reads=_reads(
             data.get("crossed_reads", list(Settings().crossed_reads)), f"{source}: crossed_reads"
         ),
     )
+
+
+def _at_once(value: Any, what: str) -> int:
+    """``"auto"`` (0: as many as the CPUs give) or a number of pairs from 1."""
+    if value == "auto":
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise SpecError(f'{what} = {value!r}: use "auto" or a number of pairs from 1')
+    return value
 
 
 def _reads(value: Any, what: str) -> tuple[float, float]:

@@ -37,6 +37,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -82,6 +83,23 @@ def crossed_cpus() -> tuple[int, int] | None:
     except (AttributeError, OSError, ValueError):
         return None
     return (cpus[-2], cpus[-1]) if len(cpus) >= 2 else None
+
+
+def crossed_slots(cpus: Sequence[int] | None = None) -> list[tuple[int, int]]:
+    """The CPU pairs on which crossed guest pairs can run at once (``cpus``: those this process may
+    run on): two CPUs each, from the last down.  On two CPUs the one pair takes both (as
+    :func:`crossed_cpus`); on more the first CPU (the one that most often serves the host's
+    interrupts) is left to the host's other work, the harness and the swappers: 4 CPUs give one
+    pair, 8 three, 16 seven."""
+    if cpus is None:
+        try:
+            cpus = sorted(os.sched_getaffinity(0))
+        except (AttributeError, OSError, ValueError):
+            return []
+    usable = sorted(cpus)
+    if len(usable) > 2:
+        usable = usable[1:]
+    return [(usable[-2 - 2 * i], usable[-1 - 2 * i]) for i in range(len(usable) // 2)]
 
 
 def raise_priority(pid: int, nice: int, proc: Path = Path("/proc")) -> bool:

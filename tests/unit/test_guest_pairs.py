@@ -330,3 +330,97 @@ def test_the_headline_line_says_what_each_kind_of_cell_could_see() -> None:
     ]
     assert kind_line(rows) == "Could see: 2 guest cells ≥ 6.0–9.5%; 1 replay cell ≥ 2.2%"
     assert kind_line([]) == ""
+
+
+SLOTS_SPEC = """
+rounds = 3
+max_rounds = 3
+guest_together = true
+metrics = ["host.workload_s", "replay.wall_s"]
+[params]
+dd_mib = 64
+[[cells]]
+name = "a"
+workload = "dd"
+[[cells]]
+name = "b"
+workload = "dd"
+cache = "writeback"
+[[cells]]
+name = "c"
+workload = "dd"
+cache = "writethrough"
+[[cells]]
+name = "replayed"
+workload = "dd"
+measure = "replay"
+"""
+
+
+def _slots_run(
+    tmp_path: Path, spec_text: str, slots: list[tuple[int, int]]
+) -> tuple[dict[str, int], int, Any]:
+    """Run ``spec_text``'s rounds on fake sessions with crossed pairs on ``slots``: the most samples
+    of each cell at one moment, the most cells at one moment, the sides."""
+    spec = parse_gate_spec(spec_text, source="g.toml")
+    policy = parse_policy((REPO_ROOT / "policy.toml").read_text())
+    lock = threading.Lock()
+    inside: dict[str, int] = {}
+    most: dict[str, int] = {}
+    cells_most = [0]
+
+    def seen(_label: str, cell: Cell, _sampler: Any) -> None:
+        with lock:
+            inside[cell.id] = inside.get(cell.id, 0) + 1
+            most[cell.id] = max(most.get(cell.id, 0), inside[cell.id])
+            cells_most[0] = max(cells_most[0], sum(1 for v in inside.values() if v))
+        time.sleep(0.05)
+        with lock:
+            inside[cell.id] -= 1
+
+    sides = {}
+    for label in SIDES:
+        subject = Subject(label, label, "0" * 40, Path("/c"), policy, Path("/i"), None, None)
+        session = _Session(guest=None, opts=OPTS, machine=MachineInfo(), label=label, seen=seen)  # type: ignore[arg-type]
+        sides[label] = GateSide(
+            subject=subject, session=session, cells={gc.name: gc.resolve(policy) for gc in spec.cells}
+        )
+    guest_pairs(spec, sides, slots=slots)
+    options = GateOptions.decide(spec, MACHINE, GateAsked(seed=5))
+    done = run_rounds(
+        spec, sides, Settings(metrics=spec.metrics), options, out_dir=tmp_path, started=time.monotonic(),
+        progress=lambda _m: None,
+    )  # fmt: skip
+    assert {r.rounds for r in done.results} == {3}
+    return most, cells_most[0], sides
+
+
+def test_a_runner_with_cpus_for_several_crossed_pairs_runs_them_at_once(tmp_path: Path) -> None:
+    slots = [(6, 7), (4, 5), (2, 3)]
+    most, cells_most, sides = _slots_run(tmp_path / "three", SLOTS_SPEC, slots)
+    # each cell's two sides together, the three guest cells at once, each on a CPU pair of its own
+    assert max(most.values()) == 2 and cells_most == 3
+    cpus = {name: sides["base"].together[name].cross for name in ("a", "b", "c")}
+    assert sorted(cpus.values()) == sorted(slots)
+    for name in ("a", "b", "c"):
+        records = sides["base"].records[name].samples
+        assert [s.index for s in records] == [0, 1, 2]
+    # the spec may hold it to fewer: two pairs at once, the third cell shares a CPU pair with the first
+    _most, cells_most, sides = _slots_run(tmp_path / "two", "guest_pairs_at_once = 2\n" + SLOTS_SPEC, slots)
+    assert cells_most == 2
+    assert sides["base"].together["a"].cross == sides["base"].together["c"].cross == (6, 7)
+    # a runner with one CPU pair plays them one after the other, as ever
+    _most, cells_most, _sides = _slots_run(tmp_path / "one", SLOTS_SPEC, [(0, 1)])
+    assert cells_most == 1
+
+
+def test_the_cpu_pairs_of_a_runner() -> None:
+    from harness.sample.pairing import crossed_slots
+
+    assert crossed_slots([0, 1]) == [(0, 1)]
+    assert crossed_slots([0]) == []
+    assert crossed_slots([0, 1, 2, 3]) == [(2, 3)]  # CPU 0 left to the host
+    assert crossed_slots(list(range(8))) == [(6, 7), (4, 5), (2, 3)]
+    assert len(crossed_slots(list(range(16)))) == 7
+    with pytest.raises(SpecError, match=r'guest_pairs_at_once = 0: use "auto" or a number of pairs from 1'):
+        parse_gate_spec("guest_pairs_at_once = 0\n" + SLOTS_SPEC, source="g.toml")
