@@ -52,7 +52,7 @@ def _change_text(m: Figures) -> str:
     if m.measured_change_pct is not None and m.shrink not in (None, 1.0):
         # a guest pair's change taken together, scaled to its size alone
         return f"{change:+.1f}% alone ({m.measured_change_pct:+.1f}% together)"
-    if m.alone_low_pct is not None and m.alone_high_pct is not None and change != 0:
+    if m.alone_low_pct is not None and m.alone_high_pct is not None and round(change, 1) != 0:
         # a crossed guest pair's change, and the sizes alone it reads as (Settings.crossed_reads)
         return f"{change:+.1f}% ({m.alone_low_pct:+.1f}% … {m.alone_high_pct:+.1f}% alone)"
     return f"{change:+.1f}%"

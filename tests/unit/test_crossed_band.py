@@ -136,3 +136,16 @@ def test_the_gate_spec_sets_the_range_and_refuses_one_that_is_not() -> None:
             parse_gate_spec(f"crossed_reads = {bad}\n" + cells, source="g.toml")
     # the default spec says the range it was calibrated at
     assert load_gate_spec(package_data("gate.toml")).crossed_reads == READS
+
+
+def test_no_change_reads_as_no_range() -> None:
+    from harness.compare.model import Figures
+
+    still = Figures(
+        metric=METRIC,
+        verdict=Verdict.UNCHANGED,
+        change_pct=-0.004,
+        alone_low_pct=-0.01,
+        alone_high_pct=-0.003,
+    )
+    assert _change_text(still) == "-0.0%"
