@@ -199,15 +199,35 @@ def test_a_pairs_process_runs_above_the_hosts_other_work(spinners: list[Any]) ->
         assert time.monotonic() < deadline
         time.sleep(0.01)
     pairing = Pairing(mode=Mode.SHARED, cpu=0, nice=-7)
-    assert pairing.join(pid)
+    raised = pairing.join(pid)
     tids = [int(t.name) for t in Path(f"/proc/{pid}/task").iterdir()]
     assert len(tids) == 2 and all(os.getpriority(os.PRIO_PROCESS, t) == -7 for t in tids)
     autogroup = Path(f"/proc/{pid}/autogroup")
     if autogroup.exists():
+        if not raised:
+            _skip_where_the_host_refuses_an_autogroups_nice(autogroup)
         assert autogroup.read_text().split()[-1] == "-7"
+    assert raised
     # the partner, not joined, runs as it was started
     assert os.getpriority(os.PRIO_PROCESS, spinners[1].pid) == 0
     assert not pairing.join(2**22 + 7)  # gone: said, not raised
+
+
+def _skip_where_the_host_refuses_an_autogroups_nice(autogroup: Path) -> None:
+    """Skip, naming the error, where this host refuses to set an autogroup's nice other than by
+    the kernel's one change per 100 ms (a read-only /proc in a container): there the pair's
+    priority cannot be raised, and saying so (False) is right.  A write the host takes returns."""
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            autogroup.write_text("-7")
+        except BlockingIOError:
+            assert time.monotonic() < deadline, "the kernel's one change per 100 ms never came"
+            time.sleep(0.02)
+            continue
+        except OSError as exc:
+            pytest.skip(f"this host refuses an autogroup's nice: {exc}")
+        return
 
 
 RAISE_TWO = """
