@@ -234,7 +234,7 @@ def guest_pairs(
     the same moment (:func:`harness.gate.rounds.run_rounds`)."""
     if slots is None:
         slots = crossed_slots()
-    if spec.guest_pairs_at_once:
+    if spec.guest_pairs_at_once is not None:
         slots = slots[: spec.guest_pairs_at_once]
     for k, name in enumerate(spec.guest_pairs):
         if spec.guest_pairing is Mode.CROSSED and slots:

@@ -106,8 +106,8 @@ class GateSpec:
     #: calibrated on the runner (benchmarks/calibrate_guest_pairs.py): Settings.crossed_reads
     crossed_reads: tuple[float, float] = Settings().crossed_reads
     #: the most crossed guest pairs that run at the same moment, each on two CPUs of its own
-    #: (harness.sample.pairing.crossed_slots); 0: as many as the runner's CPUs give
-    guest_pairs_at_once: int = 0
+    #: (harness.sample.pairing.crossed_slots); None ("auto"): as many as the runner's CPUs give
+    guest_pairs_at_once: int | None = None
 
     @property
     def guest_pairs(self) -> list[str]:
@@ -243,10 +243,10 @@ def parse_gate_spec(text: str, *, source: str = "<gate spec>") -> GateSpec:
     )
 
 
-def _at_once(value: Any, what: str) -> int:
-    """``"auto"`` (0: as many as the CPUs give) or a number of pairs from 1."""
+def _at_once(value: Any, what: str) -> int | None:
+    """``"auto"`` (None: as many as the CPUs give) or a number of pairs from 1."""
     if value == "auto":
-        return 0
+        return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise SpecError(f'{what} = {value!r}: use "auto" or a number of pairs from 1')
     return value
