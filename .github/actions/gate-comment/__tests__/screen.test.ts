@@ -112,6 +112,22 @@ describe('a gate of guest pairs and replay cells', () => {
     )
   })
 
+  it("gives a crossed guest pair's change with the sizes alone it stands for, and no range for no change", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'screen-test-'))
+    try {
+      const edited = editedFixture(dir, PAIRS, (d: any) => {
+        const crossed = {shrink: undefined, measured_change_pct: undefined}
+        Object.assign(d.cells[4].metrics[0], crossed, {change_pct: 3.02, alone_low_pct: 2.0, alone_high_pct: 7.71})
+        Object.assign(d.cells[1].metrics[0], crossed, {change_pct: -0.01, alone_low_pct: -0.03, alone_high_pct: -0.01})
+      })
+      const text = render(edited)
+      expect(text).toContain('+3.0% (+2.0% … +7.7% alone)')
+      expect(text).not.toContain('-0.0% (')
+    } finally {
+      fs.rmSync(dir, {recursive: true, force: true})
+    }
+  })
+
   it('folds the figures shown but not gated after the tables, one row per cell and metric with why', () => {
     const text = render(fixture(PAIRS))
     const lines = text.split('\n')

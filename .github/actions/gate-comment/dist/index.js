@@ -24904,6 +24904,8 @@ function metric(r) {
     reason: r.field("reason").string(),
     shrink: r.optional("shrink")?.nullable((x) => x.number()) ?? null,
     measuredChangePct: r.optional("measured_change_pct")?.nullable((x) => x.number()) ?? null,
+    aloneLowPct: r.optional("alone_low_pct")?.nullable((x) => x.number()) ?? null,
+    aloneHighPct: r.optional("alone_high_pct")?.nullable((x) => x.number()) ?? null,
     information: r.optional("information")?.nullable((x) => x.string()) ?? null
   };
 }
@@ -25491,6 +25493,9 @@ function change(m) {
   }
   if (m.measuredChangePct !== null && m.shrink !== null && m.shrink !== 1) {
     return `${signed(m.changePct)} alone (${signed(m.measuredChangePct)} together)`;
+  }
+  if (m.aloneLowPct !== null && m.aloneHighPct !== null && Math.round(m.changePct * 10) !== 0) {
+    return `${signed(m.changePct)} (${signed(m.aloneLowPct)} … ${signed(m.aloneHighPct)} alone)`;
   }
   return signed(m.changePct);
 }

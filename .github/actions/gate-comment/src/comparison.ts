@@ -46,6 +46,12 @@ export interface MetricResult {
   readonly shrink: number | null
   /** the change as the pair measured it together (percent); null where not scaled */
   readonly measuredChangePct: number | null
+  /**
+   * a crossed guest pair (each side a CPU of its own): the sizes alone its change stands for
+   * (percent), from the range a crossed pair reads a change at; null elsewhere
+   */
+  readonly aloneLowPct: number | null
+  readonly aloneHighPct: number | null
   /** a figure shown but not gated (a cell's `information`): why it is not gated */
   readonly information: string | null
 }
@@ -467,6 +473,8 @@ function metric(r: Reader): MetricResult {
     reason: r.field('reason').string(),
     shrink: r.optional('shrink')?.nullable(x => x.number()) ?? null,
     measuredChangePct: r.optional('measured_change_pct')?.nullable(x => x.number()) ?? null,
+    aloneLowPct: r.optional('alone_low_pct')?.nullable(x => x.number()) ?? null,
+    aloneHighPct: r.optional('alone_high_pct')?.nullable(x => x.number()) ?? null,
     information: r.optional('information')?.nullable(x => x.string()) ?? null,
   }
 }

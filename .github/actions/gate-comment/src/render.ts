@@ -453,6 +453,10 @@ function change(m: MetricResult): string {
     // a guest pair's change taken together on one CPU, scaled to its size alone
     return `${signed(m.changePct)} alone (${signed(m.measuredChangePct)} together)`
   }
+  if (m.aloneLowPct !== null && m.aloneHighPct !== null && Math.round(m.changePct * 10) !== 0) {
+    // a crossed guest pair's change, and the sizes alone it stands for
+    return `${signed(m.changePct)} (${signed(m.aloneLowPct)} … ${signed(m.aloneHighPct)} alone)`
+  }
   return signed(m.changePct)
 }
 
