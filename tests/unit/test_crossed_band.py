@@ -149,3 +149,29 @@ def test_no_change_reads_as_no_range() -> None:
         alone_high_pct=-0.003,
     )
     assert _change_text(still) == "-0.0%"
+
+
+def test_the_rounds_to_decide_a_crossed_pair_aim_at_its_band() -> None:
+    from dataclasses import dataclass
+
+    from harness.compare.power import rounds_to_decide
+
+    @dataclass
+    class Interval:
+        ratio: float
+        ci_low: float
+        ci_high: float
+        n_base: int = 8
+        n_head: int = 8
+        min_effect: float = 0.05
+        unchanged_within: float | None = None
+
+    settings = Settings(metrics=(METRIC,), comparisons=11)
+    band = 1.05**0.4 - 1
+    # +1 %, interval -3 ... +5 %: the crossed band of 2 % takes more rounds than the plain one of 5 %
+    plain = rounds_to_decide(Interval(1.01, 0.97, 1.05), settings)
+    crossed = rounds_to_decide(Interval(1.01, 0.97, 1.05, unchanged_within=band), settings)
+    assert plain is not None and crossed is not None and crossed > 4 * plain
+    # +3.5 %, between the crossed band and the minimum effect: no number of rounds decides it
+    assert rounds_to_decide(Interval(1.035, 1.0, 1.07, unchanged_within=band), settings) is None
+    assert rounds_to_decide(Interval(1.035, 1.0, 1.07), settings) is not None
