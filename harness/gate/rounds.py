@@ -351,16 +351,30 @@ def _play_at_once(number: int, names: Sequence[str], table: _Table, *, clock: Cl
     generator seeded from the round's in turn, so that a seed gives the same orders however the
     threads interleave."""
     tables = {name: replace(table, rng=random.Random(table.rng.randrange(2**32))) for name in names}
+    per = {name: table.sides["base"].per_round.get(name, 1) for name in names}
+    _all_at_once(
+        [
+            (
+                f"{name}-pairs",
+                functools.partial(_play_pairs, number, name, per[name], tables[name], clock=clock),
+            )
+            for name in names
+        ]
+    )
+
+
+def _all_at_once(jobs: Sequence[tuple[str, Callable[[], None]]]) -> None:
+    """Each job in a thread of its own (named), all waited for; what the first that failed raised
+    is raised again in the calling thread (the gate's own)."""
     raised: list[BaseException] = []
 
-    def one(name: str) -> None:
+    def run(job: Callable[[], None]) -> None:
         try:
-            per = table.sides["base"].per_round.get(name, 1)
-            _play_pairs(number, name, per, tables[name], clock=clock)
-        except BaseException as exc:  # noqa: BLE001 - handed to the gate's own thread below
+            job()
+        except BaseException as exc:  # noqa: BLE001 - raised again in the calling thread below
             raised.append(exc)
 
-    threads = [threading.Thread(target=one, args=(name,), name=f"{name}-pairs") for name in names]
+    threads = [threading.Thread(target=run, args=(job,), name=name) for name, job in jobs]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -380,17 +394,12 @@ def _play_pairs(number: int, name: str, per: int, table: _Table, *, clock: Clock
     sides, rng, tally, out_dir, progress = table.sides, table.rng, table.tally, table.out_dir, table.progress
     spent = dict.fromkeys(SIDES, 0.0)
     pairing = sides["base"].together.get(name)
-    raised: list[BaseException] = []
     deadlines = dict.fromkeys(SIDES, 0.0)
 
     def one(label: str, index: int) -> None:
         t0 = time.monotonic()
         try:
             _run_one(sides[label], name, index, out_dir, progress, workload_timeout_s=deadlines[label])
-        except BaseException as exc:  # handed to the gate's own thread below
-            if pairing is None:
-                raise
-            raised.append(exc)
         finally:
             # a side that is done (or failed early) never keeps its partner waiting
             if pairing is not None:
@@ -414,15 +423,7 @@ def _play_pairs(number: int, name: str, per: int, table: _Table, *, clock: Clock
                 one(label, index)
         else:
             pairing.reset()
-            threads = [
-                threading.Thread(target=one, args=(label, index), name=f"{name}-{label}") for label in pair
-            ]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
-            if raised:
-                raise raised[0]
+            _all_at_once([(f"{name}-{label}", functools.partial(one, label, index)) for label in pair])
         done = k
         if timed_out(sides["head"].records[name].samples[-1]):
             tally.timed_out[name] = deadlines["head"]

@@ -117,6 +117,19 @@ class _Session(Session):
         return kw["where"].path(cell.id), record
 
 
+def _fake_sides(spec: Any, seen: Any) -> dict[str, GateSide]:
+    """Both sides of a gate of ``spec`` on fake sessions that call ``seen`` at every sample."""
+    policy = parse_policy((REPO_ROOT / "policy.toml").read_text())
+    sides = {}
+    for label in SIDES:
+        subject = Subject(label, label, "0" * 40, Path("/c"), policy, Path("/i"), None, None)
+        session = _Session(guest=None, opts=OPTS, machine=MachineInfo(), label=label, seen=seen)  # type: ignore[arg-type]
+        sides[label] = GateSide(
+            subject=subject, session=session, cells={gc.name: gc.resolve(policy) for gc in spec.cells}
+        )
+    return sides
+
+
 def test_a_guest_pairs_head_past_its_deadline_ends_the_rounds_as_a_regression(tmp_path: Path) -> None:
     spec = parse_gate_spec(
         SPEC.replace("rounds = 3\nmax_rounds = 3", "rounds = 4\nmax_rounds = 4"), source="g.toml"
@@ -152,7 +165,6 @@ def test_a_guest_pairs_head_past_its_deadline_ends_the_rounds_as_a_regression(tm
 
 def test_a_guest_pair_runs_both_sides_at_the_same_moment_with_a_shared_pairing(tmp_path: Path) -> None:
     spec = parse_gate_spec(SPEC, source="g.toml")
-    policy = parse_policy((REPO_ROOT / "policy.toml").read_text())
     lock = threading.Lock()
     inside: dict[str, int] = {}
     most: dict[str, int] = {}
@@ -167,13 +179,7 @@ def test_a_guest_pair_runs_both_sides_at_the_same_moment_with_a_shared_pairing(t
         with lock:
             inside[cell.id] -= 1
 
-    sides = {}
-    for label in SIDES:
-        subject = Subject(label, label, "0" * 40, Path("/c"), policy, Path("/i"), None, None)
-        session = _Session(guest=None, opts=OPTS, machine=MachineInfo(), label=label, seen=seen)  # type: ignore[arg-type]
-        sides[label] = GateSide(
-            subject=subject, session=session, cells={gc.name: gc.resolve(policy) for gc in spec.cells}
-        )
+    sides = _fake_sides(spec, seen)
     guest_pairs(spec, sides)
     assert sides["base"].together["dd"] is sides["head"].together["dd"]
     assert "apart" not in sides["base"].together
@@ -363,7 +369,6 @@ def _slots_run(
     """Run ``spec_text``'s rounds on fake sessions with crossed pairs on ``slots``: the most samples
     of each cell at one moment, the most cells at one moment, the sides."""
     spec = parse_gate_spec(spec_text, source="g.toml")
-    policy = parse_policy((REPO_ROOT / "policy.toml").read_text())
     lock = threading.Lock()
     inside: dict[str, int] = {}
     most: dict[str, int] = {}
@@ -378,13 +383,7 @@ def _slots_run(
         with lock:
             inside[cell.id] -= 1
 
-    sides = {}
-    for label in SIDES:
-        subject = Subject(label, label, "0" * 40, Path("/c"), policy, Path("/i"), None, None)
-        session = _Session(guest=None, opts=OPTS, machine=MachineInfo(), label=label, seen=seen)  # type: ignore[arg-type]
-        sides[label] = GateSide(
-            subject=subject, session=session, cells={gc.name: gc.resolve(policy) for gc in spec.cells}
-        )
+    sides = _fake_sides(spec, seen)
     guest_pairs(spec, sides, slots=slots)
     options = GateOptions.decide(spec, MACHINE, GateAsked(seed=5))
     done = run_rounds(
