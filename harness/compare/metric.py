@@ -73,9 +73,10 @@ class MetricResult:
     # why this metric is shown but not gated ("" when it is gated)
     information: str = ""
     # a guest pair taken crossed: what it reads of a change's size alone, at least and at most, on
-    # logs (Settings.crossed_reads); it is called unchanged only within ``unchanged_within``
+    # logs (Settings.crossed_reads), and the minimum effect as it reads it at least (the edge of
+    # every verdict of the figure)
     reads: tuple[float, float] | None = None
-    unchanged_within: float | None = None
+    crossed_effect: float | None = None
 
     def alone_range(self) -> tuple[float, float] | None:
         """A crossed pair's ratio as the range of sizes alone it reads as (None: not crossed)."""
@@ -103,7 +104,7 @@ class MetricResult:
             information=self.information or None,
             alone_low_pct=change(alone[0]) if alone is not None else None,
             alone_high_pct=change(alone[1]) if alone is not None else None,
-            unchanged_within=self.unchanged_within,
+            crossed_effect=self.crossed_effect,
             n_base=self.n_base,
             n_head=self.n_head,
             median_base=_finite(self.median_base),
@@ -151,9 +152,11 @@ def compare_metric(
     test is the same.  A change that makes the guest wait is hidden more: the partner uses the
     CPU meanwhile (benchmarks/calibrate_guest_pairs.py: a throttle of +46 % alone read +10 %).
     ``alone.reads``: the pairs were crossed (each side a CPU of its own), which reads
-    a change at ``reads[0]``-``reads[1]`` times its size alone on logs: the figure is called
-    unchanged only when its interval lies within what a change of the minimum effect alone reads
-    at least, ``(1 + m) ** reads[0]`` (5 % -> 2.0 %), and its size alone is said as a range.
+    a change at ``reads[0]``-``reads[1]`` times its size alone on logs: the figure is decided on
+    its measured ratio with the minimum effect as such a pair reads it at least,
+    ``(1 + m) ** reads[0] - 1`` (5 % -> 1.7 %), for every verdict: so a change of the minimum
+    effect alone is never called unchanged, and one the pair reads smaller than it still fails
+    the gate.  Its size alone is said as a range.
 
     "Significant" below is :func:`~harness.compare.evidence.weigh`'s: the
     settings' test beats ``settings.alpha_per_test``, or, when ``p_adjusted``
@@ -209,9 +212,9 @@ def compare_metric(
     together = together and paired
     shrink = alone.shrink
     reads = alone.reads if together else None
-    band = m if reads is None else (1.0 + m) ** reads[0] - 1.0
+    read_m = m if reads is None else (1.0 + m) ** reads[0] - 1.0
     if reads is not None:
-        result = replace(result, reads=reads, unchanged_within=round(band, 6))
+        result = replace(result, reads=reads, crossed_effect=round(read_m, 6))
     evidence = weigh(b, h, settings=settings, p_adjusted=p_adjusted, together=together)
     if together:
         # the pairs' own ratio and its interval: each side's values keep the host's noise
@@ -231,7 +234,7 @@ def compare_metric(
         lo,
         hi,
         evidence,
-        effects=Effect(m, band),
+        effects=Effect(m, read_m),
         higher_is_better=info.higher_is_better,
         settings=settings,
         constant=b[0] if constant else None,
@@ -240,7 +243,7 @@ def compare_metric(
         a_lo, a_hi = alone_range(ratio, reads)
         reason += (
             f" (crossed: a change reads {reads[0]:g}-{reads[1]:g} times its size alone on logs:"
-            f" {pct(ratio)} is {pct(a_lo)} to {pct(a_hi)} alone; unchanged within ±{band * 100:.1f}%)"
+            f" {pct(ratio)} is {pct(a_lo)} to {pct(a_hi)} alone)"
         )
     if together and shrink != 1.0:
         reason += (
@@ -289,10 +292,11 @@ def _alone(ratio: float, shrink: float) -> float:
 
 
 class Effect(NamedTuple):
-    """The minimum effect of a regression (or improvement), and the band of "unchanged"."""
+    """The minimum effect, and the change a figure must measure for it: the same, or for a crossed
+    guest pair what that pair reads a change of the minimum effect alone as at least."""
 
     minimum: float
-    unchanged: float
+    measured: float
 
 
 def _decide(
@@ -307,29 +311,27 @@ def _decide(
     constant: float | None,
 ) -> tuple[Verdict, str]:
     """The decision table of one metric, first matching row wins (see :func:`compare_metric`);
-    ``effects``: the minimum effect of a regression and the band of "unchanged" (the same, or
-    less for a crossed pair)."""
-    m, band = effects
+    ``effects``: the minimum effect and what it measures as (the edge of every row)."""
+    m, measured = effects
     if higher_is_better:
         worse, w_lo, w_hi = _inverse(ratio), _inverse(hi), _inverse(lo)
     else:
         worse, w_lo, w_hi = ratio, lo, hi
-    edge = 1.0 + m
+    edge = 1.0 + measured
     significant = evidence.significant
     excludes_one = w_lo > 1.0 or w_hi < 1.0
-    inner = 1.0 + band
-    inside = 1.0 / inner < w_lo and w_hi < inner
+    inside = 1.0 / edge < w_lo and w_hi < edge
     beyond = w_lo >= edge or w_hi <= 1.0 / edge
     # wider than the band of "unchanged": even centred on 1 it could not fit in it
     span = w_hi / w_lo if w_lo > 0 else math.inf
-    wide = not span <= inner * inner
+    wide = not span <= edge * edge
 
     conf = f"{settings.confidence * 100:g}% CI {pct(lo)} to {pct(hi)}"
     change = f"{pct(ratio)}{' (higher is better)' if higher_is_better else ''}"
     effect = f"{m * 100:g}%"
-    # the band of "unchanged": the minimum effect, or for a crossed pair what it reads at least
-    crossed = "" if band == m else f" as a crossed pair reads it at least, ±{band * 100:.1f}%"
-    within = f"minimum effect ±{effect}{crossed}"
+    if measured != m:
+        # a crossed pair: the minimum effect as the pair reads it at least
+        effect += f" (a crossed pair reads it as {measured * 100:.1f}% at least)"
     p = f"{_p_is(evidence.p)} ({'Yuen t on logs' if evidence.route == 't' else 'rank test'})"
     half = (hi - lo) / 2.0 * 100.0 if math.isfinite(hi - lo) else math.inf
     more = rounds_text(evidence)
@@ -341,7 +343,7 @@ def _decide(
     if significant and w_hi < 1.0 and worse <= 1.0 / edge:
         return Verdict.IMPROVEMENT, f"better by {change}, {conf}, {p}: at least the minimum {effect}"
     if inside:
-        return Verdict.UNCHANGED, f"{change}, {conf}: within the {within}"
+        return Verdict.UNCHANGED, f"{change}, {conf}: within the minimum effect ±{effect}"
     if significant and excludes_one:
         return (
             Verdict.INCONCLUSIVE,
@@ -357,10 +359,10 @@ def _decide(
     if wide:
         return (
             Verdict.INCONCLUSIVE,
-            f"too noisy: {change}, {conf} (±{half:.1f}%) is wider than the band of the {within}, {p}",
+            f"too noisy: {change}, {conf} (±{half:.1f}%) is wider than the band of the minimum effect ±{effect}, {p}",
         )
     return (
         Verdict.INCONCLUSIVE,
-        f"needs more rounds: {change}, {conf} is narrower than the band of the {within} but crosses its edge; "
+        f"needs more rounds: {change}, {conf} is narrower than the band of the minimum effect ±{effect} but crosses its edge; "
         f"{evidence.limit or p}{more}",
     )

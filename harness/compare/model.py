@@ -54,7 +54,7 @@ class Figures(JsonPart):
             "information",
             "alone_low_pct",
             "alone_high_pct",
-            "unchanged_within",
+            "crossed_effect",
         }
     )
 
@@ -71,7 +71,7 @@ class Figures(JsonPart):
     # band it is called unchanged within (narrower than the minimum effect: Settings.crossed_reads)
     alone_low_pct: float | None = None
     alone_high_pct: float | None = None
-    unchanged_within: float | None = None
+    crossed_effect: float | None = None
     # a figure shown but not gated: why
     information: str | None = None
     n_base: int = 0

@@ -11,8 +11,8 @@ read as a normal approximation of the log ratio:
   pass it.
 * **rounds to decide** (:func:`rounds_to_decide`), for an inconclusive metric: the rounds per
   side at which, the ratio staying where it is and the standard error shrinking as
-  ``1/sqrt(n)``, the interval would lie inside the band of the minimum effect (``unchanged``; a
-  crossed guest pair's narrower band) or beyond it and significant (a verdict), whichever the
+  ``1/sqrt(n)``, the interval would lie inside the band of the minimum effect (``unchanged``; for
+  a crossed guest pair, as it reads it) or beyond it and significant (a verdict), whichever the
   ratio points to.  A ratio on the edge of
   the band is never decided by more rounds: None, as is a number past :data:`MAX_ROUNDS`.
 """
@@ -74,15 +74,12 @@ def rounds_to_decide(result: _Interval, settings: Settings) -> int | None:
     if se == 0:
         return None
     r = abs(math.log(result.ratio))
-    edge = math.log1p(result.min_effect)
-    # a crossed guest pair is unchanged only within a narrower band (Settings.crossed_reads)
-    band = getattr(result, "unchanged_within", None)
-    inner = edge if band is None else math.log1p(band)
+    # a crossed guest pair's edge is the minimum effect as it reads it at least (Settings.crossed_reads)
+    read_m = getattr(result, "crossed_effect", None)
+    edge = math.log1p(result.min_effect if read_m is None else read_m)
     z_c = _Z((1.0 + settings.confidence) / 2.0)
-    if r < inner:
-        target = (inner - r) / z_c
-    elif r < edge:
-        return None  # between the two bands: more rounds make it significant, never a verdict
+    if r < edge:
+        target = (edge - r) / z_c
     else:
         target = min((r - edge) / z_c, r / _Z(1.0 - settings.alpha_per_test / 2.0))
     if target <= 0:
