@@ -76,7 +76,11 @@ class MetricResult:
     # logs (Settings.crossed_reads), and the minimum effect as it reads it at least (the edge of
     # every verdict of the figure)
     reads: tuple[float, float] | None = None
-    crossed_effect: float | None = None
+
+    @property
+    def crossed_effect(self) -> float | None:
+        """A crossed pair's edge: the minimum effect as the pair reads it at least (None: not crossed)."""
+        return None if self.reads is None else round(read_effect(self.min_effect, self.reads), 6)
 
     def alone_range(self) -> tuple[float, float] | None:
         """A crossed pair's ratio as the range of sizes alone it reads as (None: not crossed)."""
@@ -212,9 +216,9 @@ def compare_metric(
     together = together and paired
     shrink = alone.shrink
     reads = alone.reads if together else None
-    read_m = m if reads is None else (1.0 + m) ** reads[0] - 1.0
+    read_m = m if reads is None else read_effect(m, reads)
     if reads is not None:
-        result = replace(result, reads=reads, crossed_effect=round(read_m, 6))
+        result = replace(result, reads=reads)
     evidence = weigh(b, h, settings=settings, p_adjusted=p_adjusted, together=together)
     if together:
         # the pairs' own ratio and its interval: each side's values keep the host's noise
@@ -272,6 +276,11 @@ def compare_metric(
         could_see=seen if math.isfinite(seen) else None,
         rounds_to_decide=rounds_to_decide(decided, settings) if verdict is Verdict.INCONCLUSIVE else None,
     )
+
+
+def read_effect(m: float, reads: tuple[float, float]) -> float:
+    """The minimum effect ``m`` as a crossed pair reads it at least: ``(1 + m) ** reads[0] - 1``."""
+    return float((1.0 + m) ** reads[0] - 1.0)
 
 
 def alone_range(ratio: float, reads: tuple[float, float]) -> tuple[float, float]:
@@ -359,10 +368,11 @@ def _decide(
     if wide:
         return (
             Verdict.INCONCLUSIVE,
-            f"too noisy: {change}, {conf} (±{half:.1f}%) is wider than the band of the minimum effect ±{effect}, {p}",
+            f"too noisy: {change}, {conf} (±{half:.1f}%) is wider than the band of the minimum "
+            f"effect ±{effect}, {p}",
         )
     return (
         Verdict.INCONCLUSIVE,
-        f"needs more rounds: {change}, {conf} is narrower than the band of the minimum effect ±{effect} but crosses its edge; "
-        f"{evidence.limit or p}{more}",
+        f"needs more rounds: {change}, {conf} is narrower than the band of the minimum effect "
+        f"±{effect} but crosses its edge; {evidence.limit or p}{more}",
     )

@@ -67,8 +67,8 @@ class Figures(JsonPart):
     # by to the size alone, and the pairs' own change (percent)
     shrink: float | None = None
     measured_change_pct: float | None = None
-    # a guest pair taken crossed: the range of sizes alone its change reads as (percent), and the
-    # band it is called unchanged within (narrower than the minimum effect: Settings.crossed_reads)
+    # a guest pair taken crossed: the range of sizes alone its change stands for (percent), and the
+    # minimum effect as the pair reads it at least, the edge of every verdict (Settings.crossed_reads)
     alone_low_pct: float | None = None
     alone_high_pct: float | None = None
     crossed_effect: float | None = None

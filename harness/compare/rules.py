@@ -166,24 +166,25 @@ def reads_of(metric: str, base: Sequence[Sample], settings: Settings) -> tuple[f
     """What a pair taken crossed reads of a change of ``metric``'s size alone, at least and at most
     (the settings' measured range), where ``base``'s samples are a crossed guest pair's; None
     elsewhere and for a structural counter (the IO a guest does does not depend on its CPU)."""
-    if metric in settings.counters or not any(crossed_cpus(s) for s in base):
+    if metric in settings.counters or not any(pair_mode(s) == "crossed" for s in base):
         return None
     return settings.crossed_reads
 
 
-def crossed_cpus(sample: Sample) -> bool:
-    """Whether ``sample`` is a guest's taken together with its partner crossed (each on a CPU of
-    its own, swapped)."""
-    together = sample.host.get("together")
-    return isinstance(together, Mapping) and together.get("mode") == "crossed"
-
-
 def shared_cpu(sample: Sample) -> bool:
     """Whether ``sample`` is a guest's taken together with its partner on one CPU (a crossed
-    pair's sides each had a CPU of their own: nothing shrinks; a record from before crossed pairs
-    says no mode and shared one)."""
+    pair's sides each had a CPU of their own: nothing shrinks)."""
+    return pair_mode(sample) == "shared"
+
+
+def pair_mode(sample: Sample) -> str | None:
+    """How a guest sample taken together shared the host with its partner (``"shared"``,
+    ``"crossed"``; a record from before crossed pairs says no mode and shared one CPU); None for
+    a sample not taken together."""
     together = sample.host.get("together")
-    return isinstance(together, Mapping) and together.get("mode", "shared") == "shared"
+    if not isinstance(together, Mapping):
+        return None
+    return str(together.get("mode", "shared"))
 
 
 def _pairs(

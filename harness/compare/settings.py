@@ -82,7 +82,7 @@ class Settings:
         object.__setattr__(self, "cell_metrics", {k: tuple(v) for k, v in self.cell_metrics.items()})
         object.__setattr__(self, "information", dict(self.information))
         low, high = self.crossed_reads
-        if not 0.1 <= low <= 1.0 <= high <= 10.0:
+        if not crossed_reads_ok(low, high):
             raise UsageError(
                 f"crossed reads {low:g}-{high:g}: use a low factor from 0.1 to 1 and a high one from 1 to 10"
             )
@@ -156,6 +156,12 @@ class Settings:
             together_shrink=self.together_shrink,
             crossed_reads=self.crossed_reads,
         )
+
+
+def crossed_reads_ok(low: float, high: float) -> bool:
+    """Whether ``[low, high]`` can be what a crossed pair reads of a change's size alone: a low
+    factor from 0.1 to 1, a high one from 1 to 10."""
+    return 0.1 <= low <= 1.0 <= high <= 10.0
 
 
 def parse_percent(text: str, *, what: str) -> float:

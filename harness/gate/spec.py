@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.compare import STRUCTURAL_COUNTERS, Settings, parse_percent, parse_rule
+from harness.compare.settings import crossed_reads_ok
 from harness.errors import SpecError, UsageError
 from harness.files import read_input_text
 from harness.paths import package_data
@@ -254,13 +255,13 @@ def _at_once(value: Any, what: str) -> int | None:
 
 def _reads(value: Any, what: str) -> tuple[float, float]:
     """``[low, high]``: what a crossed pair reads of a change's size alone, at least and at most."""
-    fix = "use [low, high] with low from 0.1 to 1 and high from 1 to 10, e.g. [0.4, 1.5]"
+    fix = "use [low, high] with low from 0.1 to 1 and high from 1 to 10, e.g. [0.35, 1.5]"
     numbers = (
         isinstance(value, list)
         and len(value) == 2
         and all(isinstance(v, int | float) and not isinstance(v, bool) for v in value)
     )
-    if not numbers or not 0.1 <= value[0] <= 1.0 <= value[1] <= 10.0:
+    if not numbers or not crossed_reads_ok(value[0], value[1]):
         raise SpecError(f"{what} = {value!r}: {fix}")
     return float(value[0]), float(value[1])
 

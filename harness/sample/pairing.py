@@ -37,7 +37,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,25 +78,19 @@ def shared_cpu() -> int | None:
 
 def crossed_cpus() -> tuple[int, int] | None:
     """The two CPUs a crossed pair swaps between: the last two this process may run on (None: fewer)."""
-    try:
-        cpus = sorted(os.sched_getaffinity(0))
-    except (AttributeError, OSError, ValueError):
-        return None
-    return (cpus[-2], cpus[-1]) if len(cpus) >= 2 else None
+    slots = crossed_slots()
+    return slots[0] if slots else None
 
 
-def crossed_slots(cpus: Sequence[int] | None = None) -> list[tuple[int, int]]:
+def crossed_slots(cpus: Iterable[int] | None = None) -> list[tuple[int, int]]:
     """The CPU pairs on which crossed guest pairs can run at once (``cpus``: those this process may
-    run on): two CPUs each, from the last down.  On two CPUs the one pair takes both (as
-    :func:`crossed_cpus`); on more the first CPU (the one that most often serves the host's
-    interrupts) is left to the host's other work, the harness and the swappers: 4 CPUs give one
-    pair, 8 three, 16 seven."""
-    if cpus is None:
-        try:
-            cpus = sorted(os.sched_getaffinity(0))
-        except (AttributeError, OSError, ValueError):
-            return []
-    usable = sorted(cpus)
+    run on): two CPUs each, from the last down.  On two CPUs the one pair takes both; on more the
+    first CPU (the one that most often serves the host's interrupts) is left to the host's other
+    work, the harness and the swappers: 4 CPUs give one pair, 8 three, 16 seven."""
+    try:
+        usable = sorted(os.sched_getaffinity(0) if cpus is None else cpus)
+    except (AttributeError, OSError, ValueError):
+        return []
     if len(usable) > 2:
         usable = usable[1:]
     return [(usable[-2 - 2 * i], usable[-1 - 2 * i]) for i in range(len(usable) // 2)]
