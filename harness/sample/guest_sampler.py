@@ -22,6 +22,7 @@ from harness.errors import GuestBuildError, HarnessError, ProtocolError
 from harness.host.workdir import image_path as sample_image_path
 from harness.record.model import Sample
 from harness.sample import images, snapshot
+from harness.sample.clean import clean_sample
 from harness.sample.pairing import Crossed, Pairing, meet
 from harness.sample.protocol import GuestReport, parse_ready, parse_report
 from harness.sample.vm import PAYLOAD_SERIAL, TOOLS_SERIAL, Drive, Machine, VMConfig
@@ -29,7 +30,7 @@ from harness.sample.vm.cpu import CpuTimes
 from harness.spec import Aio, CacheState, Cell, Interface, Workload
 from harness.subject.binaries import Binaries
 from harness.subject.policy import options_for
-from harness.untrusted import LOG_TAIL_CHARS, STRING_CHARS, clean_json, clean_line, clean_text
+from harness.untrusted import STRING_CHARS
 from harness.workloads import parse_outputs
 from harness.workloads.latency import BOUNDARIES_NS, histograms_from_blockstats, latency_metrics
 
@@ -383,41 +384,6 @@ def touch_guest(guest: Guest) -> None:
         raise GuestBuildError(
             f"the guest build {build_dir} is gone ({exc.strerror}): run `diskbench guest build`"
         ) from exc
-
-
-def clean_sample(sample: Sample) -> Sample:
-    """A sample as a record stores it: every string cleaned (:mod:`harness.untrusted`), reason one
-    line, log tail capped."""
-
-    def text(value: str | None) -> str | None:
-        return clean_text(value) if isinstance(value, str) else value
-
-    def part(value: Any) -> Any:
-        # the sample's own fields are one level down its JSON object
-        return clean_json(value, depth=1) if value is not None else None
-
-    return replace(
-        sample,
-        status=clean_text(sample.status),
-        metrics=part(sample.metrics),
-        host=part(sample.host),
-        logs=part(sample.logs),
-        reason=clean_line(sample.reason) if isinstance(sample.reason, str) else None,
-        error_type=text(sample.error_type),
-        log_tail=(
-            clean_text(sample.log_tail, max_chars=LOG_TAIL_CHARS, keep="tail")
-            if isinstance(sample.log_tail, str)
-            else None
-        ),
-        warning=text(sample.warning),
-        started_at=text(sample.started_at),
-        measure=text(sample.measure),
-        argv=part(sample.argv),
-        guest_ready=part(sample.guest_ready),
-        report=part(sample.report),
-        replay=part(sample.replay),
-        details=clean_json(dict(sample.details)),
-    )
 
 
 # one sample of a cell: (cell, guest, options, sample index, log dir) -> the sample

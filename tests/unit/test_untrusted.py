@@ -8,7 +8,7 @@ from pathlib import Path
 
 from harness import untrusted
 from harness.record import Sample
-from harness.sample.guest_sampler import clean_sample
+from harness.sample.clean import clean_sample
 from harness.sample.vm import MAX_EVENTS, REPORT_READ_BYTES, Machine, VMConfig
 from harness.subject.binaries import QEMU
 from harness.untrusted import clean_json, clean_line, clean_text

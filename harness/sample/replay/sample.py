@@ -19,7 +19,8 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.record.model import Sample
-from harness.sample.guest_sampler import Guest, RunOptions, Sampler, clean_sample
+from harness.sample.clean import clean_sample
+from harness.sample.guest_sampler import Guest, RunOptions, Sampler
 from harness.sample.replay.record import cached_stream
 from harness.sample.replay.replay import Pairing, Replayer, replay
 from harness.sample.replay.stream import Stream
