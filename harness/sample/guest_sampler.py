@@ -311,7 +311,13 @@ def boot_and_run(
             vm.send_control(workload_line(cell, opts))
             sent_s = vm.elapsed_s
             sent_at_s = time.monotonic()
-            vm.wait_event("start", timeout_s=opts.boot_timeout_s, what="workload start")
+            # every wait on the guest from here to its power-off sits within the workload's deadline
+            deadline = sent_at_s + opts.workload_timeout_s
+            vm.wait_event(
+                "start",
+                timeout_s=min(opts.boot_timeout_s, deadline - time.monotonic()),
+                what="workload start",
+            )
             boot_s = vm.elapsed_s
             if opts.latency_histograms:
                 # setting the boundaries resets the counts: the histograms hold the workload's IO only
@@ -319,14 +325,13 @@ def boot_and_run(
                 vm.set_latency_histograms(disk, BOUNDARIES_NS)
             stats_before = vm.blockstats(DISK_NODE)
             io_before = vm.proc_io()
-            event = vm.wait_event("report", timeout_s=opts.workload_timeout_s, what="workload report")
-            reported_s = vm.elapsed_s
-            # -no-shutdown keeps QEMU alive after the guest powers off, to read its counters
-            stopped = vm.wait_guest_stopped(timeout_s=60.0)
-            # the workload as the host clocks it: from the line the host sent to the guest's power-off
-            # (its report, when it did not power off), whatever the guest says of its own time; a
-            # guest that reports early and works on is timed all the same
-            workload_s = (vm.elapsed_s if stopped else reported_s) - sent_s
+            event = vm.wait_event("report", timeout_s=deadline - time.monotonic(), what="workload report")
+            # -no-shutdown keeps QEMU alive after the guest powers off, to read its counters; a guest
+            # that does not power off by the deadline fails the sample (GuestTimeout)
+            vm.wait_guest_stopped(timeout_s=deadline - time.monotonic())
+            # the workload as the host clocks it: from the line the host sent to the guest's
+            # power-off, whatever the guest says of its own time or when it reports
+            workload_s = vm.elapsed_s - sent_s
             cpu = cpu_delta(cpu_before, vm.cpu_times())
             crossed = together.leave(vm.pid) if together is not None else None
             stats_after = vm.blockstats(DISK_NODE)
@@ -341,7 +346,7 @@ def boot_and_run(
                 event=event,
                 boot_s=boot_s,
                 workload_s=workload_s,
-                stopped=stopped,
+                stopped=True,
                 start=started.start,
                 start_fallback=started.fallback,
                 blockstats=delta(stats_before, stats_after, BLOCKSTATS_FIELDS),

@@ -51,6 +51,7 @@ from harness.host import confine
 from harness.host.hostinfo import tool_version
 from harness.paths import cache_dir
 from harness.sample.vm import Drive, Machine, VMConfig
+from harness.sample.vm.channels import connect_unix
 from harness.sample.vm.config import DEBUG_THREADS
 from harness.spec import Cache, CacheState, Cell, Interface
 
@@ -283,15 +284,14 @@ def restore_state(vm: Machine, state: Path, *, timeout_s: float) -> None:
                 "QEMU did not listen for the migration stream", argv=vm.argv, log_tail=vm.stderr_tail()
             )
         time.sleep(POLL_S)
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn, open(state, "rb") as src:
-        conn.settimeout(timeout_s)
-        try:
-            conn.connect(str(vm.incoming_path))
+    try:
+        # QEMU's account owns the directory: the socket there is fed only when QEMU's account serves it
+        conn = connect_unix(vm.incoming_path, uid=vm.account.uid, timeout_s=timeout_s)
+        with conn, open(state, "rb") as src:
+            conn.settimeout(timeout_s)
             conn.sendfile(src)
-        except OSError as exc:
-            raise VMError(
-                f"feeding the snapshot failed: {exc}", argv=vm.argv, log_tail=vm.stderr_tail()
-            ) from exc
+    except OSError as exc:
+        raise VMError(f"feeding the snapshot failed: {exc}", argv=vm.argv, log_tail=vm.stderr_tail()) from exc
     while True:
         if vm.returncode is not None:
             raise VMError(

@@ -265,7 +265,8 @@ def record(
             t0 = time.monotonic()
             event = vm.wait_event("report", timeout_s=opts.workload_timeout_s, what="workload report")
             host_s = time.monotonic() - t0
-            vm.wait_guest_stopped(timeout_s=60.0)
+            # within the same deadline: a guest that never powers off fails the recording
+            vm.wait_guest_stopped(timeout_s=max(opts.workload_timeout_s - host_s, 0.0))
             image_name, log_name = vm.image_name, vm.log_name
         # what QEMU wrote up to its exit
         check_caps(write_log, trace, caps, what="when QEMU exited")

@@ -26,8 +26,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from qemu.qmp.legacy import QEMUMonitorProtocol
-
 from harness.errors import (
     GuestIOError,
     GuestPanic,
@@ -39,6 +37,7 @@ from harness.errors import (
 )
 from harness.host import confine, proc
 from harness.host.workdir import TMP_PREFIX, clean_stale_tmp_dirs
+from harness.sample.vm.channels import Monitor, connect_unix, open_fifo
 from harness.sample.vm.config import Drive, VMConfig, handed_config
 from harness.sample.vm.cpu import CpuTimes, cpu_times
 from harness.spec import Interface
@@ -65,8 +64,11 @@ class Machine:
     ``with Machine(config, log_dir) as vm: vm.wait_ready(boot_timeout_s=60)``.
     """
 
-    def __init__(self, config: VMConfig, log_dir: Path, *, name: str = "vm") -> None:
+    def __init__(
+        self, config: VMConfig, log_dir: Path, *, name: str = "vm", qmp_timeout_s: float = 30.0
+    ) -> None:
         self.config = config
+        self.qmp_timeout_s = qmp_timeout_s
         self.log_dir = log_dir
         self.name = name
         self.console_log = log_dir / "console.log"
@@ -75,7 +77,7 @@ class Machine:
         self.argv: list[str] = []
         self._tmp: Path | None = None
         self._proc: subprocess.Popen[bytes] | None = None
-        self._qmp: QEMUMonitorProtocol | None = None
+        self._qmp: Monitor | None = None
         self._qmp_path = Path()
         self._stderr_file: Any = None
         self._report_offset = 0
@@ -86,6 +88,8 @@ class Machine:
         self._handoff = confine.Handoff(confine.Account("", os.geteuid(), os.getegid()))
         self._io_checked_at = 0.0
         self.control_path: Path | None = None
+        # the write end of the control FIFO, opened by the harness before QEMU starts and kept
+        self._control_fd: int | None = None
         self.incoming_path: Path | None = None
 
     # -- lifecycle -------------------------------------------------------
@@ -105,7 +109,7 @@ class Machine:
         try:
             self._pre_launch()
             self._launch()
-            self._post_launch()
+            self._post_launch(qmp_timeout_s=self.qmp_timeout_s)
         except BaseException:
             self.shutdown()
             raise
@@ -129,6 +133,9 @@ class Machine:
                 os.mkfifo(f"{control}{suffix}", 0o600)
                 # QEMU opens the pipe chardev's FIFOs by name, as the QEMU account
                 self._handoff.directory(Path(f"{control}{suffix}"))
+            # opened now, before QEMU's account can put anything else at that name: the workload
+            # line goes to this FIFO whatever the directory holds by then
+            self._control_fd = open_fifo(Path(f"{control}.in"))
         self.control_path = control
         self.incoming_path = self._tmp / "incoming.sock" if self.config.incoming else None
         argv = handed_config(self.config, self._handoff).argv(
@@ -183,12 +190,10 @@ class Machine:
                 )
             time.sleep(POLL_S)
         while True:
-            qmp = QEMUMonitorProtocol(str(self._qmp_path))
             try:
-                qmp.connect()
+                sock = connect_unix(self._qmp_path, uid=self._handoff.account.uid)
                 break
-            except Exception as exc:
-                qmp.close()
+            except OSError as exc:
                 if self.returncode is not None or time.monotonic() > deadline:
                     raise VMBootError(
                         f"QMP connection failed: {exc}; {self._exit_summary()}",
@@ -197,6 +202,20 @@ class Machine:
                         returncode=self.returncode,
                     ) from exc
                 time.sleep(POLL_S)
+        qmp = Monitor(sock)
+        try:
+            # a QEMU that accepts and never greets ends the wait at the deadline, not later
+            qmp.connect_within(max(deadline - time.monotonic(), POLL_S))
+        except Exception as exc:
+            qmp.close()
+            sock.close()
+            raise VMBootError(
+                f"QMP: no greeting within {qmp_timeout_s:g} s ({type(exc).__name__}: {exc}); "
+                f"{self._exit_summary()}",
+                argv=self.argv,
+                log_tail=self.stderr_tail(),
+                returncode=self.returncode,
+            ) from exc
         qmp.settimeout(30.0)
         self._qmp = qmp
 
@@ -210,6 +229,8 @@ class Machine:
                 quit_sent = False
                 if self._qmp is not None:
                     try:
+                        # a QEMU that never answers holds the shutdown no longer than its own wait
+                        self._qmp.settimeout(timeout_s)
                         self._qmp.cmd("quit")
                         quit_sent = True
                     except Exception:  # noqa: BLE001 - QEMU may be gone or hung; escalate below
@@ -234,6 +255,9 @@ class Machine:
             self._stderr_file.close()
             self._stderr_file = None
         self._handoff.close()
+        if self._control_fd is not None:
+            os.close(self._control_fd)
+            self._control_fd = None
         for path in (self.console_log, self.report_log, self.stderr_log):
             cap_log(path)
         if self._tmp is not None:
@@ -257,6 +281,11 @@ class Machine:
     @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
+
+    @property
+    def account(self) -> confine.Account:
+        """Who QEMU runs as."""
+        return self._handoff.account
 
     @property
     def returncode(self) -> int | None:
@@ -411,37 +440,49 @@ class Machine:
         self._read_events()
         return [str(e.get("line", "")) for e in self._events if e.get("event") == "garbage"]
 
-    def wait_guest_stopped(self, *, timeout_s: float) -> bool:
+    def wait_guest_stopped(self, *, timeout_s: float) -> None:
         """Wait until the guest powered off (QEMU kept alive by -no-shutdown), its files watched
-        (:meth:`watch`) all the while."""
+        (:meth:`watch`) all the while.
+
+        Raises :class:`GuestTimeout` when it has not within ``timeout_s``, :class:`VMError` when QEMU
+        exited or stopped answering: a guest that does not stop never gives a time of its own choosing.
+        """
         started = time.monotonic()
         deadline = started + timeout_s
-        while time.monotonic() < deadline:
+        while True:
             self.watch("the guest to power off")
             if self.returncode is not None:
-                return False
-            try:
-                status = self.qmp("query-status")
-            except VMError:
-                return False
+                raise VMBootError(
+                    f"{self._exit_summary()} while waiting for the guest to power off",
+                    argv=self.argv,
+                    log_tail=self.console_tail() + "\n" + self.stderr_tail(),
+                    returncode=self.returncode,
+                )
+            status = self.qmp("query-status")
             if isinstance(status, dict) and status.get("status") == "shutdown":
-                return True
+                return
+            if time.monotonic() > deadline:
+                raise GuestTimeout(
+                    f"the guest did not power off by the workload's deadline ({max(timeout_s, 0.0):.1f} s "
+                    "after its report): a guest that does not stop is never timed",
+                    argv=self.argv,
+                    log_tail=self.console_tail(),
+                )
             # the moment it powers off ends the workload's time (harness.sample.guest_sampler): asked
             # often while it is near, so that the reading is a few ms late at most, not a poll late
             near = time.monotonic() - started < STOP_NEAR_S
             time.sleep(STOP_POLL_S if near else POLL_S * 5)
-        return False
 
     def send_control(self, line: str) -> None:
         """Write one line to the guest's control port (its workload's parameters)."""
         if self.control_path is None:
             raise VMError("this guest has no control port", argv=self.argv)
-        # QEMU holds CONTROL.in open for reading, so this open does not block
-        fd = os.open(f"{self.control_path}.in", os.O_WRONLY | os.O_NONBLOCK)
+        if self._control_fd is None:
+            raise VMError("the control port is closed (QEMU was shut down)", argv=self.argv)
         try:
-            os.write(fd, line.encode() + b"\n")
-        finally:
-            os.close(fd)
+            os.write(self._control_fd, line.encode() + b"\n")
+        except BlockingIOError as exc:
+            raise VMError("the guest's control port is full: QEMU does not read it", argv=self.argv) from exc
 
     def qmp(self, command: str, **args: object) -> Any:
         if self._qmp is None:
