@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import typing
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import Enum, StrEnum
 from typing import TYPE_CHECKING, Any
@@ -515,7 +515,3 @@ def _format_mismatch(values: Mapping[str, Any], fixed: Mapping[str, Any]) -> boo
 def split_list(text: str) -> list[str]:
     """``"raw, qcow2"`` -> ``["raw", "qcow2"]``: CLI flags take comma lists."""
     return [part.strip() for part in text.split(",") if part.strip()]
-
-
-def unique(values: Iterable[str]) -> list[str]:
-    return list(dict.fromkeys(values))

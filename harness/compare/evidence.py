@@ -121,10 +121,6 @@ def family_p(
     return effective_p(figures(base, head, settings, together=together), holm_levels(settings, family=True))
 
 
-def describe_test(settings: Settings) -> str:
-    return "Mann-Whitney" if settings.test == "mann-whitney" else "exact rank test, Yuen t on logs"
-
-
 def _untied_floor(rounds: int) -> float:
     return 2.0 / math.comb(2 * rounds, rounds)
 
