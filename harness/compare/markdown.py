@@ -72,7 +72,8 @@ def kind_line(rows: Sequence[SensitivityRow]) -> str:
         values = sorted(v for (k, _cell), v in best.items() if k == kind)
         if not values:
             continue
-        span = f"{values[0]:.1f}%" if len(values) == 1 else f"{values[0]:.1f}–{values[-1]:.1f}%"
+        low, high = f"{values[0]:.1f}", f"{values[-1]:.1f}"
+        span = f"{low}%" if low == high else f"{low}–{high}%"  # never a range of one value
         parts.append(f"{len(values)} {kind} cell{'s' if len(values) != 1 else ''} ≥ {span}")
     return "Could see: " + "; ".join(parts) if parts else ""
 
