@@ -59,6 +59,6 @@ def build_side(
         ) from exc
     finally:
         # whatever it left running, in any session, ends with it: nothing of a build outlives it
-        killed = accounts.end_account(account)
+        killed = accounts.end_account(account, keep=[checkout])
         accounts.seal_tree(checkout)
     return BuildInfo(label=label, command=command, account=account, leftovers_killed=killed)

@@ -10,9 +10,12 @@ supplementary group, ``no_new_privs`` (a setuid program it runs gains
 nothing) and a cap on its processes.  When the build ends, however it ends,
 :func:`end_account` kills every process of that uid (``kill(-1, SIGKILL)``
 sent *as* that uid: the kernel signals all its processes at once, whatever
-session or process group they moved to) and checks that none is left; what
-it left in the shared temporary directories is removed.  Its tree is then
-sealed (:func:`seal_tree`): root's, and read-only to everyone.
+session or process group they moved to) and checks that none is left; then
+what it left that outlives processes is removed (:func:`sweep_leftovers`):
+its System V shared memory, semaphores and message queues, its POSIX message
+queues, and its files at any depth under :data:`SHARED_DIRS` (the places
+every account may write).  Its tree is then sealed (:func:`seal_tree`):
+root's, and read-only to everyone.
 
 Run as any other user (a developer's own account), nothing can switch: the
 build runs as that user, and what it leaves running is not told apart from
@@ -23,30 +26,41 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
+import logging
 import os
 import pwd
 import resource
 import secrets
 import stat
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.errors import InfraError
-from harness.host import proc
+from harness.errors import CommandError, InfraError
+from harness.host import confine, proc
+
+logger = logging.getLogger(__name__)
 
 #: the uids builds are drawn from: far above any system or login account, and above the
 #: subordinate ranges user namespaces get by default (100000 + 65536 x n)
 FRESH_UIDS = range(1_900_000_000, 2_000_000_000)
 #: processes a build may have at once (RLIMIT_NPROC counts the uid's own, a fresh uid has no others)
-BUILD_NPROC = 4096
+BUILD_NPROC = confine.NPROC
 #: how long :func:`end_account` keeps killing before it gives up
 END_WAIT_S = 10.0
-#: shared directories a build may leave files in, swept after it
-SHARED_TMP = (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"))
+#: the directories every account may write in (world-writable, sticky), swept at every depth of
+#: an ended account's files (their world-writable subdirectories included), never past a mount
+SHARED_DIRS = (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"), Path("/run/lock"))
+#: System V IPC objects: ``/proc/sysvipc`` table -> (id column, ``ipcrm`` option)
+SYSV_IPC = {"shm": ("shmid", "-m"), "sem": ("semid", "-s"), "msg": ("msqid", "-q")}
+#: where POSIX message queues are listed when the host mounts them (else a private mount is made)
+MQUEUE = Path("/dev/mqueue")
+#: how long one sweep (``find`` over one directory) may take
+SWEEP_TIMEOUT_S = 120.0
 PR_SET_NO_NEW_PRIVS = 38
 #: procps' kill, which the account runs to send ``kill(-1, SIGKILL)`` (it cannot run the harness's Python)
 KILL = "/bin/kill"
@@ -139,9 +153,10 @@ def side_account() -> Iterator[int | None]:
         end_account(account)
 
 
-def end_account(account: BuildAccount, *, wait_s: float = END_WAIT_S) -> int:
-    """Kill every process of ``account``, check that none is left, remove what it left in the shared
-    temporary directories; the number of processes found (nothing when it is not fresh).
+def end_account(account: BuildAccount, *, wait_s: float = END_WAIT_S, keep: Sequence[Path] = ()) -> int:
+    """Kill every process of ``account``, check that none is left, remove what it left that outlives
+    processes (:func:`sweep_leftovers`, sparing the trees in ``keep``: a build's checkout, sealed
+    after); the number of processes found (nothing when it is not fresh).
 
     Raises :class:`~harness.errors.InfraError` when processes survive ``wait_s`` of killing."""
     if not account.fresh:
@@ -160,7 +175,7 @@ def end_account(account: BuildAccount, *, wait_s: float = END_WAIT_S) -> int:
             )
         _kill_all_as(account)
         time.sleep(0.05)
-    _sweep_shared_tmp(account.uid)
+    sweep_leftovers(account.uid, keep=keep)
     return killed
 
 
@@ -175,34 +190,94 @@ def _kill_all_as(account: BuildAccount) -> None:
     )
 
 
-def _sweep_shared_tmp(uid: int) -> None:
-    for top in SHARED_TMP:
+def sweep_leftovers(uid: int, *, keep: Sequence[Path] = ()) -> list[str]:
+    """Remove what ``uid`` (a fresh account with no process left) owns that outlives processes: its
+    System V IPC objects (owner or creator), its POSIX message queues, its files and directories at
+    any depth under :data:`SHARED_DIRS`, but those in the trees ``keep``.  Links are removed, never
+    followed; nothing of another uid is touched (a directory of ``uid`` that holds another's file
+    stays).  What could not be swept, one line each (logged as warnings)."""
+    kept = tuple(os.path.realpath(path) for path in keep)
+    steps: list[Callable[[int], list[str]]] = [
+        _remove_sysv_ipc,
+        _remove_mqueues,
+        *(functools.partial(_remove_files, top, keep=kept) for top in SHARED_DIRS),
+    ]
+    found = []
+    for step in steps:
         try:
-            entries = list(top.iterdir())
+            found += step(uid)
+        except CommandError as exc:  # a tool missing or stuck: the other steps still run
+            found.append(exc.message)
+    for problem in found:
+        logger.warning("account uid %d: %s", uid, problem)
+    return found
+
+
+def sysv_ipc_of(uid: int, proc_dir: Path = Path("/proc/sysvipc")) -> list[tuple[str, int]]:
+    """The System V IPC objects ``uid`` owns or created: (``shm``/``sem``/``msg``, id)."""
+    found = []
+    for table, (id_column, _) in SYSV_IPC.items():
+        try:
+            lines = (proc_dir / table).read_text().splitlines()
         except OSError:
             continue
-        for entry in entries:
-            try:
-                if entry.lstat().st_uid == uid:
-                    _remove(entry)
-            except OSError:
-                continue
+        header = lines[0].split() if lines else []
+        for line in lines[1:]:
+            row = dict(zip(header, line.split(), strict=False))
+            if str(uid) in (row.get("uid"), row.get("cuid")) and row.get(id_column, "").isdigit():
+                found.append((table, int(row[id_column])))
+    return found
 
 
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        for root, dirs, files in os.walk(path, topdown=False):
-            for name in files:
-                os.unlink(os.path.join(root, name))
-            for name in dirs:
-                full = os.path.join(root, name)
-                if os.path.islink(full):
-                    os.unlink(full)
-                else:
-                    os.rmdir(full)
-        path.rmdir()
+def _remove_sysv_ipc(uid: int) -> list[str]:
+    problems = []
+    for table, ident in sysv_ipc_of(uid):
+        result = proc.run(["ipcrm", SYSV_IPC[table][1], str(ident)], timeout_s=30, check=False)
+        if not result.ok and "invalid" not in result.stderr:  # gone meanwhile is no failure
+            problems.append(f"System V {table} {ident} not removed: {result.stderr.strip()}")
+    return problems
+
+
+def _remove_mqueues(uid: int) -> list[str]:
+    """The POSIX message queues of ``uid``: through ``/dev/mqueue`` where the host mounts it, else
+    through a private mount of the queues' file system (a mount namespace of its own, gone after)."""
+    find = ["find", "-mindepth", "1", "-maxdepth", "1", "-uid", str(uid), "-delete"]
+    if os.path.ismount(MQUEUE):
+        argv = [find[0], str(MQUEUE), *find[1:]]
     else:
-        path.unlink()
+        script = 'mount -t mqueue mqueue "$1" && shift && exec "$@"'
+        argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", "/tmp",
+                find[0], "/tmp", *find[1:]]  # fmt: skip
+    result = proc.run(argv, timeout_s=SWEEP_TIMEOUT_S, check=False)
+    return [] if result.ok else [f"POSIX message queues not swept: {result.stderr.strip()[-200:]}"]
+
+
+def _remove_files(top: Path, uid: int, *, keep: Sequence[str] = ()) -> list[str]:
+    """``uid``'s files and directories under ``top`` at any depth (``find -xdev -depth -delete``:
+    it walks by descriptor, removes an entry itself, never what a link points to, and stays on
+    ``top``'s file system), but those in the trees ``keep`` (resolved paths); a directory that
+    still holds another's file stays."""
+    if not top.is_dir() or top.is_symlink():
+        return []
+    spared = []
+    for path in keep:
+        spared += ["!", "-path", _glob_literal(path), "!", "-path", _glob_literal(path) + "/*"]
+    result = proc.run(
+        ["find", str(top), "-xdev", "-mindepth", "1", "-depth", "-uid", str(uid), *spared, "-delete"],
+        timeout_s=SWEEP_TIMEOUT_S,
+        check=False,
+    )
+    if result.ok:
+        return []
+    # a directory of the uid that holds another's file cannot be removed, by design; anything else
+    # is reported
+    other = [line for line in result.stderr.splitlines() if "Directory not empty" not in line]
+    return [f"{top} not swept: {other[0][-200:]}"] if other else []
+
+
+def _glob_literal(path: str) -> str:
+    """``path`` as a ``find -path`` pattern that matches it alone (its ``*?[\\`` escaped)."""
+    return "".join(f"\\{c}" if c in "*?[\\" else c for c in path)
 
 
 def give_tree(path: Path, account: BuildAccount) -> None:

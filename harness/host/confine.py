@@ -17,6 +17,17 @@ again checks only the file's own permissions, not its directories'. Files
 QEMU writes (the disk under test, the console and report logs) are given to
 the account first; the read-only inputs stay root's.
 
+Every process started as another account gets a build's limits too
+(:func:`limit_account`, run in the child after the switch, before exec):
+``no_new_privs`` (a setuid program it runs gains nothing), at most
+:data:`NPROC` processes, and a seccomp filter that refuses the calls of
+:data:`HELD_CALLS` (EPERM) to it and everything it starts: its CPUs, its
+scheduling class and its CPU and IO priorities stay what the harness set
+from outside (root's swapper and a pair's nice are not filtered), whatever
+binary runs, and whatever QEMU's own ``-sandbox`` does or does not do.
+Where this machine has no such filter, the record says so
+(:func:`held_problem`).
+
 Run as any other user (a developer's own account), nothing changes: the
 processes run as that user, with the same sandbox, and paths are passed as
 they are.
@@ -24,9 +35,14 @@ they are.
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import grp
 import os
+import platform
 import pwd
+import resource
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -42,6 +58,28 @@ DEVICE_GROUPS = ("kvm",)
 #: friends, no fork/exec, no scheduler or affinity changes.
 SANDBOX = "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"
 SETUP_HINT = "run scripts/setup.sh as root (it creates the account)"
+#: processes (threads too: the kernel counts tasks) one account may have at once, as a build's
+NPROC = 4096
+#: what a process started as another account may not do, to itself or to any process of its uid:
+#: move to other CPUs, change its scheduling class, its nice or its IO priority
+HELD_CALLS = (
+    "sched_setaffinity",
+    "sched_setscheduler",
+    "sched_setparam",
+    "sched_setattr",
+    "setpriority",
+    "ioprio_set",
+)
+#: per machine (``uname -m``): the seccomp architecture and the numbers of :data:`HELD_CALLS`
+SYSCALLS = {
+    "x86_64": (0xC000003E, (203, 144, 142, 314, 141, 251)),
+    "aarch64": (0xC00000B7, (122, 119, 118, 274, 140, 30)),
+}
+#: the exit status of a child whose limits could not be set (it never runs its binary)
+LIMITS_FAILED = 126
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
 
 
 @dataclass(frozen=True)
@@ -58,20 +96,36 @@ class Account:
         """True when the harness starts its children as another user (it runs as root)."""
         return self.uid != os.geteuid()
 
-    def popen_kwargs(self) -> dict[str, Any]:
-        """``subprocess`` arguments that start a child as this account (none if it is us)."""
+    def popen_kwargs(self, before_exec: Callable[[], None] | None = None) -> dict[str, Any]:
+        """``subprocess`` arguments that start a child as this account, with its limits
+        (:func:`limit_account`); none if it is us.  ``before_exec`` runs in the child first, while
+        it may still choose its CPUs (:data:`HELD_CALLS` are refused after)."""
         if not self.switches:
-            return {}
-        return {"user": self.uid, "group": self.gid, "extra_groups": list(self.groups)}
+            return {} if before_exec is None else {"preexec_fn": before_exec}
+        _libc()  # loaded here: the child only calls it
+        return {
+            "user": self.uid,
+            "group": self.gid,
+            "extra_groups": list(self.groups),
+            "preexec_fn": functools.partial(limit_account, before_exec, held_program()),
+        }
 
     def as_dict(self) -> dict[str, Any]:
         """What a record says of the confinement."""
-        return {
+        found = {
             "user": self.name,
             "uid": self.uid,
             "runs": ["qemu-system", "qemu-img", "qemu-io"],
             "sandbox": SANDBOX,
         }
+        if self.switches:
+            problem = held_problem()
+            found["limits"] = {
+                "no_new_privs": True,
+                "nproc": NPROC,
+                "held": "no: " + problem if problem else ", ".join(HELD_CALLS),
+            }
+        return found
 
 
 def account(runs_as: int | None = None) -> Account:
@@ -107,6 +161,98 @@ def account(runs_as: int | None = None) -> Account:
         if ACCOUNT in group.gr_mem or group.gr_gid == entry.pw_gid:
             groups.append(group.gr_gid)
     return Account(ACCOUNT, entry.pw_uid, entry.pw_gid, tuple(groups))
+
+
+def held_filter(arch: int, numbers: tuple[int, ...]) -> bytes:
+    """The seccomp program (classic BPF, ``struct sock_filter`` after ``struct sock_filter``) that
+    answers EPERM to the calls ``numbers`` of ``arch``, to every call of another ABI (i386's
+    ``int 0x80``, x32's numbers) and lets all others through (pure)."""
+    ld_abs, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
+    allow, eperm = 0x7FFF0000, 0x00050000 | 1
+    body = [(jge, 0x40000000), *((jeq, n) for n in numbers)]
+    count = 5 + len(body)  # ld arch, jeq arch, ld nr, the body, allow, deny (the last)
+    code: list[tuple[int, int, int, int]] = [(ld_abs, 0, 0, 4)]
+    code.append((jeq, 0, count - 2 - len(code), arch))  # another ABI: to deny
+    code.append((ld_abs, 0, 0, 0))
+    for op, k in body:
+        code.append((op, count - 2 - len(code), 0, k))
+    code += [(ret, 0, 0, allow), (ret, 0, 0, eperm)]
+    return b"".join(
+        op.to_bytes(2, "little") + bytes((jt, jf)) + k.to_bytes(4, "little") for op, jt, jf, k in code
+    )
+
+
+def held_problem() -> str | None:
+    """Why processes started as another account cannot be held to their CPUs and priorities here,
+    or None (they are)."""
+    if platform.machine() not in SYSCALLS:
+        return f"no seccomp filter for {platform.machine() or 'this machine'} (only {', '.join(SYSCALLS)})"
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as fh:
+            if not any(line.startswith("Seccomp:") for line in fh):
+                return "the kernel has no seccomp (CONFIG_SECCOMP)"
+    except OSError as exc:
+        return f"cannot read /proc/self/status: {exc.strerror}"
+    return None
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+@functools.cache
+def held_program() -> tuple[_SockFprog, ctypes.Array[ctypes.c_char]] | None:
+    """:func:`held_filter` for this machine, ready for ``prctl`` (built in the harness, before a
+    fork); None where :func:`held_problem` says why not."""
+    if held_problem() is not None:
+        return None
+    arch, numbers = SYSCALLS[platform.machine()]
+    code = held_filter(arch, numbers)
+    buffer = ctypes.create_string_buffer(code, len(code))
+    return _SockFprog(len(code) // 8, ctypes.addressof(buffer)), buffer
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def limit_account(
+    before_exec: Callable[[], None] | None,
+    program: tuple[_SockFprog, ctypes.Array[ctypes.c_char]] | None,
+) -> None:
+    """In a child after the switch to its account, before exec: ``before_exec`` (where given),
+    then ``no_new_privs``, at most :data:`NPROC` processes, and ``program`` (:func:`held_program`,
+    None: no filter here).  A limit that cannot be set ends the child with :data:`LIMITS_FAILED`
+    and a line on its stderr: its binary never runs unlimited."""
+    if before_exec is not None:
+        before_exec()
+    libc = _libc()
+    if libc.prctl(
+        PR_SET_NO_NEW_PRIVS, ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)
+    ):
+        _limits_failed("no_new_privs", ctypes.get_errno())
+    _, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+    cap = NPROC if hard == resource.RLIM_INFINITY else min(NPROC, hard)
+    try:
+        resource.setrlimit(resource.RLIMIT_NPROC, (cap, cap))
+    except OSError as exc:
+        _limits_failed("the process limit", exc.errno or 0)
+    if program is not None:
+        prog, _buffer = program
+        if libc.prctl(
+            PR_SET_SECCOMP,
+            ctypes.c_ulong(SECCOMP_MODE_FILTER),
+            ctypes.byref(prog),
+            ctypes.c_ulong(0),
+            ctypes.c_ulong(0),
+        ):
+            _limits_failed("the seccomp filter on " + ", ".join(HELD_CALLS), ctypes.get_errno())
+
+
+def _limits_failed(what: str, errno: int) -> None:
+    os.write(2, f"diskbench: cannot set {what} before exec ({os.strerror(errno)})\n".encode())
+    os._exit(LIMITS_FAILED)
 
 
 def _device_groups() -> tuple[int, ...]:
@@ -267,9 +413,10 @@ class Handoff:
     def pass_fds(self) -> tuple[int, ...]:
         return tuple(self._fds)
 
-    def popen_kwargs(self) -> dict[str, Any]:
-        """``subprocess`` arguments: the account, and the descriptors to inherit."""
-        return {**self.account.popen_kwargs(), "pass_fds": self.pass_fds}
+    def popen_kwargs(self, before_exec: Callable[[], None] | None = None) -> dict[str, Any]:
+        """``subprocess`` arguments: the account and its limits (``before_exec`` runs first, see
+        :meth:`Account.popen_kwargs`), and the descriptors to inherit."""
+        return {**self.account.popen_kwargs(before_exec), "pass_fds": self.pass_fds}
 
     def close(self) -> None:
         self._fdsets.clear()

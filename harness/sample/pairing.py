@@ -221,8 +221,8 @@ class Pairing:
     """Two samples (base's and head's of a gate's pair) that run at the same moment.
 
     Each starts its subject (a replay pass's qemu-io, a guest's workload) only when the partner's
-    is ready too (``barrier``).  ``shared``: both run on ``cpu`` alone (``taskset``, or the
-    affinity QEMU starts with).  ``crossed`` (guests only): each on a CPU of ``cross`` of its own,
+    is ready too (``barrier``).  ``shared``: both run on ``cpu`` alone (the affinity qemu-io or
+    QEMU starts with).  ``crossed`` (guests only): each on a CPU of ``cross`` of its own,
     swapped every :data:`SWAP_S` (:class:`Crossing`).  Whatever slows the host down then slows both
     alike and cancels in their ratio.  Measured on a busy 2-core host
     (benchmarks/calibrate_replay.py, benchmarks/calibrate_guest_pairs.py): the A/A log ratio of a

@@ -132,6 +132,7 @@ def test_the_record_says_who_ran_qemu_and_with_which_sandbox(
         "uid": confine.account().uid,
         "runs": ["qemu-system", "qemu-img", "qemu-io"],
         "sandbox": confine.SANDBOX,
+        "limits": {"no_new_privs": True, "nproc": confine.NPROC, "held": ", ".join(confine.HELD_CALLS)},
     }
 
 

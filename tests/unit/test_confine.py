@@ -44,6 +44,7 @@ def test_root_runs_qemu_as_the_unprivileged_account() -> None:
         "uid": account.uid,
         "runs": ["qemu-system", "qemu-img", "qemu-io"],
         "sandbox": confine.SANDBOX,
+        "limits": {"no_new_privs": True, "nproc": confine.NPROC, "held": ", ".join(confine.HELD_CALLS)},
     }
 
 

@@ -21,6 +21,8 @@ reason (:class:`~harness.sample.replay.script.ReplayMismatch`):
 
 from __future__ import annotations
 
+import functools
+import os
 import shutil
 import time
 import uuid
@@ -106,6 +108,8 @@ class ReplaySample:
     pass_wall_s: list[float] = field(default_factory=list)
     #: passes that ran at the same moment as their partner's (see ``together``)
     passes_together: int = 0
+    #: the CPUs qemu-io ran on (a shared pair's one CPU); empty: any
+    cpus: tuple[int, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -117,6 +121,7 @@ class ReplaySample:
             "notes": self.notes,
             "pass_wall_s": self.pass_wall_s,
             "passes_together": self.passes_together,
+            "cpus": list(self.cpus),
         }
 
 
@@ -223,6 +228,7 @@ def _replay(
         notes=notes,
         pass_wall_s=walls,
         passes_together=met,
+        cpus=one.cpus,
     )
 
 
@@ -235,6 +241,7 @@ class _Pass:
     graph: list[tuple[str, str]]
     argv: list[str]
     together: bool = False
+    cpus: tuple[int, ...] = ()
 
 
 def _one_pass(
@@ -259,15 +266,18 @@ def _one_pass(
             why = option_mismatch(wanted, applied)
             if why:
                 raise ReplayMismatch(why)
-            pinned = together.prefix() if together is not None else []
-            argv = [*pinned, head[0], "-T", f"enable=bdrv_open_common,file={option_value(traced)}", *head[1:]]
+            # a shared pair's CPU, taken in the child before its account's limits hold it there
+            cpus = (together.cpu,) if together is not None and together.cpu is not None else ()
+            argv = [head[0], "-T", f"enable=bdrv_open_common,file={option_value(traced)}", *head[1:]]
             met = meet(together)
             try:
                 result = proc.run(
                     [*argv, *command_args(script)],
                     timeout_s=replayer.timeout_s,
                     env=environ_for(head[0]),
-                    confined=handoff.popen_kwargs(),
+                    confined=handoff.popen_kwargs(
+                        functools.partial(os.sched_setaffinity, 0, cpus) if cpus else None
+                    ),
                 )
             except CommandError as exc:
                 if exc.timed_out:
@@ -284,4 +294,4 @@ def _one_pass(
         why = graph_mismatch(stream.graph, graph)
         if why:
             raise ReplayMismatch(why)
-    return _Pass(parse_output(result.stdout), result.duration_s, wanted, applied, graph, argv, met)
+    return _Pass(parse_output(result.stdout), result.duration_s, wanted, applied, graph, argv, met, cpus)
