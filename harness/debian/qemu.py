@@ -2,8 +2,8 @@
 
 The versions are those the configured suites offer, through a private apt configuration that adds
 backports where the system lacks them (:mod:`harness.debian.apt`; apt checks the indexes'
-signatures). ``get`` resolves a version (exact, or a short form such as ``10.0`` that names
-exactly one), fetches its packages at exact versions into a cache that checks each one
+signatures). ``get`` resolves a version (exact, or a short form such as ``10.0``: the newest
+build it matches, :func:`resolve`), fetches its packages at exact versions into a cache that checks each one
 (:mod:`harness.debian.debs`: only those packages, their Package, Version and Architecture, the
 index's size and hash for one already cached), unpacks them as the guest build does (files, never
 maintainer scripts) into a fresh directory, confines the tree (no link out of it, no set-id bit,
@@ -113,8 +113,11 @@ def offered_versions(offers: Iterable[Offer]) -> list[Offered]:
 
 
 def resolve(text: str, offered: Sequence[Offered]) -> Offered:
-    """The one offered build ``text`` names: its Debian version (with or without the epoch), or a
-    short form (``10.0``, ``10.0.2``) of QEMU's version that matches exactly one (pure)."""
+    """The offered build ``text`` names (pure): its Debian version (with or without the epoch), or
+    for a short form of QEMU's version (``7.2``, ``10.0.2``) the **newest** build it matches in
+    Debian's version order, whichever suite offers it (``7.2`` on bookworm: the point release's
+    ``+deb12u18+b3`` over the security suite's older ``+deb12u15``; the newest carries every fix of
+    the version).  A pin that must not move gives the Debian version whole."""
     wanted = text.strip()
     exact = [o for o in offered if wanted in (o.debian_version, o.debian_version.split(":", 1)[-1])]
     if exact:
@@ -122,13 +125,8 @@ def resolve(text: str, offered: Sequence[Offered]) -> Offered:
     known = ", ".join(o.describe() for o in offered) or "none"
     if re.fullmatch(r"\d+(\.\d+)*", wanted):
         hits = [o for o in offered if o.upstream == wanted or o.upstream.startswith(wanted + ".")]
-        if len(hits) == 1:
-            return hits[0]
         if hits:
-            raise QemuBuildError(
-                f"QEMU {wanted} is ambiguous: the configured suites offer "
-                f"{', '.join(o.describe() for o in hits)}: give one Debian version whole"
-            )
+            return max(hits, key=lambda o: version_key(o.debian_version))
     shown = wanted if re.fullmatch(r"[\w.+~:-]{1,80}", wanted) else repr(wanted[:80])
     raise QemuBuildError(
         f"QEMU {shown}: not a version the configured suites offer (they offer: {known}); see `{LIST_COMMAND}`"
@@ -279,16 +277,19 @@ class QemuCache:
 
 
 def confine_tree(root: Path) -> None:
-    """Make an unpacked tree safe to run from: every link stays inside it, nothing but files,
-    directories and links, no set-id or sticky bit, nothing writable but by root, all readable."""
+    """Make an unpacked tree safe to run from: every link stays inside it (a relative target that,
+    resolved through the tree's other links, ends inside it), nothing but files, directories and
+    links, no set-id or sticky bit, nothing writable but by root, all readable."""
+    inside = os.path.realpath(root)
     for current, dirs, files in os.walk(root):
         for name in (*dirs, *files):
             path = Path(current) / name
             st = path.lstat()
             if stat.S_ISLNK(st.st_mode):
                 target = os.readlink(path)
-                resolved = os.path.normpath(os.path.join(current, target))
-                if os.path.isabs(target) or not (resolved + "/").startswith(str(root) + "/"):
+                # resolved, not read: ``up -> ../..`` then ``esc -> d/up/../..`` reads as inside
+                resolved = os.path.realpath(path)
+                if os.path.isabs(target) or os.path.commonpath([inside, resolved]) != inside:
                     raise QemuFetchError(
                         f"the packages hold a link out of the build: {path.relative_to(root)} -> {target}"
                     )

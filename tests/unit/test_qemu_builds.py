@@ -107,14 +107,16 @@ def test_a_short_form_resolves_to_the_one_build_it_names() -> None:
     assert resolve(V10.split(":", 1)[1], offered()).debian_version == V10  # without the epoch
 
 
-def test_an_ambiguous_short_form_names_the_builds_it_matches() -> None:
-    with pytest.raises(QemuBuildError) as caught:
-        resolve("7.2", offered())
-    assert caught.value.exit_code == ExitCode.USAGE
-    assert caught.value.message == (
-        f"QEMU 7.2 is ambiguous: the configured suites offer {V72} (bookworm), {V72S} "
-        "(bookworm-security): give one Debian version whole"
-    )
+def test_a_short_form_names_the_newest_build_it_matches() -> None:
+    """bookworm offers 7.2 twice: the point release's ``+deb12u18+b3`` and bookworm-security's older
+    ``+deb12u15``.  ``7.2`` is the newest (Debian's order), whatever order the suites list them in;
+    the older is named only whole."""
+    for order in (offered(), list(reversed(offered()))):
+        assert resolve("7.2", order).debian_version == V72
+        assert resolve("7", order).debian_version == V72
+        assert resolve(V72S, order).debian_version == V72S
+    newer_security = [*offered(), Offered("1:7.2+dfsg-7+deb12u19", ("bookworm-security",))]
+    assert resolve("7.2", newer_security).debian_version == "1:7.2+dfsg-7+deb12u19"
 
 
 @pytest.mark.parametrize("text", ["9.1", "10.0.3", "1:10.0.2", "7.", "/usr/bin/qemu", "10.0\n::error::x"])
@@ -225,6 +227,19 @@ def test_a_link_out_of_the_tree_is_refused(tmp_path: Path, link: str, target: st
     root = _tree(tmp_path / "t")
     (root / link).symlink_to(target)
     with pytest.raises(QemuFetchError, match="a link out of the build"):
+        confine_tree(root)
+
+
+def test_a_link_that_leaves_the_tree_through_another_link_is_refused(tmp_path: Path) -> None:
+    """``d1/d2/up -> ../..`` stays inside (it is the tree's root); ``esc -> d1/d2/up/../..`` reads
+    as inside but resolves above the tree."""
+    root = _tree(tmp_path / "t")
+    (root / "d1" / "d2").mkdir(parents=True)
+    (root / "d1" / "d2" / "up").symlink_to("../..")
+    confine_tree(root)  # the first alone stays inside
+    (root / "esc").symlink_to("d1/d2/up/../..")
+    assert not (root / "esc").resolve().is_relative_to(root), "the link leads out of the tree"
+    with pytest.raises(QemuFetchError, match=re.escape("a link out of the build: esc -> d1/d2/up/../..")):
         confine_tree(root)
 
 
