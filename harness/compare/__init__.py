@@ -1,55 +1,25 @@
 """Base against head: the statistics of the gate, a verdict per cell, comparison.json.  Pure: no I/O.
 
-The gate runs base and head of a change interleaved on one runner, in rounds
-(round k measures base then head, or head then base): sample ``index`` k of
-base and of head come from the same round.  For every cell and every gated
-metric this module says whether head is worse, by how much and how sure:
+Sample ``index`` k of base and of head come from the same round.  For every cell and every gated
+metric this package says whether head is worse, by how much and how sure:
 
-* **significance**: the exact two-sided Mann-Whitney rank test (:func:`rank_test`,
-  exact also with ties), and Yuen's trimmed-mean t test on log values for
-  the level the rank test cannot use below its floor
-  (:mod:`~harness.compare.evidence`), Holm over the family; ``Settings.test
-  = "mann-whitney"`` decides with :func:`mann_whitney_u` alone, as before;
-* **size**: the ratio head/base of the medians, with a percentile bootstrap
-  confidence interval (:func:`bootstrap_ratio_ci`), paired by round when both
-  sides have the same rounds, so that a host that drifts during the run moves
-  both sides of a round together and cancels out;
-* **a minimum effect** (5 % by default, per metric with a rule such as
-  ``total_s:3%``): a change smaller than that is never a regression.
+* **significance**: for pairs taken at the same moment, the exact signed-rank test and a trimmed
+  t test of the pairs' log ratios (:mod:`~harness.compare.paired`); otherwise the exact rank test
+  and Yuen's t test on logs (:mod:`~harness.compare.evidence`); Holm over the family;
+* **size**: the ratio head/base of the medians with a bootstrap interval, paired by round;
+* **a minimum effect** (5 % by default, per metric with a rule such as ``total_s:3%``).
 
-:func:`compare_metric` turns those into a :class:`Verdict` for one metric,
-:func:`compare_cell` for a cell (failures included: head failing where base
-works is a regression of its own kind; both failing is an error, never "no
-change"), :func:`compare_records` for two sets of records, and
-:func:`build_comparison` into the :class:`Comparison` whose JSON is the versioned
-``comparison.json`` document that ``docs/comparison.md`` describes, and that
-:func:`render_markdown` renders.
-The command-line options of ``diskbench compare`` and ``diskbench gate`` are
-:mod:`harness.cli.common`'s; reading and writing files is :mod:`harness.compare.comparison`'s
-(``load_comparison``).
+:func:`compare_metric` decides one metric, :func:`compare_cell` a cell (head failing where base
+works is a regression of its own kind; both failing is an error), :func:`compare_records` two sets
+of records, :func:`build_comparison` the :class:`Comparison` whose JSON is ``comparison.json``
+(docs/comparison.md), which :func:`render_markdown` renders.  Verdicts reduce worst first:
+regression > inconclusive > improvement > unchanged (:mod:`~harness.compare.verdict`).
 
-Order of the verdicts, worst first, wherever several are reduced to one (the
-metrics of a cell, the counters of a cell)::
-
-    regression > inconclusive > improvement > unchanged
-
-An inconclusive metric outranks an improvement because it may hide a
-regression.  The overall verdict of a comparison adds ``error`` (see
-:func:`overall_verdict`).
-
-The package, one module per concept: :mod:`~harness.compare.stats` (the rank
-test, medians, quantiles, the bootstrap), :mod:`~harness.compare.yuen` (Yuen's
-t test on logs, Student's t), :mod:`~harness.compare.evidence` (a test's p,
-its level in the family, what stopped it), :mod:`~harness.compare.settings`
-(:class:`Settings`, rules), :mod:`~harness.compare.verdict`
-(the verdicts and their order), :mod:`~harness.compare.metric` (one metric's
-decision table), :mod:`~harness.compare.rules` (cell, family and overall
-verdicts), :mod:`~harness.compare.canary`, :mod:`~harness.compare.axis`
-(the axis sentence), :mod:`~harness.compare.subject` (what differs between the
-sides), :mod:`~harness.compare.model` (the comparison as a value, :class:`Comparison`, and
-its parts; :mod:`~harness.compare.jsonpart` reads and writes their JSON),
-:mod:`~harness.compare.document` (builds it, checks a loaded ``comparison.json``) and
-:mod:`~harness.compare.markdown`.  Everything public is re-exported here.
+One module per concept: ``stats``, ``yuen``, ``paired``, ``evidence`` (the tests), ``settings``,
+``verdict``, ``metric`` (one metric's decision table), ``rules`` (cell, family, overall),
+``canary``, ``axis`` (the axis sentence), ``subject``, ``model`` and ``jsonpart`` (the document as
+a value and its JSON), ``document`` (builds and checks it), ``markdown``.  Everything public is
+re-exported here.
 """
 
 from harness.compare.axis import AXES, axis_sentence

@@ -1,34 +1,17 @@
 """The evidence of one metric's test: its p, whether it reached the family's level, what stopped it.
 
 The default test (``Settings.test == "rank-yuen"``) is the exact Mann-Whitney rank test (exact
-also with ties), and Yuen's trimmed-mean t test on log values for the level the rank test
-cannot use.  A rank test on 8 + 8 rounds can only say p = 2/C(16,8) = 1.6e-4, 3.1e-4, 6.2e-4...:
-at a level below its floor (0.01/31 = 3.2e-4 at 6 rounds, where the floor is 2.2e-3) it can
-never reject, and between two of its attainable values it rejects with less than the level.
-At each level ``c`` Holm's step-down uses (``alpha/k``, k = 1..m for a family of m tests), a test
-
-* rejects when the rank test's p is at most ``c`` (as the gate always did: no rank rejection is
-  lost), or
-* when Yuen's p on logs is at most the level the rank test leaves unused there:
-  ``c - a(c)``, ``a(c)`` being the largest p the rank test can attain at or below ``c``, and
-  taken as the smallest such share over the levels at or above ``c`` (so that a test that
-  rejects at one level rejects at every higher one, as Holm's shortcut needs), and only when
-  the ranks point the same way (rank p below :data:`RANK_GUARD`).
-
-At each level the two routes together reject a true null hypothesis with a probability of at
-most ``a(c) + (c - a(c)) = c``; Holm's step-down over these level tests keeps the family-wise
-error at alpha (its proof needs each test only at the levels it uses).  The rank route is
-exact; the t route's level holds as far as the t distribution fits the logs: simulated A/A
-pairs of normal, t3, skewed and binned logs (10^5 each) were rejected at 0.01/31 by the t route
-at 0.15x to 0.5x the level at 6 + 6 rounds, 0 to 0.2x at 8 + 8 (where the rank test keeps most
-of it).  So the family's level is reached where the rank test has a floor: at 6 rounds a ×4
-change reaches 0.01/31 through Yuen's p, and at 8 + 8 a ×4 change with every head above every
-base has the exact rank test's 1.6e-4 even with fio's binned ties.
-
-With ``"mann-whitney"`` the rank test alone decides, with the normal approximation under ties,
-as the gate did before.  A test that did not reach its level says why: the rank test's floor
-(and the rounds that would lower it enough), or a t test that more rounds at the same effect
-would bring there (and about how many).
+also with ties), and Yuen's trimmed-mean t test on log values for the level the rank test cannot
+use: a rank test on few rounds has a floor (8 + 8 rounds: p = 1.6e-4 at best) and attains only
+some values above it.  At each level ``c`` of Holm's step-down a test rejects when the rank p is
+at most ``c``, or when Yuen's p is at most ``c - a(c)`` (``a(c)``: the largest p the rank test can
+attain at or below ``c``, the smallest such share over the levels at or above ``c``) with the ranks
+pointing the same way (rank p below :data:`RANK_GUARD`).  The two routes together reject a true
+null at most at ``c``, so Holm keeps the family-wise error at alpha; how well the t route keeps
+its share is measured in docs/calibration.md.  With ``"mann-whitney"`` the rank test alone
+decides (normal approximation under ties).  A test that did not reach its level says why: the
+rank test's floor (and the rounds that would lower it), or a t test that more rounds at the same
+effect would bring there (and about how many).
 """
 
 from __future__ import annotations

@@ -147,43 +147,20 @@ def compare_metric(
     together: bool = False,
     alone: Alone = NOTHING_SHRINKS,
 ) -> MetricResult:
-    """The verdict of one metric; ``paired``: ``base[i]`` and ``head[i]`` are of round i;
-    ``together`` (with ``paired``): they ran at the same moment, and the test is that of the
-    pairs' log ratios (:mod:`harness.compare.paired`).  ``shrink`` (with ``together``): the pairs
-    shared one CPU (a guest pair ``shared``, not ``crossed``: :mod:`harness.sample.pairing`), which shrinks a CPU-bound change of this figure at most by this factor on
-    logs: ratio and interval are scaled up by it, so that the decision and the size are those of
-    the change alone (measured: a CPU-bound +11.4 % alone read +4.3 % together, reported +8.7 %); the
-    test is the same.  A change that makes the guest wait is hidden more: the partner uses the
-    CPU meanwhile (benchmarks/calibrate_guest_pairs.py: a throttle of +46 % alone read +10 %).
-    ``alone.reads``: the pairs were crossed (each side a CPU of its own), which reads
-    a change at ``reads[0]``-``reads[1]`` times its size alone on logs: the figure is decided on
-    its measured ratio with the minimum effect as such a pair reads it at least,
-    ``(1 + m) ** reads[0] - 1`` (5 % -> 1.7 %), for every verdict: so a change of the minimum
-    effect alone is never called unchanged, and one the pair reads smaller than it still fails
-    the gate.  Its size alone is said as a range.
+    """The verdict of one metric from base's and head's values, oriented so that "worse" > 1.
 
-    "Significant" below is :func:`~harness.compare.evidence.weigh`'s: the
-    settings' test beats ``settings.alpha_per_test``, or, when ``p_adjusted``
-    is given (Holm's adjusted p of this test in its family, see
-    :func:`~harness.compare.rules.compare_family`), ``p_adjusted`` <
-    ``settings.alpha``; with the default test the rank test must agree at alpha.
+    ``paired``: ``base[i]`` and ``head[i]`` are of round i (unequal lengths compare unpaired);
+    ``together`` (with ``paired``): they ran at the same moment, and the test is that of the pairs'
+    log ratios (:mod:`harness.compare.paired`); ``alone``: what such a pair reads of a change of
+    its size alone (shared one CPU: a shrink the ratio is scaled up by; crossed: a range, the
+    minimum effect taken as the pair reads it at least); ``p_adjusted``: Holm's adjusted p of this
+    test in its family (else ``settings.alpha_per_test`` decides).
 
-    Oriented so that "worse" > 1 (head/base for a time, base/head for a
-    throughput), with ``m`` the minimum effect:
-
-    * fewer than ``settings.min_samples`` values on a side: inconclusive;
-    * regression: significant, the (oriented) interval's lower end above 1, and
-      the change at least 1+m;
-    * improvement: the mirror (interval below 1, change at most 1/(1+m));
-    * unchanged: the whole interval inside (1/(1+m), 1+m), or both sides the
-      same constant;
-    * otherwise inconclusive, with what limited it: significant but smaller than
-      the minimum effect; an interval wholly beyond the minimum effect that the
-      test could not confirm at the family's level (needs more rounds, about how
-      many); an interval wider than the band of the minimum effect (too noisy);
-      or one narrow enough that only more rounds can place it.
-
-    ``paired`` with different lengths on the two sides compares them unpaired.
+    Returns a regression (significant, the interval above 1, the change at least the minimum
+    effect), an improvement (the mirror), unchanged (the whole interval inside the minimum
+    effect's band) or inconclusive with what limited it; fewer than ``settings.min_samples``
+    values on a side is inconclusive.  docs/comparison.md ("How a verdict is reached") gives the
+    table; docs/calibration.md the measured factors.
     """
     info = metric_info(metric)
     m = settings.effect_for(metric)

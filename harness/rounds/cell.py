@@ -58,22 +58,16 @@ def run_cell(
     subject: SubjectInfo,
     turn: Turn | None = None,
 ) -> tuple[Path, Record]:
-    """Run the samples of ``cell`` up to sample number ``upto``; write the record after each
-    (``upto``, ``of``, ``where``, ``existing``, ``sampler``, ``label`` and ``progress`` are the
-    ``turn``'s).
+    """Run the samples of ``cell`` up to sample number ``upto``, writing the record after each;
+    returns the record's path and the record (``upto``, ``of``, ``where``, ``existing``,
+    ``sampler``, ``label`` and ``progress`` are the ``turn``'s).
 
-    ``sampler`` measures one sample (default :func:`run_sample`, a guest; a replay cell's
-    is :func:`harness.sample.replay.sample.replay_sample`, chosen by the session).
-
-    ``upto`` defaults to ``opts.repeat``; a round of a sweep or a gate passes
-    its own number (one more sample per cell per round, see
-    :mod:`harness.sweep.rounds`).  ``of`` is the number of samples the cell
-    will have in the end, for the progress lines (default ``upto``).
-
-    ``where`` the record and the logs go (:mod:`harness.record.store`) defaults to a
-    run's: ``RESULTS/records/RUN_ID/CELL_ID.json``, logs in ``RESULTS/logs/RUN_ID/CELL_ID``.
-    With ``existing`` (a record of this cell, same machine and subject) the run goes on
-    from its next sample instead of starting over: records are the checkpoint of a sweep.
+    ``sampler`` measures one sample (default :func:`run_sample`, a guest; a replay cell's is
+    :func:`harness.sample.replay.sample.replay_sample`).  ``upto`` defaults to ``opts.repeat``
+    (a round of a sweep or a gate passes its own number); ``of`` is the number the cell will have
+    in the end, for the progress lines.  ``where`` the record and logs go defaults to a run's
+    (``RESULTS/records/RUN_ID/CELL_ID.json``).  With ``existing`` (a record of this cell, same
+    machine and subject) the run goes on from its next sample: records are a sweep's checkpoint.
     """
     turn = turn or Turn()
     where = turn.where or run_records(opts.results_dir, opts.run_id)

@@ -1,32 +1,24 @@
 """The storage policy: the image and drive options a platform ships by default.
 
-``policy.toml`` at the top of the repository is what a management layer
-(libvirt, a cloud's config) would pick when it creates and attaches a disk:
-format, preallocation, cluster_size, cache, aio, interface, and extra
-``-drive`` options such as a throttle.  A change to it is a change of the
-*subject*: history measures it at every commit, and the gate compares a pull
+``policy.toml`` at the top of the repository is what a management layer (libvirt, a cloud's
+config) would pick when it creates and attaches a disk: format, preallocation, cluster_size,
+cache, aio, interface, and extra ``-drive`` options such as a throttle.  A change to it is a
+change of the *subject*: history measures it at every commit, and the gate compares a pull
 request's policy with its base's.
 
-Rules of use:
-
-- Cells a spec leaves unset take the policy's values.  Image options that only
-  make sense for one format (preallocation, cluster_size, compat,
-  lazy_refcounts) are taken only by cells of the policy's format; drive
-  options (cache, aio, interface, the extra ``[drive.options]``) by every cell
-  where QEMU accepts them with that cell's own axes.
-- Where QEMU does not (``aio=native`` with a cache mode that is not direct,
-  qcow2's cache options on a raw image), the cell keeps what a platform falls
-  back to: ``aio=threads``, QEMU's default for an option (it is left out).  That
-  depends on the cell alone, so both sides of a gate hold back the same values
-  in the same cells; :meth:`Policy.complete` says which (:class:`Held`), and the
-  sweep's plan and the gate's summary say it too.
-- A policy is refused (exit 2) when its own cell cannot take one of its values
-  (it is invalid in itself), and a spec under it when one of its values reaches
-  no cell of the spec (:func:`check_reach`).
-- The extra drive options are not part of a cell's id: a cell is the same
-  point of the matrix under two policies, and that is what lets base and head
-  be compared cell by cell.  They are part of the record's subject (and so of
-  its fingerprint).
+- Cells a spec leaves unset take the policy's values.  Image options of one format
+  (preallocation, cluster_size, compat, lazy_refcounts) are taken only by cells of the policy's
+  format; drive options (cache, aio, interface, ``[drive.options]``) by every cell where QEMU
+  accepts them with that cell's own axes.
+- Where QEMU does not (``aio=native`` with a cache mode that is not direct, qcow2's cache options
+  on a raw image), the cell keeps what a platform falls back to (``aio=threads``, QEMU's default
+  for an option).  That depends on the cell alone, so both sides of a gate hold back the same
+  values in the same cells; :meth:`Policy.complete` says which (:class:`Held`).
+- A policy is refused (exit 2) when its own cell cannot take one of its values, and a spec under
+  it when one of its values reaches no cell of the spec (:func:`check_reach`).
+- The extra drive options are not part of a cell's id (a cell is the same point of the matrix
+  under two policies, so base and head compare cell by cell); they are part of the record's
+  subject and fingerprint.
 
 Parsing is pure; :func:`load_policy` reads the file.
 """

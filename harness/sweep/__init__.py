@@ -1,45 +1,24 @@
 """Sweeps: a TOML spec that expands to cells x repeats, run with resume.
 
-A spec names values per axis, single parameters, repeats and exclusions::
+A spec names values per axis, single parameters, repeats and exclusions (docs/sweeps.md).  Every
+key is a keyword of :func:`harness.spec.make_cell`, so a new axis there is a new axis here.  The
+spec is validated as a whole before anything runs, and each error names the file, the line and the
+value (tomllib keeps no positions for values, so :class:`_Locator` finds them in the text).  A
+combination that every value allows on its own but that a format or QEMU cannot do together
+(``aio=native`` with a cached mode, ``preallocation=metadata`` on raw) is *excluded with its
+reason*, listed before the run, never a crash.
 
-    name = "matrix"
-    repeat = 3
+Records are the checkpoint: each cell's record lives at ``RESULTS/sweeps/NAME/CELL_ID.json``; a
+rerun skips the samples a record of the same fingerprint already holds and runs the rest, so a
+sweep killed at any moment loses at most the sample in flight.  Samples run in rounds (every
+cell's first sample, then every cell's second...) so that a host that speeds up or slows down
+over a long sweep shifts every cell alike.
 
-    [axes]
-    format = ["raw", "qcow2"]
-    cache = ["none", "writeback"]
-
-    [params]
-    size = "2G"
-    workload = "dd"
-
-    [[exclude]]
-    format = "raw"
-    cache = "none"
-    reason = "raw with O_DIRECT is measured by the gate already"
-
-Every key is a keyword of :func:`harness.spec.make_cell`, so a new axis there
-is a new axis here.  The spec is validated as a whole before anything runs,
-and each error names the file, the line and the value (tomllib keeps no
-positions for values, so :class:`_Locator` finds them in the text).  A
-combination that every value allows on its own but that a format or QEMU
-cannot do together (``aio=native`` with a cached mode, ``preallocation=metadata``
-on raw) is *excluded with its reason*, listed before the run, never a crash.
-
-Records are the checkpoint: each cell's record lives at
-``RESULTS/sweeps/NAME/CELL_ID.json``; a rerun skips the samples a record of
-the same fingerprint already holds and runs the rest, so a sweep killed at
-any moment loses at most the sample in flight.  Samples are run in rounds
-(every cell's first sample, then every cell's second...) so that a host
-that speeds up or slows down over a long sweep shifts every cell alike
-(:mod:`~harness.sweep.rounds`, the round scheduler the gate shares).
-
-Parsing, expansion, selection and estimates are pure; the disk-space check,
-the record scan and the loop do I/O.  The package follows that split:
-:mod:`~harness.sweep.specfile` (the spec and its expansion),
-:mod:`~harness.sweep.planning` (selection, estimates, free space, the plan
-shown before a run), :mod:`~harness.sweep.rounds` (the order of samples in
-rounds) and :mod:`~harness.sweep.running` (records and the loop).
+Parsing, expansion, selection and estimates are pure; the disk-space check, the record scan and
+the loop do I/O: :mod:`~harness.sweep.specfile` (the spec and its expansion),
+:mod:`~harness.sweep.planning` (selection, estimates, free space, the plan shown before a run),
+:mod:`~harness.sweep.rounds` (the order of samples in rounds, which the gate shares) and
+:mod:`~harness.sweep.running` (records and the loop).
 """
 
 from harness.record import scan_records, sweep_dir

@@ -1,41 +1,28 @@
 """A stream as a ``qemu-io`` command line, the guest's drive options as qemu-io's, its output as figures.
 Pure: no I/O.
 
-**Options.**  The guest's ``-drive`` line (:func:`guest_options`, parsed from
-the very argv the runner gives QEMU) and the replay's qemu-io argv
-(:func:`replay_options`, parsed back from the argv :func:`qemu_io_argv`
-builds) are reduced to the same words and compared by :func:`option_mismatch`:
-the format, ``cache`` (``-t``), ``aio`` (``-i``), ``discard`` (``-d``),
-``copy-on-read`` (``-C``), format-node options (``detect-zeroes``, qcow2's
-cache sizes, the LUKS secret) in ``--image-opts``, and a policy's
-``throttling.*`` as a ``throttle-group`` object with a ``throttle`` filter
-node on top (the same throttle algorithm the guest's BlockBackend runs).
-What qemu-io cannot express (``werror``, ``rerror``: what the guest's device
-does on an error) is a mismatch, and the sample fails with it.
+**Options.**  The guest's ``-drive`` line (:func:`guest_options`, parsed from the argv the runner
+gives QEMU) and the replay's qemu-io argv (:func:`replay_options`, parsed back from
+:func:`qemu_io_argv`) are reduced to the same words and compared by :func:`option_mismatch`:
+format, ``cache`` (``-t``), ``aio`` (``-i``), ``discard`` (``-d``), ``copy-on-read`` (``-C``),
+format-node options in ``--image-opts``, and a policy's ``throttling.*`` as a ``throttle-group``
+with a ``throttle`` filter node on top.  What qemu-io cannot express (``werror``, ``rerror``) is a
+mismatch, and the sample fails with it.
 
-**Script.**  Every request becomes one qemu-io command, in the stream's
-order.  qemu-io runs its ``-c`` commands back to back and services
-completions only while it waits, in ``aio_flush`` (a drain: every request in
-flight completes) or in a synchronous command, so the requests between two
-drains are in flight together.  A batch ends before a request whenever the
-requests issued since the last drain outnumber the request's recorded
-``depth``: no request sees more in flight than it did in the guest.  A batch
-of one request (a stream at depth 0 is all such) is a synchronous ``read`` or
-``write``: QEMU lifts a throttle while a drain runs, so a throttle binds on
-those, and only loosely on a concurrent batch, whose throttled requests the
-drain releases.  A flush is a drain and ``flush``; a discard a drain
-and ``discard`` (qemu-io has no asynchronous discard); a write-zeroes request
-a drain and a synchronous ``write -z`` (7.2's ``aio_write -z`` reports no
-valid time).  Writes whose data was all zeros write a zero pattern (so
-``detect-zeroes`` sees zeros), others a non-zero pattern.
+**Script.**  Every request becomes one qemu-io command, in the stream's order.  qemu-io services
+completions only while it waits (``aio_flush``, a drain, or a synchronous command), so the
+requests between two drains are in flight together; a batch ends before a request whenever the
+requests issued since the last drain outnumber its recorded ``depth``.  A batch of one request is
+a synchronous ``read`` or ``write`` (a throttle binds on those: QEMU lifts it while a drain runs).
+A flush is a drain and ``flush``; a discard a drain and ``discard``; a write-zeroes request a drain
+and a synchronous ``write -z`` (7.2's ``aio_write -z`` reports no valid time).  Writes whose data
+was all zeros write a zero pattern (``detect-zeroes`` sees zeros), others a non-zero one.
 
-**Output.**  qemu-io prints, per completed request, ``wrote|read|discard
-N/N bytes at offset X`` and a line ending ``(... and F ops/sec)``: the
-request's own time, issue to completion callback, is ``1/F`` (F has four
-decimals: better than a microsecond below 10 ms).  A completion is reported
-when the drain services it, so a request's time includes the issue of the
-rest of its batch (microseconds each).  ``flush`` prints nothing: flush
-latency is not measured, only counted.
+**Output.**  qemu-io prints, per completed request, ``wrote|read|discard N/N bytes at offset X``
+and a line ending ``(... and F ops/sec)``: the request's own time, issue to completion callback,
+is ``1/F``.  A completion is reported when the drain services it, so a request's time includes
+the issue of the rest of its batch (microseconds each).  ``flush`` prints nothing: flush latency
+is counted, not measured.
 """
 
 from __future__ import annotations
