@@ -12,12 +12,22 @@ from harness.compare.verdict import Verdict
 AXES = ("format", "preallocation", "cluster_size", "cache", "aio", "interface", "workload", "cache_state")
 
 
+# the axes the sentence reads: the flattened ones and how a cell is measured (a guest, or its
+# requests replayed natively), which can single the changed cells out as well as any other
+SENTENCE_AXES = ("measure", *AXES)
+
 # axes that only a guest exercises: a replay cell keeps the value of the guest it was recorded from
 GUEST_ONLY = frozenset({"interface"})
 
 
 def _replayed(cell: CellResult) -> bool:
     return cell.cell.measure == "replay"
+
+
+def _value(cell: CellResult, axis: str) -> Any:
+    """The cell's value of ``axis``; a cell that names no measure is a guest cell."""
+    value = cell.cell.axis(axis)
+    return (value or "guest") if axis == "measure" else value
 
 
 def _axis_text(axis: str, value: Any) -> str:
@@ -31,7 +41,7 @@ def _axis_text(axis: str, value: Any) -> str:
 def axis_sentence(cells: Sequence[CellResult]) -> str | None:
     """One sentence naming every axis value that the regressed (else changed, else improved) cells share.
 
-    Needs at least two such cells.  Among the values every one of them has
+    Needs at least two such cells; the measure (guest or replay) is an axis too.  Among the values every one of them has
     (and not every compared cell has), those whose cells changed most often
     are named, every one of them: values that go together in every cell (the
     same cells have them, as a replay cell's values can with a guest cell's)
@@ -48,19 +58,19 @@ def axis_sentence(cells: Sequence[CellResult]) -> str | None:
     word = words[verdict]
     if len(changed) < 2:
         return None
-    axes = AXES
+    axes = SENTENCE_AXES
     # (share of its cells that changed, the value's text, the cells that have it)
     candidates: list[tuple[float, str, frozenset[int]]] = []
     for axis in axes:
         if axis in GUEST_ONLY and any(_replayed(c) for c in changed):
             continue  # a replay has no guest device: its cells say nothing of the bus
-        values = {repr(c.cell.axis(axis)) for c in changed}
+        values = {repr(_value(c, axis)) for c in changed}
         if len(values) != 1:
             continue
-        value = changed[0].cell.axis(axis)
+        value = _value(changed[0], axis)
         if value is None:
             continue
-        having = frozenset(i for i, c in enumerate(pool) if c.cell.axis(axis) == value)
+        having = frozenset(i for i, c in enumerate(pool) if _value(c, axis) == value)
         if len(having) == len(pool):
             continue  # every cell has it: it tells nothing apart
         candidates.append((len(changed) / len(having), _axis_text(axis, value), having))

@@ -59,3 +59,36 @@ def test_the_pages_speak_of_the_project_in_its_own_words(page: Path) -> None:
     for word in (r"\bissue\s*#?\d+", r"\bthis stop\b", r"\bstop's\b"):
         found = re.search(word, text, re.I)
         assert found is None, f"{page.name}: {text[max(0, found.start() - 40) : found.end() + 40]!r}"
+
+
+def test_the_axis_sentence_of_a_qemu_upgrade_names_the_guest_cells_not_a_preallocation() -> None:
+    """The default gate's eight cells, QEMU 7.2 against 10.0: the five guest cells regressed, the
+    replay cells did not; five of the six preallocation=off cells are the guest cells."""
+    from harness.compare.axis import axis_sentence
+    from harness.compare.model import FlatCell
+    from harness.compare.rules import CellResult
+    from harness.compare.verdict import Kind
+
+    def cell(axes: str, measure: str | None, verdict: Verdict) -> CellResult:
+        fmt, prealloc, cache, bus, workload = axes.split()
+        flat = FlatCell(
+            format=fmt, preallocation=prealloc, cache=cache, interface=bus, workload=workload, measure=measure
+        )
+        return CellResult(cell_id=axes, cell=flat, verdict=verdict, kind=Kind.METRIC, reason="")
+
+    slower = Verdict.REGRESSION
+    cells = [
+        cell("qcow2 off none virtio-blk fio", None, slower),
+        cell("raw off writeback ide fio", None, slower),
+        cell("qcow2 off writeback ide dd", None, slower),
+        cell("raw off none virtio-blk dd", None, slower),
+        cell("qcow2 off none ide dd", None, slower),
+        cell("qcow2 off none virtio-blk fio", "replay", Verdict.UNCHANGED),
+        cell("raw falloc writeback virtio-blk fio", "replay", Verdict.IMPROVEMENT),
+        cell("qcow2 metadata writethrough virtio-blk fio", "replay", Verdict.UNCHANGED),
+    ]
+    assert axis_sentence(cells) == (
+        "Every regressed cell has measure=guest (5 of 5 such cells regressed, 0 of 3 others)."
+    )
+    # a gate of guest cells only: the measure tells nothing apart
+    assert axis_sentence(cells[:5]) is None
