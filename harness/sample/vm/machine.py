@@ -157,12 +157,12 @@ class Machine:
                 stdout=self._stderr_file,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group, to reap it whole
-                # QEMU runs in its own session (a Ctrl-C reaches the harness, which shuts it down
-                # politely) and dies with the harness, which would otherwise leave it holding the image's lock
-                preexec_fn=functools.partial(_before_exec, self.config.affinity),
                 # a fetched build loads its own modules (harness.subject.qemu_build)
                 env={**os.environ, **environ_for(self.config.qemu)},
-                **self._handoff.popen_kwargs(),
+                # QEMU runs in its own session (a Ctrl-C reaches the harness, which shuts it down
+                # politely) and dies with the harness, which would otherwise leave it holding the
+                # image's lock; its affinity is set before its account's limits hold its CPUs
+                **self._handoff.popen_kwargs(functools.partial(_before_exec, self.config.affinity)),
             )
         except FileNotFoundError as exc:
             raise VMBootError(
@@ -550,8 +550,8 @@ class Machine:
 
 
 def _before_exec(affinity: tuple[int, ...]) -> None:
-    """In QEMU's process before exec: die with the harness; run on ``affinity`` (every thread
-    QEMU starts inherits it) where given."""
+    """In QEMU's process before exec, before its account's limits (harness.host.confine): die with
+    the harness; run on ``affinity`` (every thread QEMU starts inherits it) where given."""
     proc.die_with_parent()
     if affinity:
         os.sched_setaffinity(0, affinity)
