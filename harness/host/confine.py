@@ -1,36 +1,25 @@
 """QEMU and qemu-img confined: an unprivileged account, the full seccomp sandbox, only their files.
 
-A pull request brings what QEMU is given (policy, recipe, the guest), so QEMU
-is treated as hostile. When the harness runs as root (CI, self-hosted
-runners), QEMU and qemu-img are *started* as the system account
-:data:`ACCOUNT` (``scripts/setup.sh`` creates it, a member of ``kvm`` for
-``/dev/kvm``): every path they open by name is checked against that account,
-so ``/etc/shadow``, ``/dev/sda`` or ``/proc/1/mem`` stay closed whatever
-reached the command line. (``-runas`` would not do: QEMU drops privileges
-only after it has opened its files.)
+A pull request brings what QEMU is given (policy, recipe, the guest), so QEMU is treated as
+hostile. When the harness runs as root, QEMU and qemu-img are *started* as the system account
+:data:`ACCOUNT` (``scripts/setup.sh`` creates it, a member of ``kvm``): every path they open by
+name is checked against that account, so ``/etc/shadow`` or ``/dev/sda`` stay closed whatever
+reached the command line (``-runas`` would not do: QEMU drops privileges only after it has
+opened its files).
 
-The files they must use live in places the account cannot reach (the guest
-build under ``/root/.cache``, logs and images under the caller's directories).
-The harness opens exactly those files itself and hands them over as inherited
-descriptors, named ``/proc/self/fd/N`` on the command line; opening that name
-again checks only the file's own permissions, not its directories'. Files
-QEMU writes (the disk under test, the console and report logs) are given to
-the account first; the read-only inputs stay root's.
+The files they must use live where the account cannot reach; the harness opens exactly those
+itself and hands them over as inherited descriptors (``/proc/self/fd/N`` on the command line).
+Files QEMU writes (the disk under test, the logs) are given to the account first; the read-only
+inputs stay root's.
 
-Every process started as another account gets a build's limits too
-(:func:`limit_account`, run in the child after the switch, before exec):
-``no_new_privs`` (a setuid program it runs gains nothing), at most
-:data:`NPROC` processes, and a seccomp filter that refuses the calls of
-:data:`HELD_CALLS` (EPERM) to it and everything it starts: its CPUs, its
-scheduling class and its CPU and IO priorities stay what the harness set
-from outside (root's swapper and a pair's nice are not filtered), whatever
-binary runs, and whatever QEMU's own ``-sandbox`` does or does not do.
-Where this machine has no such filter, the record says so
-(:func:`held_problem`).
+Every process started as another account gets a build's limits too (:func:`limit_account`, in
+the child after the switch, before exec): ``no_new_privs``, at most :data:`NPROC` processes, and
+a seccomp filter that refuses :data:`HELD_CALLS` (EPERM) to it and everything it starts, so its
+CPUs and priorities stay what the harness set from outside, whatever binary runs. Where this
+machine has no such filter, the record says so (:func:`held_problem`).
 
-Run as any other user (a developer's own account), nothing changes: the
-processes run as that user, with the same sandbox, and paths are passed as
-they are.
+Run as any other user, the processes run as that user, with the same sandbox, and paths are
+passed as they are.
 """
 
 from __future__ import annotations
