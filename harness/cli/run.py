@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import typing
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from harness.cli.builds import add_qemu_axis, qemu_choices
@@ -14,6 +15,7 @@ from harness.cli.common import (
     err,
     machine_from_args,
 )
+from harness.compare.settings import Settings
 from harness.errors import ExitCode, SpecError
 from harness.host.workdir import hold
 from harness.report import render
@@ -34,6 +36,7 @@ from harness.sweep.preflight import check_numbers, check_tools
 from harness.workloads import registry
 
 if typing.TYPE_CHECKING:
+    from harness.record import Record
     from harness.rounds.session import SessionOptions
 
 
@@ -80,18 +83,29 @@ def add_parser(sub: Any) -> None:
         "--aio", default="threads", help=f"drive aio: {choices(Aio)} (native needs a direct cache mode)"
     )
     axes.add_argument("--interface", default="virtio-blk", help=f"bus: {choices(Interface)}")
-    axes.add_argument("--workload", default="install", help=f"guest workload: {','.join(registry.names())}")
-    wl = run.add_argument_group("workload parameters")
+    axes.add_argument(
+        "--workload",
+        default="dd",
+        help=f"guest workload: {','.join(registry.names())} (dd is the quick one)",
+    )
+    wl = run.add_argument_group("workload parameters (refused unless a chosen workload takes them)")
     for param in registry.params().values():
         wl.add_argument(
             param.flag,
             type=param.type,
             default=param.default,
+            action=_GivenParam,
             choices=param.choices if param.flag_choices else None,
             help=f"{', '.join(registry.users(param))}: {param.help}",
         )
     rn = run.add_argument_group("how to run")
-    rn.add_argument("--repeat", type=int, default=3, metavar="N", help="samples per cell")
+    rn.add_argument(
+        "--repeat",
+        type=int,
+        default=Settings.min_samples,
+        metavar="N",
+        help=f"samples per cell; `diskbench compare` needs {Settings.min_samples} a side to reach a verdict",
+    )
     add_qemu_axis(rn, what="several run every cell under each, side by side (runner,10.0)")
     add_machine_options(rn)
     rn.add_argument(
@@ -109,8 +123,33 @@ def add_parser(sub: Any) -> None:
     )
 
 
+class _GivenParam(argparse.Action):
+    """Stores a workload parameter's value and notes that it was given (``args.given_params``)."""
+
+    def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, option: Any = None) -> None:
+        setattr(namespace, self.dest, values)
+        given = getattr(namespace, "given_params", None) or ()
+        namespace.given_params = (*given, self.dest)
+
+
+def check_params_apply(workloads: Sequence[str], given: Sequence[str]) -> None:
+    """Bad input (exit 2) for a workload parameter given that none of ``workloads`` takes, as fio
+    refuses an option that does not apply; names no one knows are left to the cell's own check."""
+    params = registry.params()
+    known = [w for w in workloads if w in registry.names()]
+    for name in dict.fromkeys(given):
+        users = registry.users(params[name])
+        if known and not set(users) & set(known):
+            flag = params[name].flag
+            raise SpecError(
+                f"{flag}: no chosen workload takes it (--workload {','.join(known)}): add "
+                f"--workload {users[0]} or leave {flag} out"
+            )
+
+
 def cells_from_args(args: argparse.Namespace) -> tuple[list[Cell], list[str]]:
-    """Expand the axis flags; return cells and the combinations that were skipped."""
+    """Expand the axis flags; return cells and the combinations that were skipped.  A workload
+    parameter given that no chosen workload takes is bad input."""
     axes: dict[str, list[Any]] = {
         "format": split_list(args.format),
         "preallocation": split_list(args.preallocation),
@@ -126,6 +165,7 @@ def cells_from_args(args: argparse.Namespace) -> tuple[list[Cell], list[str]]:
     for name, values in axes.items():
         if not values:
             raise SpecError(f"--{name.replace('_', '-')} is empty: give at least one value")
+    check_params_apply(axes["workload"], getattr(args, "given_params", None) or ())
     fixed = {
         "size": args.size,
         "lazy_refcounts": args.lazy_refcounts,
@@ -212,29 +252,57 @@ def _plan(args: argparse.Namespace, cells: Sequence[Cell], skipped: Sequence[str
 
     from harness.errors import HarnessError
     from harness.sweep import check_free_space
-    from harness.sweep.planning import estimate_builds_s, estimate_sample_s, format_duration
+    from harness.sweep.planning import (
+        estimate_builds_s,
+        estimate_sample_s,
+        format_duration,
+        recorded_sample_s,
+    )
 
     accel = "tcg" if args.accel == "auto" else args.accel
     lines = [f"run: {len(cells)} cell{'s' if len(cells) != 1 else ''} x {args.repeat} samples"]
     lines += [f"  run   {cell.id}" for cell in cells]
     for note, count in Counter(skipped).items():
         lines.append(f"  left out ({count} combination{'s' if count != 1 else ''}): {note}")
-    seconds = sum(args.repeat * estimate_sample_s(c, accel=accel, start=args.start) for c in cells)
+    recorded = recorded_sample_s(_recent_records(args.results_dir), accel=accel)
+    measured = [recorded.sample_s(c) for c in cells]
+    seconds = sum(
+        args.repeat * (estimate_sample_s(c, accel=accel, start=args.start) if m is None else m)
+        for c, m in zip(cells, measured, strict=True)
+    )
     builds, build_s = estimate_builds_s(cells, accel=accel, start=args.start)
+    known = sum(m is not None for m in measured)
+    notes = [f"{known} of {len(cells)} cells timed by recorded samples"] if known else []
+    if builds:
+        notes.append(f"{builds} snapshot build{'s' if builds != 1 else ''} included, none if cached")
     lines.append(
         f"estimate: {len(cells) * args.repeat} samples, about {format_duration(seconds + build_s)} under "
-        f"{accel.upper()} with --start {args.start}"
-        + (
-            f" ({builds} snapshot build{'s' if builds != 1 else ''} included, none if cached)"
-            if builds
-            else ""
-        )
+        f"{accel.upper()} with --start {args.start}" + (f" ({'; '.join(notes)})" if notes else "")
     )
     try:
         lines.append(check_free_space(args.work_dir, cells, qemu_img=args.binaries.qemu_img))
     except HarnessError as exc:
         lines.append(f"disk: NOT ENOUGH: {exc.message}")
     return "\n".join(lines) + "\n"
+
+
+#: how many of the newest runs an estimate reads its sample times from
+RECENT_RUNS = 20
+
+
+def _recent_records(results_dir: Path) -> list[Record]:
+    """The records of the newest runs under ``results_dir``; one that cannot be read is left out
+    (a plan only estimates from them)."""
+    from harness.errors import HarnessError
+    from harness.record import runs, scan_records
+
+    found: list[Record] = []
+    for directory in runs(results_dir)[-RECENT_RUNS:]:
+        try:
+            found += scan_records(directory).values()
+        except HarnessError:
+            continue
+    return found
 
 
 def options_from_args(args: argparse.Namespace) -> SessionOptions:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from harness.errors import ImageError, InfraError, SpecError
 from harness.host import confine, proc
+from harness.record import Record
 from harness.spec import (
     WRITTEN,
     CacheState,
@@ -156,6 +157,52 @@ def estimate_sample_s(cell: Cell, *, accel: str = "tcg", start: str = "auto") ->
         secs *= 2  # the unmeasured first run on the same image
     secs += (RESTORE_S if restores(cell, start) else COLD_BOOT_S) + SAMPLE_OVERHEAD_S
     return (secs / _KVM_SPEEDUP if accel == "kvm" else secs) + estimate_create_s(cell)
+
+
+# a sample's wall time as its record tells it: the start, the guest's own time, the host's part
+_SAMPLE_PARTS = ("host.boot_s", "total_s", "host.overhead_s")
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """Sample wall times measured before (``host.boot_s + total_s + host.overhead_s`` of ok
+    samples): the median per cell id, and per workload (its name and parameters, what it
+    measures and its cache state) for cells not measured yet."""
+
+    by_cell: Mapping[str, float]
+    by_workload: Mapping[str, float]
+
+    def sample_s(self, cell: Cell) -> float | None:
+        """A measured sample time of ``cell``, or of a cell with its workload; None if none."""
+        found = self.by_cell.get(cell.id)
+        return found if found is not None else self.by_workload.get(_workload_key(cell.as_dict()))
+
+
+def _workload_key(cell: Mapping[str, object]) -> str:
+    keys = ("workload", "measure", "cache_state")
+    return json.dumps({k: cell.get(k) for k in keys}, sort_keys=True, default=str)
+
+
+def recorded_sample_s(records: Iterable[Record], *, accel: str) -> Recorded:
+    """The sample times ``records`` measured under ``accel`` (see :class:`Recorded`)."""
+    import statistics
+
+    by_cell: dict[str, list[float]] = {}
+    by_workload: dict[str, list[float]] = {}
+    for record in records:
+        if record.accel != accel:
+            continue
+        for sample in record.samples:
+            parts = [sample.figure(name) for name in _SAMPLE_PARTS]
+            if not sample.ok or any(p is None or p < 0 for p in parts):
+                continue
+            seconds = sum(p for p in parts if p is not None)
+            by_cell.setdefault(record.cell_id, []).append(seconds)
+            by_workload.setdefault(_workload_key(record.cell.data), []).append(seconds)
+    return Recorded(
+        by_cell={k: statistics.median(v) for k, v in by_cell.items()},
+        by_workload={k: statistics.median(v) for k, v in by_workload.items()},
+    )
 
 
 def estimate_builds_s(cells: Iterable[Cell], *, accel: str = "tcg", start: str = "auto") -> tuple[int, float]:
