@@ -34,7 +34,7 @@ def add_parser(sub: Any) -> None:
         description=(
             "Fetch a QEMU build (checked package by package) and unpack it into the cache, unless "
             "it is there already; print its prefix. Give its Debian version whole, or a short form "
-            "of QEMU's version (10.0) that names exactly one."
+            "of QEMU's version (10.0): the newest build it matches, in Debian's version order."
         ),
     )
     get.add_argument("version", metavar="VERSION", help="a Debian version, or a short form such as 10.0")
