@@ -3,9 +3,10 @@
 Two runs writing into the same dirs delete each other's images and
 overwrite each other's samples.  Each run takes an exclusive ``flock`` on
 ``DIR/.diskbench.lock`` for as long as it runs and writes its pid and
-command into it, so the run that is refused can name the holder.  The
-kernel drops the lock when its holder dies, even by SIGKILL: a lock file
-is never stale.
+command into it, so the run that is refused can name the holder, and
+removes the file when it ends.  The kernel drops the lock when its holder
+dies, even by SIGKILL: the file such a run leaves names a dead pid, and the
+next run takes it over with a note.
 
 A sample's image is named ``CELL_ID.PID.FORMAT``: unique per run, and the
 pid tells a stale image (its run is dead) from a live one.  With the work
@@ -18,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import logging
 import os
 import re
 import shutil
@@ -27,6 +29,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from harness.errors import InfraError
+
+log = logging.getLogger(__name__)
 
 # the private dirs (QMP sockets) of a QEMU the harness starts: diskbench-vm-PID-...
 TMP_PREFIX = "diskbench-vm-"
@@ -95,32 +99,74 @@ def _command() -> str:
     return " ".join(words)[:300]
 
 
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether ``path`` still names the file open as ``fd`` (a run that ended removes its lock file)."""
+    try:
+        there = path.stat()
+    except FileNotFoundError:
+        return False
+    here = os.fstat(fd)
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
+
+
+def _open_locked(directory: Path, *, what: str, flag: str) -> int:
+    """The lock file of ``directory``, open and flocked; :class:`DirBusy` if a run holds it."""
+    path = directory / LOCK_NAME
+    while True:
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise InfraError(f"{what} {directory} cannot be used: {exc.strerror or exc}") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            busy = exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN)
+            holder = _holder(fd)
+            os.close(fd)
+            if not busy:
+                raise
+            raise DirBusy(
+                f"{what} {directory} is in use by another diskbench run ({holder}): "
+                f"wait for it to finish or pass another {flag}"
+            ) from None
+        if _same_file(fd, path):
+            return fd
+        # the run that held it removed the file between our open and our lock: lock the new one
+        os.close(fd)
+
+
+def _dead_holder(fd: int) -> str | None:
+    """What the lock file says about a holder that is no longer running (None: none, or ourselves)."""
+    with contextlib.suppress(OSError):
+        text = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip()
+        pid, _, command = text.partition("\n")
+        if pid.isdigit() and int(pid) != os.getpid() and not pid_alive(int(pid)):
+            return f"pid {pid}: {command.strip() or '?'}"
+    return None
+
+
 @contextlib.contextmanager
 def locked(directory: Path, *, what: str, flag: str) -> Iterator[Path]:
     """Hold ``directory``'s lock for the block; refuse at once (:class:`DirBusy`) if a run holds it.
 
     ``what`` names the directory in the message ("results dir"), ``flag``
-    the option that picks another one ("--results-dir").
+    the option that picks another one ("--results-dir").  The lock file is
+    removed when the block ends; one a killed run left is taken over with a note.
     """
+    fd = _open_locked(directory, what=what, flag=flag)
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        fd = os.open(directory / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    except OSError as exc:
-        raise InfraError(f"{what} {directory} cannot be used: {exc.strerror or exc}") from exc
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise
-            raise DirBusy(
-                f"{what} {directory} is in use by another diskbench run ({_holder(fd)}): "
-                f"wait for it to finish or pass another {flag}"
-            ) from None
+        dead = _dead_holder(fd)
+        if dead is not None:
+            log.info(f"{what} {directory}: taking over the lock of a run that is no longer running ({dead})")
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n{_command()}\n".encode(), 0)
         yield directory
     finally:
+        # removed while still held: a run that opened it meanwhile finds it gone and opens a new one
+        if _same_file(fd, directory / LOCK_NAME):
+            with contextlib.suppress(OSError):
+                (directory / LOCK_NAME).unlink()
         os.close(fd)  # closing drops the flock
 
 

@@ -61,3 +61,24 @@ def test_images_and_probe_dirs_of_dead_runs_are_removed_live_ones_kept(tmp_path:
     assert not stale.exists() and not probe.exists()
     assert live.exists() and mine.exists() and other.exists()
     assert clean_dead_runs(work) == [] or all(not p.is_relative_to(work) for p in clean_dead_runs(work))
+
+
+def test_the_lock_file_goes_with_its_run_and_one_a_killed_run_left_is_taken_over(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with locked(tmp_path, what="results dir", flag="--results-dir"):
+        assert (tmp_path / ".diskbench.lock").is_file()
+    assert not (tmp_path / ".diskbench.lock").exists()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (tmp_path / ".diskbench.lock").write_text(f"{dead.pid}\ndiskbench run --workload dd\n")
+    with (
+        caplog.at_level("INFO", logger="harness"),
+        locked(tmp_path, what="results dir", flag="--results-dir"),
+    ):
+        assert (tmp_path / ".diskbench.lock").read_text().startswith(f"{os.getpid()}\n")
+    assert [r.getMessage() for r in caplog.records] == [
+        f"results dir {tmp_path}: taking over the lock of a run that is no longer running "
+        f"(pid {dead.pid}: diskbench run --workload dd)"
+    ]
+    assert not (tmp_path / ".diskbench.lock").exists()
