@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     top = repo_toplevel(args.repo)
     good, bad, _commits = commit_range(top, args.good, args.bad)
     out = args.out or args.results_dir / "bisect" / f"{good[:12]}..{bad[:12]}"
-    with hold(args.results_dir, args.work_dir):
+    with hold(args.results_dir, args.work_dir, host_disk=args.host_disk, progress=err):
         result = _run(args, top, spec, settings, options, out)
     print(result.text, end="")
     print(f"state: {result.out_dir / 'bisect.json'}")

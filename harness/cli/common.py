@@ -146,6 +146,14 @@ def add_machine_options(group: Any) -> None:
         "($DISKBENCH_RESULTS_DIR changes it)",
     )
     group.add_argument(
+        "--host-disk",
+        default="native",
+        metavar="NAME",
+        help="the disk the work dir is on: native (the runner's own) or a model built under the work "
+        "dir as root, named in harness/data/host_disks.toml (period-hdd, sata-ssd); the model is part "
+        "of the machine's identity in records",
+    )
+    group.add_argument(
         "--boot-timeout-s",
         type=float,
         default=None,
@@ -187,11 +195,14 @@ def _disk_size(text: str) -> int:
 def machine_from_args(args: argparse.Namespace) -> MachineOptions:
     """The options of :func:`add_machine_options`, with the binaries the top-level flags resolved
     (``args.binaries``), as one value."""
+    from harness.host.hostdisk import check_usable, model_dir
     from harness.rounds.session import MachineOptions
 
+    check_usable(args.host_disk)
     return MachineOptions(
         binaries=args.binaries,
-        work_dir=args.work_dir,
+        work_dir=model_dir(args.work_dir, args.host_disk),
+        host_disk=args.host_disk,
         results_dir=args.results_dir,
         accel=args.accel,
         start=args.start,

@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     pointers = Pointers(
         pages_url=pages_url_from_args(args), reproduce=tuple(reproduce_argv(args, commits, top))
     )
-    with hold(args.results_dir, args.work_dir):
+    with hold(args.results_dir, args.work_dir, host_disk=args.host_disk, progress=err):
         result = _run(args.repo, (sources[0], sources[1]), spec, settings, options, out, pointers)
     print(result.markdown, end="")
     print(f"comparison: {result.out_dir / 'comparison.json'}")

@@ -242,7 +242,7 @@ def run(args: argparse.Namespace) -> int:
     )  # too little is exit 3 before any image exists
     # the combinations a format cannot have (metadata on raw) are left out without a word: a
     # list of formats asks for the combinations each can have (--dry-run lists them)
-    with hold(args.results_dir, args.work_dir):
+    with hold(args.results_dir, args.work_dir, host_disk=args.host_disk, progress=err):
         return _run_cells(options, cells, builds)
 
 

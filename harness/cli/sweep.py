@@ -135,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
         for path, why in sweep.corrupt_records(directory):
             print(f"record {path} cannot be read ({why}): a run sets it aside and runs its cell again")
         return ExitCode.OK
-    with hold(args.results_dir, args.work_dir):
+    with hold(args.results_dir, args.work_dir, host_disk=args.host_disk, progress=err):
         return _run_sweep(args, options, spec, policy, (cells, builds), directory)
 
 

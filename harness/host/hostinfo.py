@@ -90,8 +90,11 @@ def build_identity(qemu: str, qemu_img: str, *, runs_as: int | None = None) -> d
     }
 
 
-def machine_info(work_dir: Path, *, accel: str, accel_reason: str, binaries: Binaries) -> dict[str, Any]:
-    """Everything that makes two samples comparable or not, ``binaries`` among it, as given."""
+def machine_info(
+    work_dir: Path, *, accel: str, accel_reason: str, binaries: Binaries, host_disk: str | None = None
+) -> dict[str, Any]:
+    """Everything that makes two samples comparable or not, ``binaries`` among it, as given;
+    ``host_disk`` names the disk model the work dir is on (None: the native disk, no key)."""
     qemu = binaries.qemu
     qemu_img = binaries.qemu_img
     uname = os.uname()
@@ -111,6 +114,7 @@ def machine_info(work_dir: Path, *, accel: str, accel_reason: str, binaries: Bin
         **build_identity(qemu, qemu_img, runs_as=binaries.runs_as),
         "work_dir": str(work_dir),
         "work_dir_fs": filesystem_type(work_dir),
+        **({"host_disk": host_disk} if host_disk is not None else {}),
     }
 
 

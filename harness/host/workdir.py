@@ -25,7 +25,7 @@ import re
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from harness.errors import InfraError
@@ -171,14 +171,33 @@ def locked(directory: Path, *, what: str, flag: str) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def hold(results_dir: Path, work_dir: Path) -> Iterator[None]:
-    """Both locks of a run (results dir first), then the work dir cleaned of dead runs' leftovers."""
+def hold(
+    results_dir: Path,
+    work_dir: Path,
+    *,
+    host_disk: str = "native",
+    progress: Callable[[str], None] = lambda _msg: None,
+) -> Iterator[None]:
+    """Both locks of a run (results dir first), then the work dir cleaned of dead runs' leftovers
+    (a dead run's host disk model among them); with a ``host_disk`` model other than native, that
+    model built under the work dir for the block and torn down after it
+    (:mod:`harness.host.hostdisk`; the sessions' work dir is its mount point)."""
+    from harness.host import hostdisk
+
     with (
         locked(results_dir, what="results dir", flag="--results-dir"),
         locked(work_dir, what="work dir", flag="--work-dir"),
     ):
         clean_dead_runs(work_dir)
-        yield
+        if (work_dir / hostdisk.STATE_DIR).exists() or any(work_dir.glob(f"{hostdisk.MOUNT_PREFIX}*")):
+            for note in hostdisk.clean_stale(work_dir):
+                progress(note)
+        model = hostdisk.profile(host_disk)
+        if model is None:
+            yield
+        else:
+            with hostdisk.mounted(work_dir, model, progress=progress):
+                yield
 
 
 def clean_dead_runs(work_dir: Path) -> list[Path]:

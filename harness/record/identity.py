@@ -38,7 +38,12 @@ MACHINE_KEYS = (
     "qemu_sha256",
     "qemu_img_sha256",
     "work_dir_fs",
+    # the host disk model the work dir is on (harness/host/hostdisk.py); absent: the native disk
+    "host_disk",
 )
+#: keys a record of the native disk has not (records from before host disk models, and the native
+#: disk's since): left out of a hashed identity when absent, so those hashes stay as they were
+OPTIONAL_KEYS = ("host_disk",)
 # MACHINE_KEYS but the runner's name and the path of its QEMU binary
 MERGE_MACHINE_KEYS = tuple(k for k in MACHINE_KEYS if k not in ("hostname", "qemu"))
 # the report's series: the accelerator the guest really ran under, the runner, its CPU and QEMU
@@ -51,6 +56,7 @@ SERIES_MACHINE_KEYS = (
     "qemu_sha256",
     "qemu_img_sha256",
     "work_dir_fs",
+    "host_disk",
 )
 
 
@@ -64,10 +70,15 @@ def build_identity(record: Record) -> tuple[Any, ...]:
     return tuple(record.machine.get(k) for k in BUILD_KEYS)
 
 
+def _keys(machine: MachineInfo, keys: Sequence[str]) -> dict[str, Any]:
+    """``machine``'s values of ``keys``, an :data:`OPTIONAL_KEYS` one left out when it has none."""
+    return {k: machine.get(k) for k in keys if k not in OPTIONAL_KEYS or machine.get(k) is not None}
+
+
 def fingerprint(machine: MachineInfo, subject: SubjectInfo, vm: VMInfo) -> str:
     """A short hash of what makes samples comparable: machine identity, subject, guest size."""
     identity = {
-        "machine": {k: machine.get(k) for k in MACHINE_KEYS},
+        "machine": _keys(machine, MACHINE_KEYS),
         "guest": subject.guest.get("recipe_hash"),
         "policy": subject.policy,
         "vm": {"mem_mib": vm.mem_mib, "smp": vm.smp},
@@ -83,7 +94,7 @@ def merge_identity(record: Record) -> dict[str, Any]:
     """What must be equal for two records to be part of one merged sweep."""
     machine, subject, vm = record.machine, record.subject, record.vm
     return {
-        **{k: machine.get(k) for k in MERGE_MACHINE_KEYS},
+        **_keys(machine, MERGE_MACHINE_KEYS),
         "guest": subject.guest.get("recipe_hash"),
         "policy": subject.policy,
         "mem_mib": vm.mem_mib,

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from harness.host import hostdisk
 from harness.host.hostinfo import machine_info
 from harness.record import MachineInfo, Record, RecordDir, SubjectInfo, VMInfo, run_records
 from harness.record.identity import fingerprint
@@ -100,6 +101,8 @@ class MachineOptions:
     start: str = "auto"
     boot_timeout_s: float | None = None
     workload_timeout_s: float = 1800.0
+    #: the host disk model ``work_dir`` is on (:mod:`harness.host.hostdisk`); native: the runner's
+    host_disk: str = "native"
 
 
 @dataclass(frozen=True)
@@ -166,7 +169,13 @@ def open_session(
         binaries=machine.binaries,
     )
     info = MachineInfo(
-        machine_info(work_dir, accel=choice.accel, accel_reason=choice.reason, binaries=machine.binaries)
+        machine_info(
+            work_dir,
+            accel=choice.accel,
+            accel_reason=choice.reason,
+            binaries=machine.binaries,
+            host_disk=hostdisk.identity(machine.host_disk),
+        )
     )
     subject = guest_subject(guest)
     if policy is not None:

@@ -1,0 +1,566 @@
+"""Host disk models: the work dir on a modelled disk (a period spinning disk, a SATA SSD) instead of
+the runner's own (``native``).
+
+A model is built from what a Debian runner has::
+
+    WORK/.host-disk/backing.raw   a sparse raw file on the runner's disk, ext4 made on it natively
+      -> qemu-storage-daemon      serves it (cache.direct=on) over a FUSE export, WORK/.host-disk/export.img
+      -> strace                   attached to the daemon: each fdatasync/fsync it makes waits the
+                                  profile's flush cost (less what the path itself costs)
+      -> /dev/loopN               the export, loop-attached with --direct-io=off: with O_DIRECT the
+                                  loop device lost writes to the FUSE file (the export opens its
+                                  files direct_io, so no page cache sits there either way)
+      -> throttle                 per request at the loop device: cgroup v1 blkio's bps and iops
+                                  limits (every bio, the writeback of the page cache included);
+                                  without v1 blkio, the daemon's throttle group, whose FUSE reads
+                                  arrive as 128 KiB requests (a sequential read is then capped at
+                                  iops x 128 KiB: :attr:`Model.throttle` says which)
+      -> ext4                     mounted on WORK/host-disk-NAME: the sessions' work dir
+
+:func:`mounted` builds it and tears it down whatever happens; what it made is written to
+``WORK/.host-disk/state.json`` as it goes, and :func:`clean_stale` (called with the work dir's lock
+held, before a model is built) clears what a killed harness left: its mount, loop device, throttle
+limits, daemon and export, found from the state file and from the system's own tables.
+Root only (a loop device and a mount): :func:`check_usable` refuses elsewhere with exit 2.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import time
+import tomllib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from harness.errors import CommandError, InfraError, UsageError
+from harness.host import proc
+
+log = logging.getLogger(__name__)
+
+NATIVE = "native"
+STATE_DIR = ".host-disk"
+STATE_FILE = "state.json"
+MOUNT_PREFIX = "host-disk-"
+BLKIO = Path("/sys/fs/cgroup/blkio")
+BLKIO_FILES = (
+    "blkio.throttle.read_bps_device",
+    "blkio.throttle.write_bps_device",
+    "blkio.throttle.read_iops_device",
+    "blkio.throttle.write_iops_device",
+)
+#: what the loop device reads ahead for the page cache: a buffered sequential read arrives at the
+#: throttle as requests of this size (at the default 128 KiB it would be iops-bound)
+READ_AHEAD_KB = 1024
+#: fdatasync calls timed to measure what a flush costs on the model's path before its delay is set
+FLUSH_PROBES = 24
+START_TIMEOUT_S = 15.0
+
+
+class HostDiskError(UsageError):
+    """A host disk model that cannot be used as asked (unknown name, not root): exit 2."""
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A named disk model and the figures fio checks it against (``harness/data/host_disks.toml``)."""
+
+    name: str
+    description: str
+    seq_mib_s: float
+    random_iops: int
+    flush_ms: float
+    capacity: int
+
+    def identity(self, throttle: str) -> str:
+        """What a record's machine info says of the model (``host_disk``, part of the machine's
+        identity): its name, figures and how it is throttled, one string."""
+        return (
+            f"{self.name}: {self.seq_mib_s:g} MiB/s, {self.random_iops} IOPS, "
+            f"flush {self.flush_ms:g} ms, throttled by {throttle}"
+        )
+
+
+def _profile(name: str, table: dict[str, Any]) -> Profile:
+    from harness.sizes import parse_size
+
+    try:
+        found = Profile(
+            name=name,
+            description=str(table["description"]),
+            seq_mib_s=float(table["seq_mib_s"]),
+            random_iops=int(table["random_iops"]),
+            flush_ms=float(table["flush_ms"]),
+            capacity=parse_size(str(table["capacity"]), what=f"host disk {name} capacity"),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InfraError(f"host disk profile {name!r} in host_disks.toml is malformed ({exc})") from exc
+    if found.seq_mib_s <= 0 or found.random_iops <= 0 or found.flush_ms < 0 or found.capacity <= 0:
+        raise InfraError(f"host disk profile {name!r} in host_disks.toml has a figure out of range")
+    return found
+
+
+@lru_cache(maxsize=1)
+def profiles() -> dict[str, Profile]:
+    """Every named model in package data, by name."""
+    from harness.paths import package_data
+
+    with open(package_data("host_disks.toml"), "rb") as fh:
+        tables = tomllib.load(fh)
+    return {name: _profile(name, table) for name, table in tables.items()}
+
+
+def names() -> list[str]:
+    return [NATIVE, *profiles()]
+
+
+def profile(name: str, *, what: str = "--host-disk") -> Profile | None:
+    """The profile ``name`` names, None for ``native``; a :class:`HostDiskError` for any other."""
+    if name == NATIVE:
+        return None
+    found = profiles().get(name)
+    if found is None:
+        raise HostDiskError(f"{what} {name!r}: no such host disk model: use one of {', '.join(names())}")
+    return found
+
+
+def check_usable(name: str, *, what: str = "--host-disk", euid: int | None = None) -> Profile | None:
+    """:func:`profile`, refused (exit 2) where a model cannot be built: it needs root for its loop
+    device and mount."""
+    found = profile(name, what=what)
+    if found is not None and (os.geteuid() if euid is None else euid) != 0:
+        raise HostDiskError(
+            f"{what} {name}: a host disk model needs root (a loop device and a mount): run as root, "
+            f"or use {what} {NATIVE}"
+        )
+    return found
+
+
+def model_dir(work_dir: Path, name: str) -> Path:
+    """The work dir of the sessions on model ``name`` (its ext4's mount point); ``work_dir`` for native."""
+    return work_dir if name == NATIVE else work_dir / f"{MOUNT_PREFIX}{name}"
+
+
+@dataclass
+class Model:
+    """A built model: where it is mounted and what holds it up (written to the state file)."""
+
+    work_dir: Path
+    profile: Profile
+    throttle: str = ""
+    loop: str = ""
+    loop_devno: str = ""
+    qsd_pid: int = 0
+    strace_pid: int = 0
+    flush_path_ms: float = 0.0
+    _children: list[subprocess.Popen[bytes]] = field(default_factory=list, repr=False)
+
+    @property
+    def state_dir(self) -> Path:
+        return self.work_dir / STATE_DIR
+
+    @property
+    def mount(self) -> Path:
+        return model_dir(self.work_dir, self.profile.name)
+
+    @property
+    def export(self) -> Path:
+        return self.state_dir / "export.img"
+
+    @property
+    def backing(self) -> Path:
+        return self.state_dir / "backing.raw"
+
+    def identity(self) -> str:
+        return self.profile.identity(self.throttle)
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "harness_pid": os.getpid(),
+            "profile": self.profile.name,
+            "throttle": self.throttle,
+            "qsd_pid": self.qsd_pid,
+            "strace_pid": self.strace_pid,
+            "loop": self.loop,
+            "loop_devno": self.loop_devno,
+            "mount": str(self.mount),
+            "export": str(self.export),
+        }
+
+    def _save(self) -> None:
+        from harness.files import write_text_atomic
+
+        write_text_atomic(self.state_dir / STATE_FILE, json.dumps(self.state(), indent=1) + "\n")
+
+
+def _which(name: str) -> str:
+    found = shutil.which(name)
+    if not found:
+        raise InfraError(f"{name} not found: a host disk model needs it; run scripts/setup.sh")
+    return found
+
+
+def _spawn(argv: list[str], log_path: Path) -> subprocess.Popen[bytes]:
+    """A helper process of the model, tied to the harness (it dies with it, even by SIGKILL)."""
+    with log_path.open("ab") as out:
+        return subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            preexec_fn=proc.die_with_parent,
+        )
+
+
+def _tail(path: Path) -> str:
+    with contextlib.suppress(OSError):
+        return path.read_text(errors="replace")[-2000:]
+    return ""
+
+
+def _mounted(path: Path) -> bool:
+    target = str(path)
+    with contextlib.suppress(OSError), open("/proc/mounts", encoding="utf-8") as mounts:
+        return any(line.split()[1].replace("\\040", " ") == target for line in mounts if line.strip())
+    return False
+
+
+def _wait_for(
+    done: Callable[[], bool], *, timeout_s: float, child: subprocess.Popen[bytes], what: str, log_path: Path
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        if child.poll() is not None:
+            raise CommandError(
+                f"{what} exited with code {child.returncode} before it was ready (log: {log_path})",
+                argv=[str(a) for a in child.args] if isinstance(child.args, list) else [],
+                returncode=child.returncode,
+                stderr=_tail(log_path),
+            )
+        if time.monotonic() > deadline:
+            raise CommandError(
+                f"{what} was not ready within {timeout_s} s (log: {log_path})", stderr=_tail(log_path)
+            )
+        time.sleep(0.05)
+
+
+def _blkio_available() -> bool:
+    return all((BLKIO / name).is_file() for name in BLKIO_FILES)
+
+
+def throttle_kind() -> str:
+    """How a model is throttled on this host: ``blkio`` (cgroup v1, per bio at the loop device) or
+    ``qemu-storage-daemon`` (its throttle group, per FUSE request)."""
+    return "blkio" if _blkio_available() else "qemu-storage-daemon"
+
+
+def identity(name: str) -> str | None:
+    """The ``host_disk`` of a record's machine info for model ``name``; None for native (a record
+    of the native disk has no such key, as before models existed)."""
+    found = profile(name)
+    return None if found is None else found.identity(throttle_kind())
+
+
+def _set_blkio(devno: str, bps: int, iops: int) -> None:
+    for name in BLKIO_FILES:
+        value = bps if "bps" in name else iops
+        (BLKIO / name).write_text(f"{devno} {value}\n")
+
+
+def _clear_blkio(devno: str) -> None:
+    for name in BLKIO_FILES:
+        with contextlib.suppress(OSError):
+            (BLKIO / name).write_text(f"{devno} 0\n")
+
+
+def _build(model: Model, progress: Callable[[str], None]) -> None:
+    prof = model.profile
+    qsd = _which("qemu-storage-daemon")
+    strace = _which("strace")
+    model.state_dir.mkdir(parents=True, exist_ok=True)
+    model.mount.mkdir(parents=True, exist_ok=True)
+    model.throttle = throttle_kind()
+    model._save()
+    # ext4 is made on the raw file natively (fast, no lazy init left to run through the model)
+    with open(model.backing, "wb") as fh:
+        fh.truncate(prof.capacity)
+    proc.run(
+        [
+            "mkfs.ext4",
+            "-q",
+            "-F",
+            "-E",
+            "lazy_itable_init=0,lazy_journal_init=0,nodiscard",
+            str(model.backing),
+        ],
+        timeout_s=300,
+    )
+    model.export.touch()
+    bps = int(prof.seq_mib_s * 1024 * 1024)
+    node = "disk"
+    argv = [
+        qsd,
+        "--blockdev",
+        f"driver=file,node-name=disk,filename={model.backing},cache.direct=on,aio=threads",
+    ]
+    if model.throttle == "qemu-storage-daemon":
+        argv += [
+            "--object",
+            f"throttle-group,id=model,x-bps-total={bps},x-iops-total={prof.random_iops}",
+            "--blockdev",
+            "driver=throttle,node-name=throttled,throttle-group=model,file=disk",
+        ]
+        node = "throttled"
+    argv += ["--export", f"type=fuse,id=model,node-name={node},mountpoint={model.export},writable=on"]
+    qsd_log = model.state_dir / "qemu-storage-daemon.log"
+    daemon = _spawn(argv, qsd_log)
+    model._children.append(daemon)
+    model.qsd_pid = daemon.pid
+    model._save()
+    _wait_for(
+        lambda: _mounted(model.export),
+        timeout_s=START_TIMEOUT_S,
+        child=daemon,
+        what="qemu-storage-daemon",
+        log_path=qsd_log,
+    )
+    loop = proc.run(["losetup", "--find", "--show", "--direct-io=off", str(model.export)], timeout_s=60)
+    model.loop = loop.stdout.strip()
+    name = Path(model.loop).name
+    model.loop_devno = Path(f"/sys/block/{name}/dev").read_text().strip()
+    model._save()
+    with contextlib.suppress(OSError):
+        Path(f"/sys/block/{name}/queue/read_ahead_kb").write_text(f"{READ_AHEAD_KB}\n")
+    if model.throttle == "blkio":
+        _set_blkio(model.loop_devno, bps, prof.random_iops)
+    proc.run(["mount", "-t", "ext4", model.loop, str(model.mount)], timeout_s=60)
+    model._save()
+    model.flush_path_ms = _flush_p50_ms(model.mount)
+    delay_us = max(0, round((prof.flush_ms - model.flush_path_ms) * 1000))
+    tids = sorted(int(t) for t in os.listdir(f"/proc/{daemon.pid}/task"))
+    trace_log = model.state_dir / "strace.log"
+    tracer = _spawn(
+        [
+            strace,
+            "-qq",
+            "-f",
+            "-o",
+            "/dev/null",
+            "-e",
+            "trace=fdatasync,fsync",
+            "-e",
+            f"inject=fdatasync,fsync:delay_enter={delay_us}us",
+            *[a for tid in tids for a in ("-p", str(tid))],
+        ],
+        trace_log,
+    )
+    model._children.append(tracer)
+    model.strace_pid = tracer.pid
+    model._save()
+    _wait_for(
+        lambda: all(_tracer_of(daemon.pid, tid) == tracer.pid for tid in tids),
+        timeout_s=START_TIMEOUT_S,
+        child=tracer,
+        what="strace",
+        log_path=trace_log,
+    )
+    progress(
+        f"host disk {prof.name}: {model.mount} on {model.loop} ({prof.seq_mib_s:g} MiB/s, "
+        f"{prof.random_iops} IOPS by {model.throttle}, flush {prof.flush_ms:g} ms: "
+        f"{model.flush_path_ms:.2f} ms of path + {delay_us / 1000:.2f} ms injected)"
+    )
+
+
+def _tracer_of(pid: int, tid: int) -> int:
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path(f"/proc/{pid}/task/{tid}/status").read_text().splitlines():
+            if line.startswith("TracerPid:"):
+                return int(line.split()[1])
+    return -1
+
+
+def _flush_p50_ms(directory: Path) -> float:
+    """The median time of fdatasync after a 4 KiB O_DIRECT overwrite, as fio's flush check times it."""
+    import mmap
+
+    path = directory / ".diskbench-flush-probe"
+    buf = mmap.mmap(-1, 4096)
+    buf.write(b"\xa5" * 4096)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_DIRECT, 0o600)
+    try:
+        os.pwrite(fd, buf, 0)
+        os.fdatasync(fd)
+        times = []
+        for _ in range(FLUSH_PROBES):
+            os.pwrite(fd, buf, 0)
+            start = time.perf_counter()
+            os.fdatasync(fd)
+            times.append(time.perf_counter() - start)
+    finally:
+        os.close(fd)
+        path.unlink(missing_ok=True)
+    return statistics.median(times) * 1000
+
+
+@contextlib.contextmanager
+def mounted(
+    work_dir: Path, prof: Profile, *, progress: Callable[[str], None] = lambda _m: None
+) -> Iterator[Model]:
+    """Model ``prof`` built under ``work_dir`` (its lock held by the caller) for the block; torn down
+    whatever happens. What a dead run left is cleared first (:func:`clean_stale`)."""
+    work_dir = work_dir.resolve()
+    for note in clean_stale(work_dir):
+        progress(note)
+    model = Model(work_dir=work_dir, profile=prof)
+    try:
+        _build(model, progress)
+        yield model
+    finally:
+        teardown(work_dir, model.state(), children=model._children)
+
+
+def _state(work_dir: Path) -> dict[str, Any]:
+    with contextlib.suppress(OSError, ValueError):
+        found = json.loads((work_dir / STATE_DIR / STATE_FILE).read_text())
+        if isinstance(found, dict):
+            return found
+    return {}
+
+
+def _cmdline(pid: int) -> list[str]:
+    with contextlib.suppress(OSError):
+        return [
+            a.decode(errors="replace") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a
+        ]
+    return []
+
+
+def _daemons(export: Path) -> list[int]:
+    """qemu-storage-daemon processes serving ``export`` (found by their command line)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            argv = _cmdline(int(entry.name))
+            if argv and Path(argv[0]).name == "qemu-storage-daemon" and any(str(export) in a for a in argv):
+                found.append(int(entry.name))
+    return found
+
+
+def _loops(export: Path) -> list[str]:
+    """Loop devices attached to ``export``."""
+    found = []
+    for backing in Path("/sys/block").glob("loop*/loop/backing_file"):
+        with contextlib.suppress(OSError):
+            if backing.read_text().strip().removesuffix(" (deleted)") == str(export):
+                found.append(f"/dev/{backing.parent.parent.name}")
+    return found
+
+
+def _umount(path: Path, notes: list[str]) -> None:
+    if not _mounted(path):
+        return
+    for argv in (["umount", str(path)], ["umount", "-l", str(path)]):
+        with contextlib.suppress(CommandError):
+            proc.run(argv, timeout_s=60)
+            notes.append(f"unmounted {path}")
+            return
+    notes.append(f"could not unmount {path}")
+
+
+def _stop(pid: int, notes: list[str], what: str) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline and Path(f"/proc/{pid}").exists() and not _zombie(pid):
+            time.sleep(0.05)
+        if Path(f"/proc/{pid}").exists() and not _zombie(pid):
+            os.kill(pid, signal.SIGKILL)
+        notes.append(f"stopped {what} (pid {pid})")
+
+
+def _zombie(pid: int) -> bool:
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    return True
+
+
+def teardown(
+    work_dir: Path, state: dict[str, Any], *, children: list[subprocess.Popen[bytes]] | None = None
+) -> list[str]:
+    """Take down every part of a model under ``work_dir``: the mounts, throttle limits, loop
+    devices, the tracer and the daemon, the export; from ``state`` and from the system's tables."""
+    notes: list[str] = []
+    state_dir = work_dir / STATE_DIR
+    export = Path(state.get("export") or state_dir / "export.img")
+    mounts = {Path(state["mount"])} if state.get("mount") else set()
+    with contextlib.suppress(OSError):
+        mounts |= {p for p in work_dir.iterdir() if p.name.startswith(MOUNT_PREFIX)}
+    for mount in sorted(mounts):
+        _umount(mount, notes)
+    loops = set(_loops(export))
+    if state.get("loop"):
+        loops.add(str(state["loop"]))
+    for loop in sorted(loops):
+        devno = ""
+        with contextlib.suppress(OSError):
+            devno = Path(f"/sys/block/{Path(loop).name}/dev").read_text().strip()
+        if loop in _loops(export):
+            with contextlib.suppress(CommandError):
+                proc.run(["losetup", "-d", loop], timeout_s=60)
+                notes.append(f"detached {loop}")
+        if devno and _blkio_available():
+            _clear_blkio(devno)
+    tracer = int(state.get("strace_pid") or 0)
+    if tracer and Path(_cmdline(tracer)[0] if _cmdline(tracer) else "").name == "strace":
+        _stop(tracer, notes, "strace")
+    for daemon in sorted({*_daemons(export)}):
+        _stop(daemon, notes, "qemu-storage-daemon")
+    for child in children or []:
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            child.kill()
+            child.wait(timeout=5)
+    _umount(export, notes)
+    for mount in sorted(mounts):
+        with contextlib.suppress(OSError):
+            if not _mounted(mount):
+                mount.rmdir()
+    for name in ("backing.raw", "export.img", STATE_FILE):
+        with contextlib.suppress(OSError):
+            if not _mounted(state_dir / name):
+                (state_dir / name).unlink(missing_ok=True)
+    return notes
+
+
+def clean_stale(work_dir: Path) -> list[str]:
+    """Clear what a dead run's model left under ``work_dir`` (call with the work dir's lock held:
+    no live run uses it); the notes say what was cleared."""
+    work_dir = work_dir.resolve()
+    state = _state(work_dir)
+    export = work_dir / STATE_DIR / "export.img"
+    leftovers = (
+        state
+        or _daemons(export)
+        or _loops(export)
+        or _mounted(export)
+        or any(_mounted(p) for p in work_dir.glob(f"{MOUNT_PREFIX}*"))
+    )
+    if not leftovers:
+        return []
+    notes = teardown(work_dir, state)
+    return [f"host disk: a dead run's model cleared: {'; '.join(notes) or 'its state file'}"]
+
+
+def filesystem_of(path: Path) -> str:
+    """The file system ``path`` is on (:func:`harness.host.hostinfo.filesystem_type`)."""
+    from harness.host.hostinfo import filesystem_type
+
+    return filesystem_type(path)
