@@ -11,6 +11,7 @@ APT_PACKAGES=(
   debootstrap                       # diskbench guest pin: resolves the minbase payload set
   e2fsprogs                         # mke2fs -d: the payload drive image
   util-linux-extra                  # fincore: how much of an image is in the host page cache
+  fio strace                        # host disk models (--host-disk): strace sets their flush cost, fio checks them
   python3-venv ca-certificates
   git                               # asv checks out each commit; the gate makes worktrees
   chromium chromium-driver          # the tests open the published pages in headless Chromium
