@@ -55,17 +55,19 @@ def human_seconds(value: float) -> str:
 def human(value: float | None, unit: str) -> str:
     """A value of a metric in its unit, for a person: ``-`` for none, ``n/a`` for not finite.
 
-    Times in seconds and bytes are scaled (ms/s/min, KiB/MiB/GiB); every other metric stays in
-    its own unit (a ``_ms`` latency in ms, whatever its size).  Three significant digits with
-    their trailing zeros, counts as whole numbers, never scientific notation."""
+    One unit per metric, whatever the value, so that two runs of a cell read alike: seconds in
+    s (``0.972 s``, never ``972 ms`` beside another run's ``1.54 s``), bytes in MiB (four
+    significant digits: ``177.2 MiB``, ``0.1914 MiB``), every other metric in its own unit (a
+    ``_ms`` latency in ms, whatever its size).  Three significant digits with their trailing
+    zeros, counts as whole numbers, never scientific notation."""
     if value is None:
         return "-"
     if not math.isfinite(value):
         return "n/a"
     if unit == "B":
-        return human_bytes(value)
+        return f"{significant(value / KIB**2, 4)} MiB"
     if unit == "s":
-        return human_seconds(value)
+        return f"{significant(value)} s"
     if unit == "ratio":
         return f"{value:.3f}"
     if unit in ("", "count"):
@@ -98,23 +100,22 @@ class Column:
         return significant(scaled, self.digits)
 
 
-_BYTE_SCALES = (("GiB", KIB**3), ("MiB", KIB**2), ("KiB", KIB), ("B", 1))
-
-
 def column(values: Sequence[float], unit: str, *, digits: int = 3) -> Column:
-    """The one format of a column of values of a metric in ``unit``: bytes and seconds scaled by
-    the column's largest value (a column under a second is in ms), every other unit as it is;
-    counts whole, the rest with ``digits`` significant digits (``1.10``, ``87.5``, ``0.0452``)."""
+    """The one format of a column of values of a metric in ``unit``: the metric's own unit
+    whatever the values (a column of seconds stays in s however short, so that two runs of a cell
+    name the same unit), bytes in MiB; counts whole, the rest with ``digits`` significant digits
+    (``1.10``, ``87.5``, ``0.0452``)."""
     finite = [abs(v) for v in values if math.isfinite(v)]
-    top = max(finite, default=0.0)
     if unit in ("", "count") and all(float(v).is_integer() for v in finite):
         return Column(unit, whole=True)
     if unit == "B":
-        label, factor = next(((n, float(f)) for n, f in _BYTE_SCALES if top >= f), ("B", 1.0))
-        return Column(label, factor, digits=digits)
-    if unit == "s" and 0 < top < 1.0:
-        return Column("ms", 1e-3, digits=digits)
+        return Column("MiB", float(KIB**2), digits=digits)
     return Column(unit, digits=digits)
+
+
+def plural(count: int, word: str, words: str | None = None) -> str:
+    """``1 cell``, ``2 cells``, ``0 cells`` (``words``: the plural where it is not ``word + "s"``)."""
+    return f"{count} {word if count == 1 else (words or word + 's')}"
 
 
 def short_names(names: Sequence[str], sep: str = ".", dash: str = "-") -> tuple[str, list[str]]:

@@ -22,6 +22,7 @@ from harness.compare.screen import row_label, with_screen
 from harness.compare.subject import diff_line, held_lines
 from harness.compare.text import format_p, format_value, pct
 from harness.compare.verdict import Kind, Verdict
+from harness.units import plural
 from harness.untrusted import inert_markdown
 
 
@@ -84,7 +85,7 @@ def _information_lines(cells: Sequence[ComparedCell]) -> list[str]:
     if not rows:
         return []
     lines = [
-        f"<details><summary>{len(rows)} figures shown, not gated (they decide nothing)</summary>",
+        f"<details><summary>{plural(len(rows), 'figure')} shown, not gated (they decide nothing)</summary>",
         "",
         "| cell | metric | change | CI | why not gated |",
         "| --- | --- | --- | --- | --- |",

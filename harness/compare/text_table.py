@@ -19,7 +19,7 @@ from harness.compare.screen import DECIDED, beyond
 from harness.compare.subject import diff_line, held_lines
 from harness.compare.text import format_p, pct
 from harness.compare.verdict import Kind, Verdict
-from harness.units import PLAIN, Style, human, short_names, table, visible_width
+from harness.units import PLAIN, Style, human, plural, short_names, table, visible_width
 from harness.untrusted import clean_line
 
 SORTS = ("cell", "effect")
@@ -151,7 +151,9 @@ def render_text(
     lines = [f"{headline}, {_accel(doc.accel)}"]
     tally = ", ".join(f"{counts[v.value]} {v.value}" for v in Verdict if counts.get(v.value))
     total = summary.cells if summary.cells is not None else len(cells)
-    lines.append(f"base {_side(doc.base)} vs head {_side(doc.head)}: {total} cells ({tally or 'none'})")
+    lines.append(
+        f"base {_side(doc.base)} vs head {_side(doc.head)}: {plural(total, 'cell')} ({tally or 'none'})"
+    )
     for warning in doc.warnings:
         lines.append(style(f"WARNING: {_line(warning)}", "red", "bold"))
     diff = summary.subject_diff

@@ -21,6 +21,7 @@ from harness.report.charts import BarChart, ShapeChart, byte_unit
 from harness.report.families import family_charts, one_side_rows
 from harness.report.series import CellResult, Series, label_of, metric_of
 from harness.sweep import QEMU_AXIS, canonical
+from harness.units import plural
 
 _DIGITS = {"s": 2, "MiB/s": 1, "ratio": 3, "%": 0}
 
@@ -407,7 +408,7 @@ def machine_line(series: Series) -> str:
     return (
         f"accel {series.accel.upper()}; {qemu}; host {machine.get('hostname', '?')} "
         f"({machine.get('cpu', '?')}, {machine.get('cores', '?')} cores, {machine.get('host_kernel', '?')}); "
-        f"images on {machine.get('work_dir_fs', '?')}; guest {series.vm.get('mem_mib', '?')} MiB, "
+        f"images on {machine.get('work_dir_fs', '?')}; guest RAM {series.vm.get('mem_mib', '?')} MiB, "
         f"{series.vm.get('smp', '?')} vCPU"
     )
 
@@ -428,9 +429,9 @@ def series_blocks(series: Series, index: int) -> list[Block]:
         blocks.append(Para(f"Sweep {series.sweep}: {scale} (scale 1: {series.preset.scale_1})."))
     blocks.append(
         Para(
-            f"{machine_line(series)}; {len({c.id for c in series.cells})} cells"
+            f"{machine_line(series)}; {plural(len({c.id for c in series.cells}), 'cell')}"
             + (f" under {len(series.builds)} QEMU builds" if len(series.builds) > 1 else "")
-            + f", {samples} samples"
+            + f", {plural(samples, 'sample')}"
             + (f", {failed} FAILED" if failed else ""),
             "machine",
         )

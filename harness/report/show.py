@@ -105,11 +105,11 @@ def _sample_cells(record: Record, name: str, unit: str) -> list[str]:
 
 
 def _heading(record: Record) -> str:
-    """``CELL_ID  2/2 ok, tcg, 256 MiB, 1 vCPU``: within 100 columns for the ids a run makes."""
+    """``CELL_ID  2/2 ok, tcg, guest RAM 256 MiB, 1 vCPU``: within 100 columns for the ids a run makes."""
     vm = record.vm
     return (
         f"{record.cell.id}  {len(_ok(record))}/{len(record.samples)} ok, "
-        f"{vm.get('accel', '?')}, {vm.get('mem_mib', '?')} MiB, {vm.get('smp', '?')} vCPU"
+        f"{vm.get('accel', '?')}, guest RAM {vm.get('mem_mib', '?')} MiB, {vm.get('smp', '?')} vCPU"
     )
 
 

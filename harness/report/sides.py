@@ -29,6 +29,7 @@ from harness.report.blocks import (
 from harness.report.charts import BarChart
 from harness.report.families import FAMILIES, Row, cell_label, family_charts, varying_axes, workload_words
 from harness.report.series import CellResult, Series, label_of, metric_of
+from harness.units import plural
 
 # the figures a comparison table shows, where the cells carry them
 TABLE_METRICS = ("total_s", "mib_per_s", "host.write_amplification", "host.create_s")
@@ -173,7 +174,7 @@ def comparison_blocks(base: Side, head: Side, verdicts: Verdicts | None = None) 
         for item in side.series:
             blocks.append(
                 Para(
-                    f"{side.label} ({sweeps}): {machine_line(item)}; {len(item.cells)} cells",
+                    f"{side.label} ({sweeps}): {machine_line(item)}; {plural(len(item.cells), 'cell')}",
                     "loud" if notes else "machine",
                 )
             )

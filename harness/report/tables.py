@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from harness.compare.samplestats import Stats
 from harness.errors import HarnessError
 from harness.record import Record
+from harness.units import plural
 from harness.workloads import metric_info
 
 HOST_ROWS = (
@@ -80,7 +81,7 @@ def render_table(records: Sequence[Record]) -> str:
         qemu = f", QEMU {record.machine.get('qemu_version', '?')}" if several else ""
         lines.append(
             f"cell {record.cell.id}  [{ok}/{len(samples)} ok, "
-            f"accel {vm.get('accel', '?')}{qemu}, {vm.get('mem_mib', '?')} MiB, {vm.get('smp', '?')} vCPU]"
+            f"accel {vm.get('accel', '?')}{qemu}, guest RAM {vm.get('mem_mib', '?')} MiB, {vm.get('smp', '?')} vCPU]"
         )
         rows = cell_rows(record)
         if rows:
@@ -155,7 +156,7 @@ def render_time_split(records: Sequence[Record]) -> str:
         )
         if split[key] or key != "failed_s"
     ]
-    return f"time: {count} samples took {_minutes(wall)}: " + ", ".join(parts) + "\n"
+    return f"time: {plural(count, 'sample')} took {_minutes(wall)}: " + ", ".join(parts) + "\n"
 
 
 def render(records: Sequence[Record]) -> str:
