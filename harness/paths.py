@@ -2,8 +2,9 @@
 
 What the package reads at run time (the record schema, the presets, the gate spec) ships inside
 it, in ``harness/data``, and is found through :func:`package_data`, so an installed ``diskbench``
-needs no checkout.  The guest recipe (``images/``), the storage policy and the default work and
-results dirs are the checkout's: relative to ``REPO_ROOT``, the directory above the package.
+needs no checkout.  The guest recipe (``images/``) and the storage policy are the checkout's:
+relative to ``REPO_ROOT``, the directory above the package; the default work and results dirs are
+the current directory's.
 """
 
 from __future__ import annotations
@@ -49,30 +50,25 @@ def qemu_cache_dir() -> Path:
     return SYSTEM_QEMU_CACHE if os.geteuid() == 0 else cache_dir() / "qemu"
 
 
-def _home() -> Path:
-    """The checkout the package runs from, else (an installed package) the current directory."""
-    return REPO_ROOT if (REPO_ROOT / "pyproject.toml").is_file() else Path.cwd()
-
-
 def default_work_dir() -> Path:
-    """Scratch images: ``$DISKBENCH_WORK_DIR`` or ``work/`` of the checkout (on the runner's real
-    disk); an installed package's is ``./work``."""
+    """Scratch images: ``$DISKBENCH_WORK_DIR`` or ``./work``, in the current directory (on the
+    runner's real disk).  Every default path is the current directory's, as git's and
+    pytest-benchmark's are: a command run from elsewhere reads and writes there, never a
+    checkout's."""
     env = os.environ.get("DISKBENCH_WORK_DIR")
-    return Path(env) if env else _home() / "work"
+    return Path(env) if env else Path.cwd() / "work"
 
 
 def default_results_dir() -> Path:
-    """Records and logs: ``$DISKBENCH_RESULTS_DIR`` or ``results/`` of the checkout (``./results``
-    for an installed package)."""
+    """Records and logs: ``$DISKBENCH_RESULTS_DIR`` or ``./results``, in the current directory."""
     env = os.environ.get("DISKBENCH_RESULTS_DIR")
-    return Path(env) if env else _home() / "results"
+    return Path(env) if env else Path.cwd() / "results"
 
 
 def shown_path(path: Path) -> str:
-    """A default path as help shows it: ``./work`` for one under the checkout (or, installed, the
-    current directory) it is relative to, else as it is."""
+    """A default path as help shows it: ``./work`` for one under the current directory, else as it is."""
     try:
-        relative = path.relative_to(_home())
+        relative = path.relative_to(Path.cwd())
     except ValueError:
         return str(path)
     return f"./{relative}"

@@ -35,7 +35,7 @@ class HelpFormatter(argparse.HelpFormatter):
     its help text names no default itself; a flag whose default is unset (``None``: decided
     later, from a spec or the accelerator) or off (``False``, a switch) gets nothing from here,
     and its help text says what happens when it is not given where that needs saying.  Paths
-    under the checkout are shown relative to it (``./work``), as the README writes them.
+    under the current directory are shown relative to it (``./work``), as the README writes them.
     """
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
@@ -135,16 +135,10 @@ def add_machine_options(group: Any) -> None:
         "--work-dir",
         type=Path,
         default=default_work_dir(),
-        help="where disk images are created: the runner's real disk, never tmpfs "
-        "($DISKBENCH_WORK_DIR changes it)",
+        help="where disk images are created: the runner's real disk, never tmpfs; relative to the "
+        "current directory ($DISKBENCH_WORK_DIR changes it)",
     )
-    group.add_argument(
-        "--results-dir",
-        type=Path,
-        default=default_results_dir(),
-        help="records and logs go here, a sweep's under RESULTS/sweeps/NAME/ "
-        "($DISKBENCH_RESULTS_DIR changes it)",
-    )
+    add_results_dir(group, "records and logs go here, a sweep's under RESULTS/sweeps/NAME/")
     group.add_argument(
         "--host-disk",
         default="native",
@@ -177,6 +171,18 @@ def add_machine_options(group: Any) -> None:
         default="auto",
         help="how each sample's guest starts: boot it (cold), restore it from a snapshot taken at "
         "its ready line (snapshot), or snapshot where it applies (auto)",
+    )
+
+
+def add_results_dir(parser: Any, what: str) -> None:
+    """``--results-dir``: where a command writes its records (``run``...) or finds the runs a name
+    such as ``latest`` stands for (``show``, ``compare``, ``report``); one default for all of them."""
+    parser.add_argument(
+        "--results-dir",
+        type=Path,
+        default=default_results_dir(),
+        metavar="DIR",
+        help=f"{what}; under the current directory unless absolute ($DISKBENCH_RESULTS_DIR changes it)",
     )
 
 
@@ -288,12 +294,17 @@ RECORDS_HELP = (
 )
 
 
-def named_records(name: str | Path) -> Path:
-    """The records a person named (see :func:`harness.record.name_records`); how a name was read
-    (``results``: its newest run) goes to stderr."""
+# the --results-dir of the commands that read runs
+READ_RUNS = "where the runs latest, latest~N and saved names stand for are looked up"
+
+
+def named_records(name: str | Path, results_dir: Path) -> Path:
+    """The records a person named (see :func:`harness.record.name_records`), runs such as
+    ``latest`` looked up in ``results_dir``; how a name was read (``results``: its newest run)
+    goes to stderr."""
     from harness.record import name_records
 
-    named = name_records(str(name), results_dir=default_results_dir())
+    named = name_records(str(name), results_dir=results_dir)
     if named.note:
         err(named.note)
     return named.path

@@ -10,11 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from harness.cli.common import (
+    READ_RUNS,
     RECORDS_HELP,
     add_compare_options,
     add_junit_option,
     add_output_format,
     add_pages_option,
+    add_results_dir,
     compare_argv,
     err,
     named_records,
@@ -79,12 +81,13 @@ def add_parser(sub: Any) -> None:
     )
     add_compare_options(parser)
     add_pages_option(parser)
+    add_results_dir(parser, READ_RUNS)
 
 
 def run(args: argparse.Namespace) -> int:
     from harness.record import find_records
 
-    base, head = named_records(args.base), named_records(args.head)
+    base, head = named_records(args.base, args.results_dir), named_records(args.head, args.results_dir)
     names = [
         n
         for path in (base, head)

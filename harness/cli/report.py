@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from harness.cli.common import RECORDS_HELP, named_records
+from harness.cli.common import READ_RUNS, RECORDS_HELP, add_results_dir, named_records
 from harness.errors import ExitCode, UsageError
 from harness.report.command import make_report
 from harness.report.sides import parse_labels
@@ -51,14 +51,15 @@ def add_parser(sub: Any) -> None:
     report.add_argument(
         "--markdown", type=Path, default=None, metavar="FILE", help="write a Markdown report here"
     )
+    add_results_dir(report, READ_RUNS)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.labels != "base,head" and not args.against:
         raise UsageError(f"--labels {args.labels!r} names the two sides of a comparison: add --against BASE")
     result = make_report(
-        [named_records(name) for name in args.records],
-        against=[named_records(name) for name in args.against],
+        [named_records(name, args.results_dir) for name in args.records],
+        against=[named_records(name, args.results_dir) for name in args.against],
         labels=parse_labels(args.labels),
         html_out=args.html,
         markdown_out=args.markdown,

@@ -7,7 +7,15 @@ import os
 import sys
 from typing import Any
 
-from harness.cli.common import METRIC_HELP, RECORDS_HELP, add_output_format, named_records, output_format
+from harness.cli.common import (
+    METRIC_HELP,
+    READ_RUNS,
+    RECORDS_HELP,
+    add_output_format,
+    add_results_dir,
+    named_records,
+    output_format,
+)
 from harness.errors import ExitCode
 from harness.record import Record, find_records
 from harness.report import show
@@ -53,10 +61,11 @@ def add_parser(sub: Any) -> None:
         help="text and markdown: every metric of every cell, a table per cell (--metric picks some)",
     )
     parser.add_argument("--samples", action="store_true", help="also print every sample's value")
+    add_results_dir(parser, READ_RUNS)
 
 
 def run(args: argparse.Namespace) -> int:
-    records = find_records([named_records(name) for name in args.records])
+    records = find_records([named_records(name, args.results_dir) for name in args.records])
     patterns = [p for text in args.metric or [] for p in split_list(text)]
     metrics = show.select_metrics(records, patterns)
     fmt = output_format(args)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
+from harness.cli import build_parser, main
 from harness.errors import UsageError
 from harness.record import name_records, new_record, runs, write_record
 from harness.record.model import Sample
@@ -73,3 +73,23 @@ def test_show_report_and_compare_take_the_same_names(
     captured = capsys.readouterr()
     assert code in (0, 1) and "diskbench compare:" in captured.out
     assert "latest~1: " in captured.err and "latest: " in captured.err
+
+
+@pytest.mark.parametrize(
+    "argv", [["show", "latest"], ["report", "latest"], ["compare", "latest~1", "latest"]]
+)
+def test_every_reader_takes_results_dir_and_defaults_to_the_current_directory(
+    results: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv: list[str]
+) -> None:
+    monkeypatch.delenv("DISKBENCH_RESULTS_DIR", raising=False)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    # nothing here: the error names --results-dir, which the command takes
+    assert main(argv) == 2
+    assert main([*argv, "--results-dir", str(results)]) in (0, 1)
+    # the same runs found from the directory that holds ./results, as `run` writes them there
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) in (0, 1)
+    assert build_parser().parse_args(["run"]).results_dir == tmp_path / "results"
+    assert build_parser().parse_args(["run"]).work_dir == tmp_path / "work"
