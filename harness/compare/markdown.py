@@ -16,8 +16,7 @@ from harness.compare.model import (
     SensitivityRow,
     Summary,
 )
-from harness.compare.pointers import command_line, graph_url, inconclusive_sentence
-from harness.compare.power import MAX_ROUNDS
+from harness.compare.pointers import FEW, command_line, graph_url, inconclusive_sentence, out_of_reach
 from harness.compare.screen import row_label, with_screen
 from harness.compare.subject import diff_line, held_lines
 from harness.compare.text import format_p, format_value, pct
@@ -96,24 +95,12 @@ def _information_lines(cells: Sequence[ComparedCell]) -> list[str]:
     return [*lines, "", "</details>", ""]
 
 
-def _out_of_reach(m: Figures | None) -> str:
-    """Why more rounds give an inconclusive metric no number: no interval yet, a change on the
-    edge of the minimum effect, or one that would take more rounds than are worth a number."""
-    if m is None or m.ci_low is None or m.change_pct is None:
-        counts = f" ({m.n_base} + {m.n_head})" if m is not None else ""
-        return f"has too few samples for an interval{counts}: run more rounds"
-    change, effect = m.change_pct, m.min_effect
-    edge = math.log1p(float(effect)) if effect > 0 else 0.0
-    size = abs(math.log1p(change / 100.0)) if change > -100.0 else math.inf
-    if edge and abs(size - edge) <= 0.25 * edge:
-        return "is not within reach of more rounds (its change sits on the minimum effect)"
-    return f"would need more than {MAX_ROUNDS} rounds at this spread"
-
-
 def sensitivity_lines(
     rows: Sequence[SensitivityRow],
     names: Mapping[str, str] | None = None,
     cells: Sequence[ComparedCell] = (),
+    *,
+    gate: bool = True,
 ) -> list[str]:
     """What each cell could have seen (its most sensitive gated metric), and the rounds an
     inconclusive cell would need: the summary's first lines.  ``names``: cell id -> the name to
@@ -152,7 +139,7 @@ def sensitivity_lines(
                 + (
                     f"would need about {row.rounds_to_decide} rounds (has {row.rounds})"
                     if row.rounds_to_decide
-                    else _out_of_reach(figures.get((row.cell_id, row.metric)))
+                    else out_of_reach(figures.get((row.cell_id, row.metric)), gate=gate)[1]
                 )
                 for name, row in need.items()
             )
@@ -189,7 +176,7 @@ def render_markdown(comparison: Comparison) -> str:
     lines += _first_lines(cells, screen)
     if summary.axis_sentence:
         lines += [inert_markdown(summary.axis_sentence), ""]
-    lines += _inconclusive_lines(cells, screen.inconclusive)
+    lines += _inconclusive_lines(cells, screen.inconclusive, gate=doc.gate)
     lines += _subject_lines(summary)
 
     def side(label: str | None, rev: str | None) -> str:
@@ -221,11 +208,11 @@ def render_markdown(comparison: Comparison) -> str:
     lines += _information_lines(cells)
 
     names = _reader_names(cells)
-    lines += sensitivity_lines(summary.sensitivity, names, cells)
+    lines += sensitivity_lines(summary.sensitivity, names, cells, gate=doc.gate)
     if counts.get(Verdict.INCONCLUSIVE.value):
         min_effect = float(doc.settings.min_effect if doc.settings is not None else 0)
         sentence = inconclusive_sentence(
-            summary.sensitivity, min_effect=min_effect, names=names, gate=doc.gate
+            summary.sensitivity, min_effect=min_effect, names=names, gate=doc.gate, cells=cells
         )
         lines += [sentence, ""]
     if doc.reproduce:
@@ -316,9 +303,11 @@ def _first_lines(cells: Sequence[ComparedCell], screen: Screen) -> list[str]:
     return [*lines, ""] if lines else []
 
 
-def _inconclusive_lines(cells: Sequence[ComparedCell], entry: Inconclusive | None) -> list[str]:
+def _inconclusive_lines(
+    cells: Sequence[ComparedCell], entry: Inconclusive | None, *, gate: bool = True
+) -> list[str]:
     """The inconclusive cells and what decides them: the gate's command with its rounds, or the
-    samples a comparison of records needs."""
+    samples a comparison of records needs, or why no number can be given (:func:`out_of_reach`)."""
     if not entry:
         return []
     which = [cells[i] for i in entry.cells]
@@ -332,7 +321,13 @@ def _inconclusive_lines(cells: Sequence[ComparedCell], entry: Inconclusive | Non
             f"(`--repeat {rounds}`) and compare again.",
             "",
         ]
-    return [f"{text} More rounds would not decide them (see why under the table).", ""]
+    kinds = {
+        out_of_reach(m, gate=gate)[0] for c in which for m in c.metrics if m.verdict is Verdict.INCONCLUSIVE
+    }
+    if kinds == {FEW}:
+        more = "run more rounds" if gate else "record more samples (`--repeat`) and compare again"
+        return [f"{text} Too few samples for an interval: {more}.", ""]
+    return [f"{text} No number of rounds can be given for them: why, under the table.", ""]
 
 
 _HEADER = "| cell | metric | base | head | change (95% CI) | verdict |"

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol, TypeVar
 from urllib.parse import quote
 
-from harness.compare.model import ComparedCell, FlatCell, SensitivityRow
+from harness.compare.model import ComparedCell, Figures, FlatCell, SensitivityRow
+from harness.compare.power import MAX_ROUNDS
 from harness.compare.verdict import Verdict
 from harness.errors import UsageError
 from harness.untrusted import inert_markdown
@@ -178,17 +179,42 @@ def command_line(argv: Sequence[str]) -> str:
     return shlex.join(str(a).replace("\n", " ") for a in argv)
 
 
+#: why more rounds give an inconclusive metric no number (:func:`out_of_reach`)
+FEW, EDGE, FAR = "few", "edge", "far"
+
+
+def out_of_reach(m: Figures | None, *, gate: bool = True) -> tuple[str, str]:
+    """Why more rounds give an inconclusive metric no number, as a kind and the words for it:
+    no interval yet (:data:`FEW`: more rounds are what it needs), a change on the edge of the
+    minimum effect (:data:`EDGE`; for a crossed pair, the edge as it reads it), or one that would
+    take more than :data:`~harness.compare.power.MAX_ROUNDS` (:data:`FAR`).  ``gate``: a gate's
+    metric (more rounds), else one of a comparison of records (more samples)."""
+    if m is None or m.ci_low is None or m.ci_high is None or m.change_pct is None:
+        counts = f" ({m.n_base} + {m.n_head})" if m is not None else ""
+        more = "run more rounds" if gate else "record more samples (`--repeat`)"
+        return FEW, f"has too few samples for an interval{counts}: {more}"
+    effect = float(m.crossed_effect if m.crossed_effect is not None else m.min_effect)
+    edge = math.log1p(effect) if effect > 0 else 0.0
+    size = abs(math.log1p(m.change_pct / 100.0)) if m.change_pct > -100.0 else math.inf
+    if edge and abs(size - edge) <= 0.25 * edge:
+        return EDGE, "is not within reach of more rounds (its change sits on the minimum effect)"
+    return FAR, f"would need more than {MAX_ROUNDS} rounds at this spread"
+
+
 def inconclusive_sentence(
     rows: Sequence[SensitivityRow],
     *,
     min_effect: float,
     names: Mapping[str, str] | None = None,
     gate: bool = True,
+    cells: Sequence[ComparedCell] = (),
 ) -> str:
     """What an inconclusive verdict means and what to do, with the figures of the inconclusive
     metrics in ``rows`` (the summary's ``sensitivity``): one sentence of markdown, the cell's
     name (``names``: cell id -> short name) made inert.  ``gate``: the comparison of a gate (more
-    rounds: ``--max-rounds``), else of records (more samples: ``--repeat``, then compare again)."""
+    rounds: ``--max-rounds``), else of records (more samples: ``--repeat``, then compare again).
+    ``cells``: the comparison's, whose figures say why no row has a number of rounds
+    (:func:`out_of_reach`); without them a row without a number is taken to be on the edge."""
     names = names or {}
     seen, most = inconclusive_figures(rows)
     text = (
@@ -207,6 +233,22 @@ def inconclusive_sentence(
         )
         return (
             f"{text}. To decide, run more rounds: about {rounds} per side ({who}, has {most.rounds}), {how}."
+        )
+    figures = {(c.cell_id, m.metric): m for c in cells for m in c.metrics}
+    kinds = {
+        out_of_reach(figures[(r.cell_id, r.metric)], gate=gate)[0]
+        if (r.cell_id, r.metric) in figures
+        else EDGE
+        for r in rows
+        if r.verdict is Verdict.INCONCLUSIVE
+    }
+    if FEW in kinds:
+        more = "run more rounds" if gate else "record more samples (`--repeat`) and compare again"
+        return f"{text}. To decide, {more}: a metric without an interval has too few samples for one."
+    if FAR in kinds:
+        return (
+            f"{text}. More rounds would hardly decide it (more than {MAX_ROUNDS} at this spread): read it "
+            "as no change larger than it could see, or measure it where it is less noisy."
         )
     return (
         f"{text}. More rounds would not decide it (its change sits on the minimum effect): read it "
