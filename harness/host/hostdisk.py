@@ -344,9 +344,24 @@ def _build(model: Model, progress: Callable[[str], None]) -> None:
         _set_blkio(model.loop_devno, bps, prof.random_iops)
     proc.run(["mount", "-t", "ext4", model.loop, str(model.mount)], timeout_s=60)
     model._save()
+    # the path's own flush cost is timed with the tracer attached (it stops each of the daemon's
+    # system calls), injecting nothing; then the tracer that injects the rest replaces it
+    _trace(model, strace, 0)
     model.flush_path_ms = _flush_p50_ms(model.mount)
+    _untrace(model)
     delay_us = max(0, round((prof.flush_ms - model.flush_path_ms) * 1000))
-    tids = sorted(int(t) for t in os.listdir(f"/proc/{daemon.pid}/task"))
+    _trace(model, strace, delay_us)
+    progress(
+        f"host disk {prof.name}: {model.mount} on {model.loop} ({prof.seq_mib_s:g} MiB/s, "
+        f"{prof.random_iops} IOPS by {model.throttle}, flush {prof.flush_ms:g} ms: "
+        f"{model.flush_path_ms:.2f} ms of path + {delay_us / 1000:.2f} ms injected)"
+    )
+
+
+def _trace(model: Model, strace: str, delay_us: int) -> None:
+    """strace attached to every thread of the daemon (and those it starts), each fdatasync and
+    fsync delayed by ``delay_us``."""
+    tids = sorted(int(t) for t in os.listdir(f"/proc/{model.qsd_pid}/task"))
     trace_log = model.state_dir / "strace.log"
     tracer = _spawn(
         [
@@ -367,17 +382,21 @@ def _build(model: Model, progress: Callable[[str], None]) -> None:
     model.strace_pid = tracer.pid
     model._save()
     _wait_for(
-        lambda: all(_tracer_of(daemon.pid, tid) == tracer.pid for tid in tids),
+        lambda: all(_tracer_of(model.qsd_pid, tid) == tracer.pid for tid in tids),
         timeout_s=START_TIMEOUT_S,
         child=tracer,
         what="strace",
         log_path=trace_log,
     )
-    progress(
-        f"host disk {prof.name}: {model.mount} on {model.loop} ({prof.seq_mib_s:g} MiB/s, "
-        f"{prof.random_iops} IOPS by {model.throttle}, flush {prof.flush_ms:g} ms: "
-        f"{model.flush_path_ms:.2f} ms of path + {delay_us / 1000:.2f} ms injected)"
-    )
+
+
+def _untrace(model: Model) -> None:
+    """The tracer stopped (SIGTERM: it detaches from the daemon, which goes on)."""
+    tracer = model._children.pop()
+    tracer.terminate()
+    tracer.wait(timeout=10)
+    model.strace_pid = 0
+    model._save()
 
 
 def _tracer_of(pid: int, tid: int) -> int:
