@@ -29,15 +29,59 @@ sample can be recorded with it instead of being reduced to a bare message.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 
 class ExitCode:
-    """Exit codes of the ``diskbench`` command; each means one thing."""
+    """Exit codes of the ``diskbench`` command; each means one thing (:data:`EXIT_CODES` says which)."""
 
     OK = 0
     REGRESSION = 1
     USAGE = 2
     INFRA = 3
+    NOT_FOUND = 4
+    INTERRUPTED = 130
+
+
+@dataclass(frozen=True)
+class ExitMeaning:
+    """What one exit code means, and the commands that give it (empty: every command)."""
+
+    code: int
+    meaning: str
+    commands: tuple[str, ...] = ()
+
+
+#: The one table of exit codes: every command's help and docs/usage.md are made from it.
+EXIT_CODES: tuple[ExitMeaning, ...] = (
+    ExitMeaning(ExitCode.OK, "ok: nothing failed (bisect: the first bad commit found)"),
+    ExitMeaning(
+        ExitCode.REGRESSION,
+        "a regression (or a structural counter that changed, unless changes pass); nothing else",
+        ("compare", "gate"),
+    ),
+    ExitMeaning(ExitCode.USAGE, "bad usage or input: one line names it and the fix"),
+    ExitMeaning(
+        ExitCode.INFRA,
+        "infrastructure failure: no working accelerator, a boot timeout, a full disk, failed "
+        "samples, an error the harness did not foresee (its log named); in compare and gate also "
+        "a cell in error: both sides failed, a side lacks it, no cell in common",
+    ),
+    ExitMeaning(
+        ExitCode.NOT_FOUND,
+        "no first bad commit: no cell separates the ends, or only skipped commits are left",
+        ("bisect",),
+    ),
+    ExitMeaning(
+        ExitCode.INTERRUPTED,
+        "interrupted (Ctrl-C, SIGTERM): every QEMU shut down, the records written so far kept",
+    ),
+)
+
+
+def exit_codes(command: str | None = None) -> tuple[ExitMeaning, ...]:
+    """The exit codes ``command`` gives (None: every code of every command)."""
+    return tuple(e for e in EXIT_CODES if command is None or not e.commands or command in e.commands)
 
 
 class HarnessError(Exception):

@@ -59,7 +59,7 @@ class BisectResult:
     def exit_code(self) -> int:
         if self.found is not None and self.found.first_bad is not None:
             return ExitCode.OK
-        return ExitCode.REGRESSION
+        return ExitCode.NOT_FOUND
 
 
 def commit_range(repo: Path, good: str, bad: str) -> tuple[str, str, tuple[str, ...]]:

@@ -24,6 +24,7 @@ from harness.cli.common import (
     Parser,
     configure_logging,
     err,
+    exit_epilog,
     resolve_binaries,
 )
 from harness.errors import ExitCode, HarnessError
@@ -54,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
             "Benchmark virtual-disk IO under QEMU: boot a minimal guest on a fresh disk image "
             "per sample, run a workload in it, and record guest and host figures."
         ),
-        epilog="Exit codes: 0 ok, 1 regression, 2 bad usage or input, 3 infrastructure failure.",
+        epilog=exit_epilog(None),
     )
     parser.add_argument("--version", action="version", version=f"diskbench {__version__}")
     parser.add_argument(
@@ -75,7 +76,19 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in COMMANDS:
         command.add_parser(sub)
+    _set_epilogs(sub)
     return parser
+
+
+def _set_epilogs(sub: argparse._SubParsersAction[Parser]) -> None:
+    """Each command's help ends with the exit codes it gives, from the one table
+    (:data:`harness.errors.EXIT_CODES`); a command's sub-commands (``guest build``) with its own."""
+    for name, parser in sub.choices.items():
+        parser.epilog = exit_epilog(name)
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for child in action.choices.values():
+                    child.epilog = exit_epilog(name)
 
 
 def handlers() -> dict[str, Callable[[argparse.Namespace], int]]:
@@ -121,7 +134,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         err("diskbench: interrupted")
-        return 130
+        return ExitCode.INTERRUPTED
     except BrokenPipeError:
         # the reader of our output went away (``| head``): nothing more to say, to anyone
         with contextlib.suppress(OSError):

@@ -45,8 +45,6 @@ def add_parser(sub: Any) -> None:
             "the same command again to go on after a stop. Prints each step's evidence, then the first "
             "bad commit, its verdict and the table of the range."
         ),
-        epilog="Exit codes: 0 the first bad commit found, 1 no step separates the ends (or only skipped "
-        "commits are left), 2 bad usage, 3 infrastructure failure. See docs/bisect.md.",
     )
     bisect.add_argument("--good", required=True, help="a revision measured good (branch, tag or commit)")
     bisect.add_argument(

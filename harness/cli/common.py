@@ -90,6 +90,25 @@ class Parser(argparse.ArgumentParser):
         super().error(message)
 
 
+def exit_epilog(command: str | None) -> str:
+    """The exit codes ``command`` gives (None: all of them), as its help's epilog says them."""
+    from harness.errors import exit_codes
+
+    return "Exit codes: " + "; ".join(f"{e.code} {e.meaning}" for e in exit_codes(command)) + "."
+
+
+def exit_table_markdown() -> str:
+    """Every exit code as docs/usage.md lists it: a Markdown table, the commands that give each."""
+    from harness.errors import exit_codes
+
+    rows = ["| code | meaning | commands |", "| --- | --- | --- |"]
+    for e in exit_codes():
+        rows.append(
+            f"| {e.code} | {e.meaning} | {', '.join(e.commands) if e.commands else 'every command'} |"
+        )
+    return "\n".join(rows) + "\n"
+
+
 def err(msg: str) -> None:
     """One line to stderr, at once (progress and warnings; stdout carries the result)."""
     print(msg, file=sys.stderr, flush=True)

@@ -45,9 +45,7 @@ def add_parser(sub: Any) -> None:
             "an interleaved run on one runner. Per cell and gated metric: Mann-Whitney U test, "
             "bootstrap interval of the ratio of medians (paired by round when the rounds match) and "
             "a minimum effect; structural counters that moved make a cell 'changed'. Prints a table of "
-            "every cell (--output-format markdown: the summary a pull request gets; json: comparison.json). "
-            "Exit 1 when a cell regressed or changed (unless --changed-passes), 2 when a side has no "
-            "record, else 0."
+            "every cell (--output-format markdown: the summary a pull request gets; json: comparison.json)."
         ),
     )
     parser.add_argument("base", help=f"base's records: {RECORDS_HELP}")

@@ -45,8 +45,6 @@ def add_parser(sub: Any) -> None:
             "a verdict per cell with the ratio of medians, its bootstrap interval and a Mann-Whitney "
             "test. Writes OUT/comparison.json and OUT/summary.md and prints the summary."
         ),
-        epilog="Exit codes: 0 nothing fails, 1 regression (or changed, unless the spec says changed_fails = "
-        "false), 2 bad usage, 3 infrastructure failure.",
     )
     gate.add_argument("--base", required=True, help="base revision (branch, tag or commit)")
     gate.add_argument("--head", required=True, help="head revision (branch, tag or commit)")

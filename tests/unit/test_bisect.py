@@ -257,14 +257,14 @@ def test_a_stopped_bisection_goes_on_from_its_state_and_measures_nothing_twice(
     assert saved["schema"] == "diskbench-bisect" and len(saved["steps"]) == 4
 
 
-def test_ends_that_no_cell_separates_end_the_bisection_with_exit_1(repo: Path, tmp_path: Path) -> None:
+def test_ends_that_no_cell_separates_end_the_bisection_with_exit_4(repo: Path, tmp_path: Path) -> None:
     class Same(Synthetic):
         def ends(self, good: str, bad: str) -> tuple[dict[str, CellVerdict], list[str]]:
             return cells(a=U), ["a: unchanged"]
 
     measure = Same([], first_bad=0)
     done = run(repo, tmp_path / "out", measure)
-    assert done.exit_code == 1 and measure.measured == []  # type: ignore[attr-defined]
+    assert done.exit_code == 4 and measure.measured == []  # type: ignore[attr-defined]
     assert "no cell separates the ends" in done.text  # type: ignore[attr-defined]
 
 
@@ -330,7 +330,7 @@ def test_only_skipped_commits_left_is_exit_1_and_names_them(repo: Path, tmp_path
 
     measure = SkipsOne(commits, first_bad=5)
     done = run(repo, tmp_path / "out", measure)
-    assert done.exit_code == 1  # type: ignore[attr-defined]
+    assert done.exit_code == 4  # type: ignore[attr-defined]
     text = done.text  # type: ignore[attr-defined]
     assert text.startswith("only skipped commits are left: the first bad commit is one of\n")
     assert f"  {commits[4]} commit 5\n  {commits[5]} commit 6\n" in text

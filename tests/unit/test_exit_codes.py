@@ -77,3 +77,40 @@ def test_a_regression_wins_over_a_cell_in_error(tmp_path: Path) -> None:
     write_cell(base, 128, 10.0, seed=3, ok=False)
     write_cell(head, 128, 10.0, seed=4, ok=False)
     assert main(["compare", str(base), str(head)]) == 1
+
+
+def test_one_table_of_exit_codes_in_every_help_and_the_usage_page() -> None:
+    from test_help import ALL
+
+    from harness.cli.common import exit_epilog, exit_table_markdown
+    from harness.errors import exit_codes
+    from harness.paths import REPO_ROOT
+
+    for name, parser in ALL:
+        words = name.split()
+        command = words[1] if len(words) > 1 else None
+        assert parser.epilog == exit_epilog(command), name
+        help_text = " ".join(parser.format_help().split())
+        for meaning in exit_codes(command):
+            assert f"{meaning.code} {meaning.meaning}" in help_text, (name, meaning.code)
+    codes = {
+        name: {e.code for e in exit_codes(name)} for name in ("compare", "gate", "bisect", "run", "show")
+    }
+    # 1 is a regression and nothing else: only the commands that compare give it
+    assert codes["compare"] == codes["gate"] == {0, 1, 2, 3, 130}
+    assert codes["bisect"] == {0, 2, 3, 4, 130} and codes["run"] == codes["show"] == {0, 2, 3, 130}
+    assert exit_table_markdown() in (REPO_ROOT / "docs" / "usage.md").read_text()
+
+
+def test_runs_with_no_cell_in_common_exit_3_as_compare_says(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base, head = tmp_path / "base", tmp_path / "head"
+    write_cell(base, 64, 10.0, seed=1)
+    write_cell(head, 128, 10.0, seed=2)
+    assert main(["compare", str(base), str(head)]) == 3
+    capsys.readouterr()
+    from test_help import ALL
+
+    help_text = " ".join(dict(ALL)["diskbench compare"].format_help().split())
+    assert "3 infrastructure failure" in help_text and "no cell in common" in help_text
