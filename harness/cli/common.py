@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.compare.settings import Settings, check_gated_metric, parse_percent, parse_rule
-from harness.errors import InfraError, UsageError
+from harness.errors import ExitCode, InfraError, UsageError
 from harness.paths import default_results_dir, default_work_dir, shown_path
 from harness.subject.binaries import Binaries
 
@@ -331,12 +331,24 @@ def named_records(name: str | Path, results_dir: Path) -> Path:
 
 # how a deprecated spelling's help starts: the new name follows
 DEPRECATED = "deprecated: the old spelling of"
+# how the help of a flag a command refuses starts: the flag to use follows
+REFUSED = "refused here, use"
+
+
+class _RefusedFormat(argparse.Action):
+    """``--format`` where it is not the image format: bad usage, one line naming the flag to use."""
+
+    def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, option: Any = None) -> None:
+        parser.exit(
+            ExitCode.USAGE,
+            f"{parser.prog}: error: --format {values}: --format is the image format (diskbench run "
+            f"--format qcow2); what this command prints is chosen with --output-format\n",
+        )
 
 
 def add_output_format(parser: Any, formats: tuple[str, ...], help_text: str) -> None:
-    """``--output-format FORMAT`` (what a command prints), and ``--format``, its old spelling in
-    ``show``, ``compare`` and ``history changes``, kept working with a deprecation line: in
-    ``run`` and ``sweep`` specs ``format`` is the image format."""
+    """``--output-format FORMAT`` (what a command prints); ``--format`` is refused there (exit 2):
+    it is the image format, in ``run`` and in sweep specs."""
     parser.add_argument(
         "--output-format",
         choices=formats,
@@ -346,23 +358,16 @@ def add_output_format(parser: Any, formats: tuple[str, ...], help_text: str) -> 
     )
     parser.add_argument(
         "--format",
-        dest="old_output_format",
-        choices=formats,
+        dest="refused_format",
+        action=_RefusedFormat,
         default=None,
         metavar="FORMAT",
-        help=f"{DEPRECATED} --output-format",
+        help=f"{REFUSED} --output-format: --format is the image format (run)",
     )
 
 
 def output_format(args: argparse.Namespace) -> str:
-    """The output format asked for (``--format``, the old spelling, says it is deprecated)."""
-    old = getattr(args, "old_output_format", None)
-    if old is not None:
-        err(
-            f"diskbench: --format {old} is now --output-format {old} (--format is the image format in "
-            "run); the old spelling goes in a later version"
-        )
-        return str(old)
+    """The output format asked for."""
     return str(args.output_format)
 
 
@@ -382,6 +387,26 @@ def nearest(name: str, names: Iterable[str], *, count: int = 3) -> str:
     """``: did you mean A, B?`` with the names nearest to ``name`` (difflib), or empty."""
     close = difflib.get_close_matches(name, list(dict.fromkeys(names)), n=count, cutoff=0.5)
     return f": did you mean {', '.join(close)}?" if close else ""
+
+
+def pct_text(fraction: float) -> str:
+    """``0.05`` as ``5%``, ``0.0172`` as ``1.7%`` (one decimal at most)."""
+    return f"{fraction * 100:.1f}".rstrip("0").rstrip(".") + "%"
+
+
+# what the comparison tests, said in compare's and gate's help
+TESTS_WORDS = (
+    "Samples of a side taken apart are tested by rank (Mann-Whitney) and by Yuen's trimmed t on "
+    "logs; pairs of samples started together (the gate's guest cells, crossed on two CPUs, and its "
+    "replay cells) by the signed-rank test and the trimmed t of the pairs' log ratios."
+)
+# how a crossed guest pair decides, from the comparison's defaults (the default gate spec's too)
+CROSSED_WORDS = (
+    f"A crossed pair reads a change at {Settings.crossed_reads[0]:g}-{Settings.crossed_reads[1]:g} "
+    "times its size alone (on logs), so its cells decide at the minimum effect as such a pair reads it "
+    f"at least: {pct_text(Settings.min_effect)} reads ±"
+    f"{pct_text((1 + Settings.min_effect) ** Settings.crossed_reads[0] - 1)}."
+)
 
 
 def add_compare_options(parser: Any) -> None:
@@ -404,7 +429,7 @@ def add_compare_options(parser: Any) -> None:
         (
             "--min-effect",
             {
-                "default": "5%",
+                "default": pct_text(Settings.min_effect),
                 "metavar": "PCT",
                 "help": "smallest change that counts as a regression or improvement, e.g. 5 or 5%%",
             },
@@ -423,8 +448,9 @@ def add_compare_options(parser: Any) -> None:
             {
                 "type": float,
                 "default": Settings.alpha,
-                "help": "family-wise significance level of the Mann-Whitney U tests that can fail the "
-                "comparison (every cell x gated metric and structural counter), kept with Holm's "
+                "help": "family-wise significance level of the tests that can fail the comparison "
+                "(every cell x gated metric and structural counter: rank and trimmed t, or for pairs "
+                "started together signed rank and trimmed t of their log ratios), kept with Holm's "
                 "step-down correction",
             },
         ),

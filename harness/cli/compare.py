@@ -12,6 +12,7 @@ from typing import Any
 from harness.cli.common import (
     READ_RUNS,
     RECORDS_HELP,
+    TESTS_WORDS,
     add_compare_options,
     add_junit_option,
     add_output_format,
@@ -42,9 +43,9 @@ def add_parser(sub: Any) -> None:
         help="compare the records of base and head: a verdict per cell, comparison.json, markdown",
         description=(
             "Compare two sets of records of the same cells (base, then head), e.g. the two sides of "
-            "an interleaved run on one runner. Per cell and gated metric: Mann-Whitney U test, "
-            "bootstrap interval of the ratio of medians (paired by round when the rounds match) and "
-            "a minimum effect; structural counters that moved make a cell 'changed'. Prints a table of "
+            "an interleaved run on one runner. Per cell and gated metric: a test, the bootstrap "
+            "interval of the ratio of medians (paired by round when the rounds match) and a minimum "
+            f"effect. {TESTS_WORDS} Structural counters that moved make a cell 'changed'. Prints a table of "
             "every cell (--output-format markdown: the summary a pull request gets; json: comparison.json)."
         ),
     )

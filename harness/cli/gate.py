@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.cli.common import (
+    CROSSED_WORDS,
+    TESTS_WORDS,
     add_junit_option,
     add_machine_options,
     add_pages_option,
@@ -42,8 +44,9 @@ def add_parser(sub: Any) -> None:
             "its own policy.toml, guest recipe and, if given or built, its own QEMU), run the gate "
             "spec's cells for both sides in interleaved rounds (order random per round and cell), "
             "add rounds to cells that are not yet clear until the budget is spent, and compare: "
-            "a verdict per cell with the ratio of medians, its bootstrap interval and a Mann-Whitney "
-            "test. Writes OUT/comparison.json and OUT/summary.md and prints the summary."
+            "a verdict per cell and gated metric from the ratio of medians, its bootstrap interval "
+            f"and a test. {TESTS_WORDS} {CROSSED_WORDS} Writes OUT/comparison.json and OUT/summary.md "
+            "and prints the summary."
         ),
     )
     gate.add_argument("--base", required=True, help="base revision (branch, tag or commit)")

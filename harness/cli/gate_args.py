@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.cli.common import add_compare_options, machine_from_args, settings_from_args
+from harness.cli.common import add_compare_options, machine_from_args, pct_text, settings_from_args
+from harness.compare.settings import Settings
 from harness.errors import UsageError
 from harness.sweep.preflight import check_numbers
 
@@ -74,6 +75,15 @@ def add_comparison_flags(parser: Any) -> None:
     :func:`harness.gate.settings_for`)."""
     add_compare_options(parser)
     parser.set_defaults(min_effect=None)
+    effect = pct_text(Settings.min_effect)
+    edge = pct_text((1 + Settings.min_effect) ** Settings.crossed_reads[0] - 1)
+    for action in parser._actions:
+        if action.dest == "min_effect":
+            words = (
+                f" (default: the spec's min_effect, {effect} in the specs shipped; a guest cell "
+                f"measured in crossed pairs decides at it as such a pair reads it, ±{edge} for {effect})"
+            )
+            action.help = f"{action.help}{words.replace('%', '%%')}"
 
 
 def gate_options_from_args(args: argparse.Namespace, spec: GateSpec) -> tuple[Settings, GateOptions]:

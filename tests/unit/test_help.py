@@ -81,3 +81,25 @@ def test_paths_under_the_checkout_are_shown_as_the_readme_writes_them(
     text = " ".join(run.format_help().split())
     assert "(default: ./work)" in text and "(default: ./results)" in text
     assert "(default: 1800)" in text  # a whole float without its ".0"
+
+
+def test_gate_help_says_what_the_gate_tests_and_its_minimum_effect() -> None:
+    from harness.cli.bisect import BISECT_SPEC
+    from harness.compare.metric import read_effect
+    from harness.compare.settings import Settings
+    from harness.gate import GATE_SPEC, load_gate_spec
+
+    commands = dict(ALL)
+    gate = " ".join(commands["diskbench gate"].format_help().split())
+    assert "Mann-Whitney test" not in gate and "Mann-Whitney U" not in gate
+    assert "signed-rank test and the trimmed t of the pairs' log ratios" in gate
+    for spec in (load_gate_spec(GATE_SPEC), load_gate_spec(BISECT_SPEC)):
+        # what the help says of the shipped specs is what they hold
+        assert spec.min_effect == Settings.min_effect and spec.crossed_reads == Settings.crossed_reads
+    edge = read_effect(Settings.min_effect, Settings.crossed_reads)
+    assert f"5% reads ±{edge * 100:.1f}%" in gate
+    for name in ("diskbench gate", "diskbench bisect"):
+        action = next(a for a in flags(commands[name]) if a.dest == "min_effect")
+        shown = rendered_help(commands[name], action)
+        assert "(default: the spec's min_effect, 5% in the specs shipped;" in shown, shown
+        assert f"±{edge * 100:.1f}% for 5%" in shown
