@@ -25,10 +25,10 @@ from harness.cli.gate_args import (
     add_round_flags,
     gate_options_from_args,
 )
-from harness.compare.model import Comparison
 from harness.compare.pointers import Pointers
 from harness.gate import GATE_SPEC
 from harness.host.workdir import hold
+from harness.report.exports import write_junit
 
 if typing.TYPE_CHECKING:
     from harness.compare import Settings
@@ -105,28 +105,10 @@ def run(args: argparse.Namespace) -> int:
     print(result.markdown, end="")
     print(f"comparison: {result.out_dir / 'comparison.json'}")
     junit = args.junit or result.out_dir / "junit.xml"
-    write_junit(junit, result.comparison, settings=settings, reproduce=list(pointers.reproduce))
+    # the one writer of the file; an inconclusive cell ends with the command the summary gives
+    write_junit(junit, result.comparison)
     print(f"junit: {junit}")
     return result.exit_code
-
-
-def write_junit(path: Path, comparison: Comparison, *, settings: Settings, reproduce: list[str]) -> None:
-    """The gate's verdicts as JUnit XML; an inconclusive cell's message ends with the gate's own
-    command and the rounds that would decide it (``--max-rounds``)."""
-    from harness.cli.compare import rounds_to_decide
-    from harness.compare.pointers import command_line
-    from harness.files import write_text_atomic
-    from harness.report.exports import comparison_junit
-
-    cells, rounds = rounds_to_decide(comparison, settings)
-    decide = {}
-    if rounds is not None:
-        argv = [a for a in reproduce]
-        if "--max-rounds" in argv:
-            i = argv.index("--max-rounds")
-            del argv[i : i + 2]
-        decide = {cell: command_line([*argv, "--max-rounds", str(rounds)]) for cell in cells}
-    write_text_atomic(path, comparison_junit(comparison, decide=decide))
 
 
 def reproduce_argv(args: argparse.Namespace, commits: list[str], top: Path) -> list[str]:

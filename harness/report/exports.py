@@ -1,17 +1,25 @@
 """Figures and verdicts in the formats other tools ingest.  Pure: records or a comparison
-(:class:`~harness.compare.model.Comparison`) in, text out.
+(:class:`~harness.compare.model.Comparison`) in, text out; :func:`write_junit` writes its file.
+
+Every export is in :data:`REGISTRY`, its name, what it holds and its two writers (records,
+a comparison): ``show`` and ``compare`` offer the same names and the same shapes.
 
 * **CSV** (:func:`records_csv`, :func:`comparison_csv`): one row per cell and metric, raw values
-  in the metric's own unit, for a spreadsheet or pandas.
+  in the metric's own unit to 10 significant digits (no float noise such as
+  ``0.19390300000000002``), booleans ``true``/``false`` as JSON writes them, an empty field for none.
 * **BMF**, the Bencher Metric Format (https://bencher.dev/docs/reference/bencher-metric-format):
   ``{benchmark: {measure: {value, lower_value, upper_value}}}``, a benchmark per cell and a
-  measure per metric (:func:`records_bmf`, :func:`comparison_bmf`).
+  measure per metric, every measure with all three (:func:`records_bmf`, :func:`comparison_bmf`):
+  the median and the samples' range of records; head's median and its 95 % interval in a
+  comparison (the median itself at both ends where a comparison has too few samples for one).
 * **github-action-benchmark**'s ``customSmallerIsBetter`` JSON: a list of ``{name, unit, value,
   range, extra}`` (:func:`records_gab`, :func:`comparison_gab`).  Every value there is a cost
-  (smaller is better): a metric where higher is better is left out rather than read upside down.
-* **JUnit XML** of a comparison's verdicts (:func:`comparison_junit`): a testcase per cell, a
-  regression (or a change of the IO, where it fails the comparison) a ``failure``, an error an
-  ``error``, an inconclusive cell a ``skipped`` with its reason and the command that decides it.
+  (smaller is better): a rate where higher is better goes in as its inverse, as the history pages
+  keep it (``mib_per_s`` as ``s_per_gib`` = 1024 / MiB/s), never upside down and never left out.
+* **JUnit XML** of a comparison's verdicts (:func:`comparison_junit`, :func:`write_junit`): a
+  testcase per cell, a regression (or a change of the IO, where it fails the comparison) a
+  ``failure``, an error an ``error``, an inconclusive cell a ``skipped`` with its reason and the
+  command that decides it.
 """
 
 from __future__ import annotations
@@ -20,20 +28,21 @@ import csv
 import io
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
 from harness.compare.model import ComparedCell, Comparison
+from harness.compare.pointers import command_line, figure_name
 from harness.compare.samplestats import Stats
 from harness.errors import HarnessError
+from harness.files import write_text_atomic
 from harness.record import Record
 from harness.report.tables import metric_order
 from harness.untrusted import clean_line
 from harness.workloads import metric_info
-
-# what ``show`` and ``compare`` can print besides their own text, markdown and JSON
-EXPORTS = ("csv", "bmf", "github-action-benchmark")
 
 RECORD_COLUMNS = (
     "run_id",
@@ -77,15 +86,6 @@ def _higher(name: str) -> bool | None:
         return None
 
 
-def _cost(name: str) -> bool:
-    """Whether ``name`` is a known metric where smaller is better (and not merely informational)."""
-    try:
-        info = metric_info(name)
-    except HarnessError:
-        return False
-    return not info.higher_is_better and not info.informational
-
-
 def _unit(name: str) -> str:
     try:
         return metric_info(name).unit
@@ -103,11 +103,34 @@ def _figures(record: Record) -> list[tuple[str, Stats]]:
     return out
 
 
+#: significant digits of a CSV figure: more than any clock or counter here resolves, fewer than
+#: a float's noise (``0.19390300000000002``)
+CSV_DIGITS = 10
+
+
+def csv_field(value: Any) -> str:
+    """One CSV field: ``""`` for none, ``true``/``false``, whole numbers whole, other numbers to
+    :data:`CSV_DIGITS` significant digits (``nan``/``inf`` as Python spells them), text as it is."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return repr(value)
+        if value.is_integer() and abs(value) < 1e15:
+            return str(int(value))
+        return repr(float(f"{value:.{CSV_DIGITS}g}"))
+    return str(value)
+
+
 def _csv(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(header)
-    writer.writerows(["" if v is None else v for v in row] for row in rows)
+    writer.writerows([csv_field(v) for v in row] for row in rows)
     return buffer.getvalue()
 
 
@@ -126,7 +149,7 @@ def records_csv(records: Sequence[Record]) -> str:
                     _unit(name),
                     _higher(name),
                     stats.n,
-                    *(repr(getattr(stats, k)) for k in ("median", "mean", "stdev", "min", "max", "cv_pct")),
+                    *(getattr(stats, k) for k in ("median", "mean", "stdev", "min", "max", "cv_pct")),
                 ]
             )
     return _csv(RECORD_COLUMNS, rows)
@@ -168,19 +191,25 @@ def _dump(data: Any) -> str:
     return json.dumps(data, indent=2, allow_nan=False) + "\n"
 
 
+def _measure(value: float, low: float, high: float) -> dict[str, float]:
+    """A BMF measure: always its value and both bounds, whichever export writes it."""
+    return {"value": value, "lower_value": min(low, value), "upper_value": max(high, value)}
+
+
 def records_bmf(records: Sequence[Record]) -> str:
     """BMF: a benchmark per cell, a measure per metric: the median, min and max of its samples."""
     doc: dict[str, dict[str, dict[str, float]]] = {}
     for record in records:
         measures = doc.setdefault(record.cell_id, {})
         for name, stats in _figures(record):
-            measures[name] = {"value": stats.median, "lower_value": stats.min, "upper_value": stats.max}
+            measures[name] = _measure(stats.median, stats.min, stats.max)
     return _dump(doc)
 
 
 def comparison_bmf(comparison: Comparison) -> str:
-    """BMF of a comparison's head: a benchmark per cell, a measure per metric, its head median; the
-    bounds are base's median moved by the ends of the change's interval, where there is one."""
+    """BMF of a comparison's head: a benchmark per cell, a measure per metric, its head median;
+    the bounds are base's median moved by the ends of the change's interval, the median itself
+    where there is none (too few samples for one)."""
     doc: dict[str, dict[str, dict[str, float]]] = {}
     for cell in comparison.cells:
         measures = doc.setdefault(cell.cell_id, {})
@@ -188,13 +217,14 @@ def comparison_bmf(comparison: Comparison) -> str:
             head, base = m.median_head, m.median_base
             if head is None or not _number(head):
                 continue
-            metric: dict[str, float] = {"value": float(head)}
+            value = float(head)
+            bounds = [value, value]
             lo, hi = m.ci_low_pct, m.ci_high_pct
             if base is not None and lo is not None and hi is not None:
-                bounds = sorted((float(base) * (1 + lo / 100), float(base) * (1 + hi / 100)))
-                if all(math.isfinite(b) for b in bounds):
-                    metric.update(lower_value=bounds[0], upper_value=bounds[1])
-            measures[m.metric] = metric
+                ends = sorted((float(base) * (1 + lo / 100), float(base) * (1 + hi / 100)))
+                if all(math.isfinite(b) for b in ends):
+                    bounds = ends
+            measures[m.metric] = _measure(value, bounds[0], bounds[1])
     return _dump({cell: measures for cell, measures in doc.items() if measures})
 
 
@@ -202,57 +232,145 @@ def _range(stats: Stats) -> str:
     return f"± {stats.stdev:.6g}"
 
 
+# a higher-is-better rate's unit -> the unit of its inverse and the factor (inverse = factor / rate),
+# as the history pages keep it (benchmarks/history/layout.py)
+_INVERSES = {"MiB/s": ("s/GiB", 1024.0), "KiB/s": ("s/GiB", 1024.0**2), "1/s": ("s/op", 1.0)}
+
+
+@dataclass(frozen=True)
+class _Cost:
+    """How a metric goes into customSmallerIsBetter: its name there, unit, and the factor of an
+    inverted rate (None: as it is)."""
+
+    name: str
+    unit: str
+    factor: float | None = None
+
+    def value(self, raw: float) -> float | None:
+        if self.factor is None:
+            return raw
+        return self.factor / raw if raw > 0 else None
+
+    def word(self, metric: str) -> str:
+        return f"; inverse of {metric}" if self.factor is not None else ""
+
+
+def _cost(name: str) -> _Cost | None:
+    """``name`` as a cost: itself where smaller is better, a rate's inverse where higher is
+    (``mib_per_s`` -> ``s_per_gib``); None for an informational figure or one of no known kind."""
+    try:
+        info = metric_info(name)
+    except HarnessError:
+        return None
+    if info.informational:
+        return None
+    if not info.higher_is_better:
+        return _Cost(name, info.unit)
+    inverse = figure_name(name)
+    if inverse == name or info.unit not in _INVERSES:
+        return None
+    unit, factor = _INVERSES[info.unit]
+    return _Cost(inverse, unit, factor)
+
+
 def records_gab(records: Sequence[Record]) -> str:
-    """github-action-benchmark's ``customSmallerIsBetter``: an entry per cell and metric where
-    smaller is better, its median, ± the standard deviation, n and min-max in ``extra``."""
+    """github-action-benchmark's ``customSmallerIsBetter``: an entry per cell and metric (a rate
+    as its inverse), its median, ± the standard deviation, n and min-max in ``extra``."""
     entries = []
     for record in records:
-        for name, stats in _figures(record):
-            if not _cost(name):
+        for name, raw in _figures(record):
+            cost = _cost(name)
+            if cost is None:
                 continue
+            values = [v for v in map(cost.value, raw.values) if v is not None]
+            if not values:
+                continue
+            stats = Stats.of(values)
             entries.append(
                 {
-                    "name": f"{record.cell_id} {name}",
-                    "unit": _unit(name),
+                    "name": f"{record.cell_id} {cost.name}",
+                    "unit": cost.unit,
                     "value": stats.median,
                     "range": _range(stats),
-                    "extra": f"median of {stats.n} samples, min {stats.min:.6g}, max {stats.max:.6g}",
+                    "extra": f"median of {stats.n} samples, min {stats.min:.6g}, max {stats.max:.6g}"
+                    + cost.word(name),
                 }
             )
     return _dump(entries)
 
 
 def comparison_gab(comparison: Comparison) -> str:
-    """``customSmallerIsBetter`` of a comparison's head: its median per cell and metric where
-    smaller is better, the verdict and change against base in ``extra``."""
+    """``customSmallerIsBetter`` of a comparison's head: its median per cell and metric (a rate as
+    its inverse), the verdict and change against base in ``extra``."""
     entries = []
     for cell in comparison.cells:
         for m in cell.figures:
-            name = m.metric
-            if m.median_head is None or not _number(m.median_head) or not _cost(name):
+            cost = _cost(m.metric)
+            head = m.median_head
+            value = (
+                cost.value(float(head)) if cost is not None and head is not None and _number(head) else None
+            )
+            if cost is None or value is None:
                 continue
             change = m.change_pct
             against = f", {change:+.1f}% against base" if _number(change) else ""
             entries.append(
                 {
-                    "name": f"{cell.cell_id} {name}",
-                    "unit": str(m.unit or _unit(name)),
-                    "value": float(m.median_head),
-                    "extra": f"{m.verdict.value}{against} (n {m.n_base} + {m.n_head})",
+                    "name": f"{cell.cell_id} {cost.name}",
+                    "unit": cost.unit if cost.factor is not None else str(m.unit or cost.unit),
+                    "value": value,
+                    "extra": f"{m.verdict.value}{against} (n {m.n_base} + {m.n_head}){cost.word(m.metric)}",
                 }
             )
     return _dump(entries)
 
 
+@dataclass(frozen=True)
+class Export:
+    """A format other tools ingest: its name (``--output-format``), what it holds, and its writer
+    of records (``show``) and of a comparison (``compare``)."""
+
+    name: str
+    help: str
+    records: Callable[[Sequence[Record]], str]
+    comparison: Callable[[Comparison], str]
+
+
+#: every export ``show`` and ``compare`` offer besides their own text, markdown and JSON
+REGISTRY: dict[str, Export] = {
+    e.name: e
+    for e in (
+        Export("csv", "a row per cell and metric", records_csv, comparison_csv),
+        Export(
+            "bmf",
+            "Bencher Metric Format: the medians (head's) with their bounds",
+            records_bmf,
+            comparison_bmf,
+        ),
+        Export(
+            "github-action-benchmark",
+            "the medians (head's) as its customSmallerIsBetter JSON, a rate as its inverse (s_per_gib)",
+            records_gab,
+            comparison_gab,
+        ),
+    )
+}
+EXPORTS = tuple(REGISTRY)
+
+
+def exports_help() -> str:
+    """What each export holds, for a command's help: ``csv: a row per cell and metric; ...``."""
+    return "; ".join(f"{e.name}: {e.help}" for e in REGISTRY.values())
+
+
 def render_records(records: Sequence[Record], fmt: str) -> str:
     """Records in one of :data:`EXPORTS`."""
-    return {"csv": records_csv, "bmf": records_bmf, "github-action-benchmark": records_gab}[fmt](records)
+    return REGISTRY[fmt].records(records)
 
 
 def render_comparison(comparison: Comparison, fmt: str) -> str:
     """A comparison in one of :data:`EXPORTS`."""
-    render = {"csv": comparison_csv, "bmf": comparison_bmf, "github-action-benchmark": comparison_gab}
-    return render[fmt](comparison)
+    return REGISTRY[fmt].comparison(comparison)
 
 
 # --- JUnit XML ---------------------------------------------------------------------------------
@@ -270,7 +388,10 @@ def comparison_junit(
     """JUnit XML of a comparison: a ``testcase`` per cell (``classname`` its workload), a regression
     or a failing change a ``failure``, an error an ``error``, an inconclusive cell ``skipped``
     with its reason; ``decide`` (cell id -> command) ends an inconclusive cell's message with the
-    command that would decide it."""
+    command that would decide it, by default the one the comparison's summary gives
+    (:func:`decide_commands`)."""
+    if decide is None:
+        decide = decide_commands(comparison)
     cells = comparison.cells
     changed_fails = comparison.settings.changed_fails if comparison.settings is not None else True
     counts = {"tests": len(cells), "failures": 0, "errors": 0, "skipped": 0}
@@ -290,7 +411,7 @@ def comparison_junit(
             ET.SubElement(case, "error", message=reason, type=kind).text = reason
         elif verdict == "inconclusive":
             counts["skipped"] += 1
-            command = (decide or {}).get(cell.cell_id)
+            command = decide.get(cell.cell_id)
             message = f"inconclusive: {reason}" + (f"; to decide: {_xml_text(command)}" if command else "")
             ET.SubElement(case, "skipped", message=message)
         ET.SubElement(case, "system-out").text = _case_out(cell)
@@ -315,3 +436,19 @@ def _case_out(cell: ComparedCell) -> str:
             + f": {_xml_text(m.verdict.value)}"
         )
     return "\n".join(lines)
+
+
+def decide_commands(comparison: Comparison) -> dict[str, str]:
+    """Per inconclusive cell, the command the comparison's summary says would decide it (a gate's
+    own command with the rounds it needs); none where it names none."""
+    entry = comparison.summary.screen.inconclusive if comparison.summary.screen is not None else None
+    if entry is None or entry.command is None:
+        return {}
+    line = command_line(entry.command)
+    return {comparison.cells[i].cell_id: line for i in entry.cells if 0 <= i < len(comparison.cells)}
+
+
+def write_junit(path: Path, comparison: Comparison, *, decide: Mapping[str, str] | None = None) -> None:
+    """The comparison's verdicts as JUnit XML in ``path`` (atomically): the one writer of the file
+    ``compare --junit`` and ``gate`` write (``decide``: as :func:`comparison_junit`)."""
+    write_text_atomic(path, comparison_junit(comparison, decide=decide))

@@ -115,10 +115,10 @@ def test_throttled_head_is_a_regression_of_the_throttled_cell(
     assert git(repo, "worktree", "list").count("\n") == 0
     # the JUnit XML `diskbench gate` writes beside it: a testcase per cell, the regression a failure
     junitparser = pytest.importorskip("junitparser")
-    from harness.cli.gate import write_junit
+    from harness.report.exports import write_junit
 
     comparison = load_comparison(tmp_path / "out" / "comparison.json")
-    write_junit(tmp_path / "junit.xml", comparison, settings=Settings(), reproduce=["diskbench", "gate"])
+    write_junit(tmp_path / "junit.xml", comparison)
     cases = [case for suite in junitparser.JUnitXml.fromfile(str(tmp_path / "junit.xml")) for case in suite]
     assert [case.name for case in cases] == [c["cell_id"] for c in doc["cells"]]
     assert [type(r).__name__ for r in cases[0].result] == ["Failure"]

@@ -81,7 +81,7 @@ def test_show_csv_is_a_row_per_cell_and_metric(
     assert len({(r["cell_id"], r["metric"]) for r in rows}) == len(rows)
     total = next(r for r in rows if r["cell_id"].startswith("raw") and r["metric"] == "total_s")
     assert float(total["median"]) == 2.02 and total["unit"] == "s" and total["n"] == "5"
-    assert total["higher_is_better"] == "False" and float(total["min"]) == 2.0
+    assert total["higher_is_better"] == "false" and float(total["min"]) == 2.0
     globbed = list(
         csv.DictReader(
             io.StringIO(_out(capsys, ["show", str(sides[0]), "--output-format", "csv", "--metric", "dev.*"]))
@@ -117,8 +117,8 @@ def test_github_action_benchmark_has_only_costs(
         json.loads(_out(capsys, ["show", str(sides[0]), "--output-format", "github-action-benchmark"]))
     )
     names = {e["name"].split(" ", 1)[1] for e in entries}
-    # customSmallerIsBetter: a throughput would read upside down, so it is left out
-    assert names == {"total_s", "dev.write_p99_ms", "host.flushes"} and "mib_per_s" not in names
+    # customSmallerIsBetter: a throughput goes in as its inverse (seconds per GiB), never upside down
+    assert names == {"total_s", "dev.write_p99_ms", "host.flushes", "s_per_gib"} and "mib_per_s" not in names
     compared = _out(capsys, ["compare", *map(str, sides), "--output-format", "github-action-benchmark"], 1)
     slow = next(
         e
