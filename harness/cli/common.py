@@ -366,6 +366,33 @@ def add_output_format(parser: Any, formats: tuple[str, ...], help_text: str) -> 
     )
 
 
+def output_path(flag: str, path: Path) -> Path:
+    """A file a command will write, checked before any work: its directory is made if only that
+    level is missing; a missing parent of it, a directory in its place or a directory that cannot
+    be written is bad input naming the flag."""
+    import tempfile
+
+    directory = path.parent
+    if path.is_dir():
+        raise UsageError(f"{flag} {path}: a directory: name a file in it")
+    if not directory.exists():
+        if not directory.parent.is_dir():
+            raise UsageError(
+                f"{flag} {path}: {directory.parent} does not exist: create it first, or write elsewhere"
+            )
+        return path
+    if not directory.is_dir():
+        raise UsageError(f"{flag} {path}: {directory} is not a directory: write elsewhere")
+    try:
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".diskbench-probe-"):
+            pass
+    except OSError as exc:
+        raise UsageError(
+            f"{flag} {path}: cannot write in {directory} ({exc.strerror or exc}): write elsewhere"
+        ) from None
+    return path
+
+
 def output_format(args: argparse.Namespace) -> str:
     """The output format asked for."""
     return str(args.output_format)
@@ -529,7 +556,11 @@ def settings_from_args(args: argparse.Namespace, *, names: Iterable[str] = ()) -
         try:
             metrics.append(check_gated_metric(name.strip()))
         except UsageError as exc:
-            raise UsageError(f"--metric {name!r}: {exc.message}{nearest(name, known)}") from None
+            # the nearest names among the records' too, said once in place of the metric table's own
+            hint = nearest(name, known)
+            unknown = exc.message.startswith("unknown metric")
+            message = f"unknown metric {name!r}{hint}" if hint and unknown else exc.message
+            raise UsageError(f"--metric {name!r}: {message}") from None
     rules = dict(parse_rule(text, what="--rule") for text in getattr(args, "rule", None) or [])
     min_effect = getattr(args, "min_effect", None)
     return Settings(

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from harness.cli.common import READ_RUNS, RECORDS_HELP, add_results_dir, named_records
+from harness.cli.common import READ_RUNS, RECORDS_HELP, add_results_dir, named_records, output_path
 from harness.errors import ExitCode, UsageError
 from harness.report.command import make_report
 from harness.report.sides import parse_labels
@@ -57,6 +57,9 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.labels != "base,head" and not args.against:
         raise UsageError(f"--labels {args.labels!r} names the two sides of a comparison: add --against BASE")
+    for flag, path in (("--html", args.html), ("--markdown", args.markdown)):
+        if path is not None:
+            output_path(flag, path)
     result = make_report(
         [named_records(name, args.results_dir) for name in args.records],
         against=[named_records(name, args.results_dir) for name in args.against],

@@ -19,8 +19,9 @@ from harness.errors import SpecError, UsageError
 from harness.files import read_input_text
 from harness.paths import package_data
 from harness.sample.pairing import Mode
-from harness.spec import Cell, make_cell
+from harness.spec import Cell, axis_names, make_cell
 from harness.subject.policy import Completed, Policy
+from harness.sweep.specfile import Locator
 from harness.untrusted import toml_loads
 from harness.workloads import metric_info
 
@@ -136,14 +137,14 @@ def parse_gate_spec(text: str, *, source: str = "<gate spec>") -> GateSpec:
         data = toml_loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{source}: not valid TOML ({exc}): fix the syntax") from None
+    loc = Locator(text)
     for key in data:
-        if key not in SPEC_KEYS + SPEC_KEYS_TABLES:
-            raise SpecError(
-                f"{source}: unknown key {key!r}: use one of {', '.join(SPEC_KEYS + SPEC_KEYS_TABLES)}"
-            )
+        _known_key(key, SPEC_KEYS + SPEC_KEYS_TABLES, f"{source}:{loc.line_of('', key)}")
     params = data.get("params", {})
     if not isinstance(params, dict):
-        raise SpecError(f"{source}: params must be a table ([params])")
+        raise SpecError(f"{source}:{loc.line_of('params')}: params must be a table ([params])")
+    for key in params:
+        _known_key(key, axis_names(), f"{source}:{loc.line_of('params', key)}: params")
     entries = data.get("cells")
     if not isinstance(entries, list) or not entries:
         raise SpecError(f"{source}: no [[cells]]: name at least one cell")
@@ -151,6 +152,9 @@ def parse_gate_spec(text: str, *, source: str = "<gate spec>") -> GateSpec:
     for number, entry in enumerate(entries, start=1):
         values = dict(entry)
         name = str(values.pop("name", "") or f"cell{number}")
+        for key in values:
+            at = f"{source}:{loc.line_of('cells', key, index=number - 1)}: cells[{number}] ({name})"
+            _known_key(key, (*CELL_GATE_KEYS, *axis_names()), at)
         if any(c.name == name for c in cells):
             raise SpecError(f"{source}: cells[{number}]: the name {name!r} is used twice: name cells apart")
         own = {key: values.pop(key) for key in CELL_GATE_KEYS if key in values}
@@ -289,6 +293,17 @@ def _metric_list(value: Any, what: str) -> tuple[str, ...]:
         except UsageError as exc:
             raise SpecError(f"{what}: {exc.message}") from None
     return tuple(value)
+
+
+def _known_key(key: str, known: tuple[str, ...], where: str) -> None:
+    """Bad input naming ``where`` (``FILE:LINE``), the nearest keys and every key there is."""
+    if key in known:
+        return
+    import difflib
+
+    close = difflib.get_close_matches(key, known, n=2, cutoff=0.6)
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    raise SpecError(f"{where}: unknown key {key!r}{hint}: use one of {', '.join(known)}")
 
 
 def load_gate_spec(path: Path) -> GateSpec:

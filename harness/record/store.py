@@ -188,6 +188,11 @@ def record_files(path: Path, *, recursive: bool = False) -> list[Path]:
     if not path.exists():
         raise UsageError(f"{path} does not exist: pass a record file or a directory of records")
     if not path.is_dir():
+        if path.suffix != ".json":
+            raise UsageError(
+                f"{path} is not a diskbench record (records are RESULTS/records/RUN_ID/CELL_ID.json): "
+                "pass a record file, a run's directory or latest"
+            )
         return [path]
     found = path.rglob("*.json") if recursive else path.glob("*.json")
     return [

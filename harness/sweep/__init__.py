@@ -3,7 +3,7 @@
 A spec names values per axis, single parameters, repeats and exclusions (docs/sweeps.md).  Every
 key is a keyword of :func:`harness.spec.make_cell`, so a new axis there is a new axis here.  The
 spec is validated as a whole before anything runs, and each error names the file, the line and the
-value (tomllib keeps no positions for values, so :class:`_Locator` finds them in the text).  A
+value (tomllib keeps no positions for values, so :class:`Locator` finds them in the text).  A
 combination that every value allows on its own but that a format or QEMU cannot do together
 (``aio=native`` with a cached mode, ``preallocation=metadata`` on raw) is *excluded with its
 reason*, listed before the run, never a crash.

@@ -126,7 +126,7 @@ def canonical(key: str, value: Any) -> Any:
     return value
 
 
-class _Locator:
+class Locator:
     """Line numbers of keys and values in TOML text (tomllib gives none).
 
     Understands what specs use: ``[table]``, ``[[array.of.tables]]``,
@@ -325,7 +325,7 @@ def parse_spec(
         if where:
             raise SpecError(f"{source}:{where.group(1)}: {msg[: where.start()]}: not valid TOML") from None
         raise SpecError(f"{source}: {msg}: not valid TOML") from None
-    loc = _Locator(text)
+    loc = Locator(text)
 
     def fail(line: int, message: str) -> SpecError:
         return SpecError(f"{source}:{line}: {message}")

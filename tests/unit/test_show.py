@@ -195,10 +195,13 @@ def test_all_prints_every_metric_and_the_legend(tmp_path: Path, capsys: pytest.C
     assert len(legend) == 1 and "under 1" in legend[0] and len(legend[0]) <= 100
 
 
-def test_the_old_format_flag_still_works_and_says_so(
+def test_format_is_refused_with_the_flag_to_use(
     records_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["show", str(records_dir), "--format", "json"]) == 0
+    with pytest.raises(SystemExit) as exit_info:
+        main(["show", str(records_dir), "--format", "json"])
+    assert exit_info.value.code == 2
     captured = capsys.readouterr()
-    assert json.loads(captured.out)["schema"] == "diskbench-show"
-    assert "--format json is now --output-format json" in captured.err
+    assert not captured.out and "--format json: --format is the image format" in captured.err
+    assert main(["show", str(records_dir), "--output-format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["schema"] == "diskbench-show"
