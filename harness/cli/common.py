@@ -587,25 +587,6 @@ def add_pages_option(parser: Any) -> None:
     )
 
 
-def compare_argv(args: argparse.Namespace) -> list[str]:
-    """The options of :func:`add_compare_options` given other than their defaults, as argv: the
-    part of the command line that reproduces a comparison (``--seed`` is the caller's)."""
-    argv: list[str] = []
-    for name in getattr(args, "metric", None) or []:
-        argv += ["--metric", str(name)]
-    min_effect = getattr(args, "min_effect", None)
-    if min_effect is not None and parse_percent(str(min_effect), what="--min-effect") != Settings.min_effect:
-        argv += ["--min-effect", str(min_effect)]
-    for text in getattr(args, "rule", None) or []:
-        argv += ["--rule", str(text)]
-    alpha = getattr(args, "alpha", None)
-    if alpha is not None and alpha != Settings.alpha:
-        argv += ["--alpha", str(alpha)]
-    argv += ["--changed-passes"] if getattr(args, "changed_passes", None) else []
-    argv += ["--mix-starts"] if getattr(args, "mix_starts", None) else []
-    return argv
-
-
 def pages_url_from_args(args: argparse.Namespace) -> str | None:
     """``--pages-url`` checked (a UsageError names it), or None."""
     from harness.compare.pointers import check_pages_url

@@ -6,6 +6,8 @@ import argparse
 import json
 import os
 import sys
+import typing
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,6 @@ from harness.cli.common import (
     add_output_format,
     add_pages_option,
     add_results_dir,
-    compare_argv,
     err,
     named_records,
     output_format,
@@ -34,6 +35,9 @@ from harness.compare.verdict import Verdict
 from harness.files import write_text_atomic
 from harness.report.exports import EXPORTS, comparison_junit, render_comparison
 from harness.units import Style, wants_color
+
+if typing.TYPE_CHECKING:
+    from harness.record import Record
 
 
 def add_parser(sub: Any) -> None:
@@ -95,9 +99,9 @@ def run(args: argparse.Namespace) -> int:
         for n in s.metrics
     ]
     settings = settings_from_args(args, names=names)
-    reproduce = ["diskbench", "compare", str(base), str(head), *compare_argv(args)]
-    if settings.seed != Settings.seed:
-        reproduce += ["--seed", str(settings.seed)]
+    from harness.cli.reproduce import command_argv
+
+    reproduce = command_argv(args, ["compare"], positionals=[str(base), str(head)], leave_out=OUTPUT_ONLY)
     result = compare_paths(
         base,
         head,
@@ -108,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
     )
     fmt = output_format(args)
     comparison = result.comparison
-    decide = decide_commands(comparison, base, settings=settings)
+    decide = decide_commands(comparison, base, settings=settings, args=args)
     junit = comparison_junit(comparison, decide=decide)
     if fmt in EXPORTS:
         print(render_comparison(comparison, fmt), end="")
@@ -122,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
         style = Style(wants_color(isatty=sys.stdout.isatty(), environ=os.environ))
         print(render_text(comparison, only_changed=args.only_changed, sort=args.sort, style=style), end="")
     if fmt == "text":
-        print(decide_text(comparison, base, head, settings=settings), end="")
+        print(decide_text(comparison, base, settings=settings, args=args), end="")
     # beside a document on stdout, paths go to stderr: stdout stays one document
     say = print if fmt == "text" else err
     for path in [args.junit, *([args.out / JUNIT_NAME] if args.out is not None else [])]:
@@ -152,31 +156,61 @@ def rounds_to_decide(comparison: Comparison, settings: Settings) -> tuple[list[s
 JUNIT_NAME = "junit.xml"
 
 
-def decide_commands(comparison: Comparison, base: Path, *, settings: Settings) -> dict[str, str]:
+#: what says only where and how a comparison is printed or written: left out of its command again
+OUTPUT_ONLY = ("out", "junit", "output_format", "only_changed", "sort", "pages_url")
+
+
+def decide_argvs(
+    records: Sequence[Record], samples: int, args: argparse.Namespace
+) -> tuple[list[str], list[str]]:
+    """What decides the cells of ``records``: the ``diskbench run`` of those cells, ``samples``
+    a cell (run once per side), with the accelerator they ran under and the results dir; then the
+    ``diskbench compare`` of those two runs with this comparison's own options.  The one builder
+    of both, for the text and for JUnit."""
+    from harness.cli.reproduce import command_argv
+    from harness.cli.run import run_argv
+    from harness.spec import Cell
+
+    run = run_argv([Cell.from_dict(r.cell.data) for r in records], repeat=samples)
+    accels = {r.accel for r in records}
+    if len(accels) == 1 and None not in accels:
+        run += ["--accel", str(accels.pop())]
+    again = command_argv(args, ["compare"], positionals=["latest~1", "latest"], leave_out=OUTPUT_ONLY)
+    run += _results_dir(again[again.index("latest") + 1 :])
+    return run, again
+
+
+def _results_dir(options: list[str]) -> list[str]:
+    """``--results-dir DIR`` among a command's options, or nothing: a run writes where compare reads."""
+    if "--results-dir" in options:
+        at = options.index("--results-dir")
+        return options[at : at + 2]
+    return []
+
+
+def decide_commands(
+    comparison: Comparison, base: Path, *, settings: Settings, args: argparse.Namespace
+) -> dict[str, str]:
     """Per inconclusive cell, the ``diskbench run`` of that cell with the samples that would
     decide it (run once per side, then compare); none where more samples would not."""
-    from harness.cli.run import run_argv
     from harness.compare.pointers import command_line
     from harness.record import find_records
-    from harness.spec import Cell
 
     cells, samples = rounds_to_decide(comparison, settings)
     if not cells or samples is None:
         return {}
     records = {r.cell_id: r for r in find_records([base], recursive=True) if r.cell_id in cells}
-    return {
-        cell_id: command_line(run_argv([Cell.from_dict(record.cell.data)], repeat=samples))
-        + " (once per side), then diskbench compare latest~1 latest"
-        for cell_id, record in records.items()
-    }
+    decide = {}
+    for cell_id, record in records.items():
+        run, again = decide_argvs([record], samples, args)
+        decide[cell_id] = f"{command_line(run)} (once per side), then {command_line(again)}"
+    return decide
 
 
-def decide_text(comparison: Comparison, base: Path, head: Path, *, settings: Settings) -> str:
+def decide_text(comparison: Comparison, base: Path, *, settings: Settings, args: argparse.Namespace) -> str:
     """What to run to decide the inconclusive cells: their ``diskbench run`` with enough samples,
     once per side, and the comparison of those two runs; empty when nothing is inconclusive."""
-    from harness.cli.run import run_argv
     from harness.record import find_records
-    from harness.spec import Cell
 
     cells, samples = rounds_to_decide(comparison, settings)
     if not cells:
@@ -188,14 +222,14 @@ def decide_text(comparison: Comparison, base: Path, head: Path, *, settings: Set
             "set that metric's own with --rule METRIC:PCT\n"
         )
     records = [r for r in find_records([base], recursive=True) if r.cell_id in cells]
-    argv = run_argv([Cell.from_dict(r.cell.data) for r in records], repeat=samples)
+    run, again = decide_argvs(records, samples, args)
     return "\n".join(
         [
             "",
             f"To decide the {count}: {samples} samples a cell on each side. Run, once with each side:",
-            *wrap_command(argv),
+            *wrap_command(run),
             "then compare the two runs:",
-            *wrap_command(["diskbench", "compare", "latest~1", "latest"]),
+            *wrap_command(again),
             "",
         ]
     )

@@ -13,7 +13,6 @@ from harness.cli.common import (
     add_junit_option,
     add_machine_options,
     add_pages_option,
-    compare_argv,
     err,
     executable,
     pages_url_from_args,
@@ -111,20 +110,23 @@ def run(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
+#: what says only where a gate's output goes: left out of the command that runs it again
+OUTPUT_ONLY = ("out", "junit", "pages_url")
+
+
 def reproduce_argv(args: argparse.Namespace, commits: list[str], top: Path) -> list[str]:
-    """The command line that runs this gate again elsewhere: the commits it resolved, the spec
-    (relative to the repository when it lies in it), the flags given (the run adds its seed)."""
-    argv = ["diskbench", "gate", "--base", commits[0], "--head", commits[1]]
-    if Path(args.spec).resolve() != GATE_SPEC.resolve():
-        spec = Path(args.spec).resolve()
-        argv += ["--spec", str(spec.relative_to(top) if spec.is_relative_to(top) else spec)]
-    for flag in ("build_command", "rounds", "max_rounds", "budget_min"):
-        value = getattr(args, flag, None)
-        if value is not None:
-            argv += [f"--{flag.replace('_', '-')}", str(value)]
-    if args.no_canary:
-        argv.append("--no-canary")
-    return argv + compare_argv(args)
+    """The command line that runs this gate again: the commits it resolved, the spec (relative to
+    the repository when it lies in it) and every other flag given, the QEMU of each side, the
+    accelerator and the results dir among them (the run adds its seed); the command that would
+    decide an inconclusive cell is made from it (:func:`harness.compare.screen.decide_command`)."""
+    from harness.cli.reproduce import command_argv, spec_value
+
+    return command_argv(
+        args,
+        ["gate"],
+        leave_out=OUTPUT_ONLY,
+        values={"base": commits[0], "head": commits[1], "spec": spec_value(args.spec, GATE_SPEC, top)},
+    )
 
 
 def _run(

@@ -24,7 +24,7 @@ How each part reads and writes its JSON object is :mod:`harness.compare.jsonpart
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -481,6 +481,16 @@ class GuestWord(JsonPart):
 # --- the comparison -------------------------------------------------------------------------------
 
 
+def command_word(argv: Sequence[str]) -> str | None:
+    """The command of a ``diskbench`` argv (``gate``), past the top-level options before it
+    (``diskbench --qemu BUILD gate ...``)."""
+    words = [str(w) for w in argv[1:]]
+    at = 0
+    while at < len(words) and words[at].startswith("-"):
+        at += 1 if "=" in words[at] else 2
+    return words[at] if at < len(words) else None
+
+
 @dataclass(frozen=True, kw_only=True)
 class Comparison(JsonPart):
     """Base against head: the overall verdict, its summary, both sides, the machine, the settings,
@@ -510,7 +520,7 @@ class Comparison(JsonPart):
     def gate(self) -> bool:
         """The comparison of a gate (more rounds decide), not of records (more samples)."""
         if self.reproduce:
-            return list(self.reproduce[1:2]) == ["gate"]
+            return command_word(self.reproduce) == "gate"
         return self.budget is not None
 
     @property

@@ -42,6 +42,7 @@ from harness.compare.model import (
     Row,
     RowFigure,
     Screen,
+    command_word,
 )
 from harness.compare.pointers import inconclusive_figures
 from harness.compare.verdict import Kind, Verdict
@@ -176,7 +177,7 @@ def decide_command(reproduce: Sequence[str], rounds: int, budget: Budget | None)
     """The gate's command that would run ``rounds`` rounds per side: its own command with
     ``--max-rounds`` and, when the budget says how long its rounds took, ``--budget-min`` scaled
     to them (whole minutes, rounded up).  None for a comparison of records (no gate to run)."""
-    if list(reproduce[:2]) != ["diskbench", "gate"]:
+    if command_word(reproduce) != "gate":
         return None
     argv: list[str] = []
     skip = False
@@ -232,7 +233,7 @@ def _inconclusive(
     seen, most = inconclusive_figures(rows)
     rounds = int(most.rounds_to_decide or 0) if most is not None else None
     # a gate adds rounds itself (--max-rounds); records compared by hand need more samples
-    gate = list(reproduce[1:2]) == ["gate"] if reproduce else budget is not None
+    gate = command_word(reproduce) == "gate" if reproduce else budget is not None
     command = decide_command(reproduce, rounds, budget) if rounds is not None else None
     return Inconclusive(
         cells=tuple(order),

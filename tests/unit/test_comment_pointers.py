@@ -274,10 +274,10 @@ def test_the_gates_command_names_the_commits_and_only_the_flags_given(tmp_path: 
     assert reproduce_argv(args, commits, tmp_path)[6:] == [
         "--spec",
         "specs/gate.toml",
-        "--build-command",
-        "make -j4",
         "--max-rounds",
         "16",
+        "--build-command",
+        "make -j4",
         "--metric",
         "total_s",
         "--min-effect",

@@ -81,6 +81,7 @@ def test_too_few_samples_end_with_the_commands_that_decide(
             "writeback",
         ],
         *["--interface", "virtio-blk", "--workload", "dd", "--dd-mib", "64", "--repeat", "4"],
+        *["--accel", "tcg"],
     ]
     assert tail[-1].strip() == "diskbench compare 'latest~1' latest"
     assert all(len(line) <= 100 for line in out.splitlines())
@@ -106,3 +107,54 @@ def test_run_dry_run_lists_the_cells_and_runs_nothing(
     assert "  left out (2 combinations): preallocation 'metadata' is not allowed for raw" in captured.out
     assert any(line.startswith("estimate: 20 samples, about ") for line in lines)
     assert "skipped" not in captured.err and not (tmp_path / "res").exists()
+
+
+def test_the_gates_decide_command_keeps_every_flag_that_shaped_it(tmp_path: Path) -> None:
+    from harness.cli.gate import reproduce_argv
+    from harness.compare.model import Budget
+    from harness.compare.screen import decide_command
+
+    spec = tmp_path / "specs" / "gate.toml"
+    given = [
+        *["--qemu", "/opt/q/qemu", "--qemu-img", "/opt/q/qemu-img", "gate", "--base", "main"],
+        *["--head", "topic"],
+        *["--spec", str(spec), "--repo", str(tmp_path), "--budget-min", "9", "--rounds", "3"],
+        *["--max-rounds", "12", "--seed", "26", "--no-canary", "--policy", str(tmp_path / "p.toml")],
+        *["--base-qemu", "/opt/a/qemu", "--head-qemu", "/opt/b/qemu", "--base-qemu-img", "/opt/a/img"],
+        *["--head-qemu-img", "/opt/b/img", "--build-command", "make -j4", "--metric", "total_s"],
+        *["--min-effect", "3%", "--rule", "total_s:2%", "--alpha", "0.05", "--changed-passes"],
+        *["--mix-starts", "--accel", "tcg", "--work-dir", str(tmp_path / "w")],
+        *["--results-dir", str(tmp_path / "r"), "--boot-timeout-s", "50", "--workload-timeout-s", "90"],
+        *["--max-disk-size", "8G", "--start", "cold"],
+        *["--out", str(tmp_path / "o"), "--junit", str(tmp_path / "j.xml"), "--pages-url", "https://x.io/"],
+    ]
+    args = build_parser().parse_args(given)
+    commits = ["a" * 40, "b" * 40]
+    # 12 rounds took 6 minutes: 30 rounds get a budget of 15
+    argv = decide_command(reproduce_argv(args, commits, tmp_path), 30, Budget(used_min=6.0, rounds=12))
+    assert argv is not None and argv[0] == "diskbench"
+    again = build_parser().parse_args(argv[1:])  # the printed command, parsed as a dry run would
+    wanted = vars(args) | {"base": commits[0], "head": commits[1], "max_rounds": 30, "budget_min": 15.0}
+    # where the output goes is the new run's own; the spec is named within the repository
+    wanted |= {"out": None, "junit": None, "pages_url": None, "spec": Path("specs/gate.toml")}
+    assert vars(again) == wanted
+
+
+def test_compares_decide_commands_keep_the_accelerator_results_dir_and_options(tmp_path: Path) -> None:
+    from harness.cli.compare import decide_argvs
+    from harness.record import find_records
+
+    base = _side(tmp_path / "base", [10.0, 10.2])
+    given = ["compare", str(base), str(base), "--results-dir", str(tmp_path / "r"), "--metric", "total_s"]
+    given += ["--min-effect", "3%", "--seed", "5", "--alpha", "0.05", "--rule", "total_s:2%"]
+    args = build_parser().parse_args([*given, "--output-format", "json", "--out", str(tmp_path / "o")])
+    run, again = decide_argvs(find_records([base]), 6, args)
+    ran = build_parser().parse_args(run[1:])
+    assert (ran.accel, ran.results_dir, ran.repeat, ran.workload) == ("tcg", tmp_path / "r", 6, "dd")
+    compared = build_parser().parse_args(again[1:])
+    assert vars(compared) == vars(args) | {
+        "base": "latest~1",
+        "head": "latest",
+        "output_format": "text",
+        "out": None,
+    }
