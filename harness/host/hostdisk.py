@@ -31,8 +31,6 @@ import json
 import logging
 import os
 import shutil
-import signal
-import statistics
 import subprocess
 import time
 import tomllib
@@ -43,7 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import CommandError, InfraError, UsageError
-from harness.host import proc
+from harness.host import diskparts, diskprobe, proc
+from harness.host.diskparts import throttle_kind
 
 log = logging.getLogger(__name__)
 
@@ -51,23 +50,26 @@ NATIVE = "native"
 STATE_DIR = ".host-disk"
 STATE_FILE = "state.json"
 MOUNT_PREFIX = "host-disk-"
-BLKIO = Path("/sys/fs/cgroup/blkio")
-BLKIO_FILES = (
-    "blkio.throttle.read_bps_device",
-    "blkio.throttle.write_bps_device",
-    "blkio.throttle.read_iops_device",
-    "blkio.throttle.write_iops_device",
-)
 #: what the loop device reads ahead for the page cache: a buffered sequential read arrives at the
 #: throttle as requests of this size (at the default 128 KiB it would be iops-bound)
 READ_AHEAD_KB = 1024
-#: fdatasync calls timed to measure what a flush costs on the model's path before its delay is set
-FLUSH_PROBES = 24
+#: a scratch area after the model's ext4 (on the loop device, no file system on it) where the
+#: path's ceiling is measured (:func:`harness.host.diskprobe.ceiling`)
+SCRATCH = 64 << 20
 START_TIMEOUT_S = 15.0
 
 
 class HostDiskError(UsageError):
     """A host disk model that cannot be used as asked (unknown name, not root): exit 2."""
+
+
+class OutOfReach(HostDiskError):
+    """A profile this host's model path cannot reach (exit 2): what the path measured is carried."""
+
+    def __init__(self, message: str, *, ceiling: diskprobe.Ceiling | None, flush_path_ms: float) -> None:
+        super().__init__(message)
+        self.ceiling = ceiling
+        self.flush_path_ms = flush_path_ms
 
 
 @dataclass(frozen=True)
@@ -162,6 +164,10 @@ class Model:
     qsd_pid: int = 0
     strace_pid: int = 0
     flush_path_ms: float = 0.0
+    #: what the path served before the throttle held it (:func:`harness.host.diskprobe.ceiling`)
+    ceiling: diskprobe.Ceiling | None = None
+    #: what the daemon runs at (``SCHED_FIFO 10``; ``nice -19`` where real time is refused)
+    priority: str = ""
     _children: list[subprocess.Popen[bytes]] = field(default_factory=list, repr=False)
 
     @property
@@ -194,6 +200,8 @@ class Model:
             "loop_devno": self.loop_devno,
             "mount": str(self.mount),
             "export": str(self.export),
+            "priority": self.priority,
+            "ceiling": self.ceiling.as_dict() if self.ceiling else None,
         }
 
     def _save(self) -> None:
@@ -209,15 +217,21 @@ def _which(name: str) -> str:
     return found
 
 
+def _in_child() -> None:
+    proc.die_with_parent()
+    diskprobe.raise_in_child()
+
+
 def _spawn(argv: list[str], log_path: Path) -> subprocess.Popen[bytes]:
-    """A helper process of the model, tied to the harness (it dies with it, even by SIGKILL)."""
+    """A helper process of the model, tied to the harness (it dies with it, even by SIGKILL), run
+    above the host's other work (:func:`harness.host.diskprobe.raise_in_child`)."""
     with log_path.open("ab") as out:
         return subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
-            preexec_fn=proc.die_with_parent,
+            preexec_fn=_in_child,
         )
 
 
@@ -225,13 +239,6 @@ def _tail(path: Path) -> str:
     with contextlib.suppress(OSError):
         return path.read_text(errors="replace")[-2000:]
     return ""
-
-
-def _mounted(path: Path) -> bool:
-    target = str(path)
-    with contextlib.suppress(OSError), open("/proc/mounts", encoding="utf-8") as mounts:
-        return any(line.split()[1].replace("\\040", " ") == target for line in mounts if line.strip())
-    return False
 
 
 def _wait_for(
@@ -253,33 +260,11 @@ def _wait_for(
         time.sleep(0.05)
 
 
-def _blkio_available() -> bool:
-    return all((BLKIO / name).is_file() for name in BLKIO_FILES)
-
-
-def throttle_kind() -> str:
-    """How a model is throttled on this host: ``blkio`` (cgroup v1, per bio at the loop device) or
-    ``qemu-storage-daemon`` (its throttle group, per FUSE request)."""
-    return "blkio" if _blkio_available() else "qemu-storage-daemon"
-
-
 def identity(name: str) -> str | None:
     """The ``host_disk`` of a record's machine info for model ``name``; None for native (a record
     of the native disk has no such key, as before models existed)."""
     found = profile(name)
     return None if found is None else found.identity(throttle_kind())
-
-
-def _set_blkio(devno: str, bps: int, iops: int) -> None:
-    for name in BLKIO_FILES:
-        value = bps if "bps" in name else iops
-        (BLKIO / name).write_text(f"{devno} {value}\n")
-
-
-def _clear_blkio(devno: str) -> None:
-    for name in BLKIO_FILES:
-        with contextlib.suppress(OSError):
-            (BLKIO / name).write_text(f"{devno} 0\n")
 
 
 def _build(model: Model, progress: Callable[[str], None]) -> None:
@@ -290,9 +275,10 @@ def _build(model: Model, progress: Callable[[str], None]) -> None:
     model.mount.mkdir(parents=True, exist_ok=True)
     model.throttle = throttle_kind()
     model._save()
-    # ext4 is made on the raw file natively (fast, no lazy init left to run through the model)
+    # ext4 is made on the raw file natively (fast, no lazy init left to run through the model);
+    # after it, a scratch area where the path's ceiling is measured
     with open(model.backing, "wb") as fh:
-        fh.truncate(prof.capacity)
+        fh.truncate(prof.capacity + SCRATCH)
     proc.run(
         [
             "mkfs.ext4",
@@ -301,6 +287,7 @@ def _build(model: Model, progress: Callable[[str], None]) -> None:
             "-E",
             "lazy_itable_init=0,lazy_journal_init=0,nodiscard",
             str(model.backing),
+            f"{prof.capacity // 1024}k",
         ],
         timeout_s=300,
     )
@@ -325,9 +312,10 @@ def _build(model: Model, progress: Callable[[str], None]) -> None:
     daemon = _spawn(argv, qsd_log)
     model._children.append(daemon)
     model.qsd_pid = daemon.pid
+    model.priority = diskprobe.priority_of(daemon.pid)
     model._save()
     _wait_for(
-        lambda: _mounted(model.export),
+        lambda: diskparts.is_mounted(model.export),
         timeout_s=START_TIMEOUT_S,
         child=daemon,
         what="qemu-storage-daemon",
@@ -340,22 +328,51 @@ def _build(model: Model, progress: Callable[[str], None]) -> None:
     model._save()
     with contextlib.suppress(OSError):
         Path(f"/sys/block/{name}/queue/read_ahead_kb").write_text(f"{READ_AHEAD_KB}\n")
+    # the path's ceiling and its own flush cost are timed with the tracer attached (it stops each
+    # of the daemon's system calls), injecting nothing; then the tracer that injects the rest
+    # replaces it
+    _trace(model, strace, 0)
+    model.ceiling = diskprobe.ceiling(model.loop, prof.capacity, SCRATCH, throttled=model.throttle != "blkio")
+    model._save()
+    _refuse_out_of_reach(model)
     if model.throttle == "blkio":
-        _set_blkio(model.loop_devno, bps, prof.random_iops)
+        diskparts.set_blkio(model.loop_devno, bps, prof.random_iops)
     proc.run(["mount", "-t", "ext4", model.loop, str(model.mount)], timeout_s=60)
     model._save()
-    # the path's own flush cost is timed with the tracer attached (it stops each of the daemon's
-    # system calls), injecting nothing; then the tracer that injects the rest replaces it
-    _trace(model, strace, 0)
-    model.flush_path_ms = _flush_p50_ms(model.mount)
+    model.flush_path_ms = diskprobe.flush_p50_ms(model.mount)
+    _refuse_out_of_reach(model)
     _untrace(model)
     delay_us = max(0, round((prof.flush_ms - model.flush_path_ms) * 1000))
     _trace(model, strace, delay_us)
     progress(
         f"host disk {prof.name}: {model.mount} on {model.loop} ({prof.seq_mib_s:g} MiB/s, "
         f"{prof.random_iops} IOPS by {model.throttle}, flush {prof.flush_ms:g} ms: "
-        f"{model.flush_path_ms:.2f} ms of path + {delay_us / 1000:.2f} ms injected)"
+        f"{model.flush_path_ms:.2f} ms of path + {delay_us / 1000:.2f} ms injected; "
+        f"daemon at {model.priority}; the path alone: {model.ceiling.words()})"
     )
+
+
+def _refuse_out_of_reach(model: Model) -> None:
+    """Exit 2 where the path cannot reach the profile (a slower disk than asked is never given)."""
+    prof = model.profile
+    short = diskprobe.out_of_reach(
+        seq_mib_s=prof.seq_mib_s,
+        random_iops=prof.random_iops,
+        ceiling_found=model.ceiling,
+        flush_ms=prof.flush_ms,
+        flush_path_ms=model.flush_path_ms or None,
+    )
+    if short:
+        served = model.ceiling.words() if model.ceiling else ""
+        if model.flush_path_ms:
+            served += f"; a flush {model.flush_path_ms:.2f} ms"
+        raise OutOfReach(
+            f"--host-disk {prof.name}: out of reach of this host's model path: the profile asks "
+            f"{' and '.join(short)}; the path served {served}: use another model, or a runner whose "
+            "path is faster (docs/host-disks.md)",
+            ceiling=model.ceiling,
+            flush_path_ms=model.flush_path_ms,
+        )
 
 
 def _trace(model: Model, strace: str, delay_us: int) -> None:
@@ -407,29 +424,6 @@ def _tracer_of(pid: int, tid: int) -> int:
     return -1
 
 
-def _flush_p50_ms(directory: Path) -> float:
-    """The median time of fdatasync after a 4 KiB O_DIRECT overwrite, as fio's flush check times it."""
-    import mmap
-
-    path = directory / ".diskbench-flush-probe"
-    buf = mmap.mmap(-1, 4096)
-    buf.write(b"\xa5" * 4096)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_DIRECT, 0o600)
-    try:
-        os.pwrite(fd, buf, 0)
-        os.fdatasync(fd)
-        times = []
-        for _ in range(FLUSH_PROBES):
-            os.pwrite(fd, buf, 0)
-            start = time.perf_counter()
-            os.fdatasync(fd)
-            times.append(time.perf_counter() - start)
-    finally:
-        os.close(fd)
-        path.unlink(missing_ok=True)
-    return statistics.median(times) * 1000
-
-
 @contextlib.contextmanager
 def mounted(
     work_dir: Path, prof: Profile, *, progress: Callable[[str], None] = lambda _m: None
@@ -455,63 +449,6 @@ def _state(work_dir: Path) -> dict[str, Any]:
     return {}
 
 
-def _cmdline(pid: int) -> list[str]:
-    with contextlib.suppress(OSError):
-        return [
-            a.decode(errors="replace") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a
-        ]
-    return []
-
-
-def _daemons(export: Path) -> list[int]:
-    """qemu-storage-daemon processes serving ``export`` (found by their command line)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            argv = _cmdline(int(entry.name))
-            if argv and Path(argv[0]).name == "qemu-storage-daemon" and any(str(export) in a for a in argv):
-                found.append(int(entry.name))
-    return found
-
-
-def _loops(export: Path) -> list[str]:
-    """Loop devices attached to ``export``."""
-    found = []
-    for backing in Path("/sys/block").glob("loop*/loop/backing_file"):
-        with contextlib.suppress(OSError):
-            if backing.read_text().strip().removesuffix(" (deleted)") == str(export):
-                found.append(f"/dev/{backing.parent.parent.name}")
-    return found
-
-
-def _umount(path: Path, notes: list[str]) -> None:
-    if not _mounted(path):
-        return
-    for argv in (["umount", str(path)], ["umount", "-l", str(path)]):
-        with contextlib.suppress(CommandError):
-            proc.run(argv, timeout_s=60)
-            notes.append(f"unmounted {path}")
-            return
-    notes.append(f"could not unmount {path}")
-
-
-def _stop(pid: int, notes: list[str], what: str) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 5.0
-        while time.monotonic() < deadline and Path(f"/proc/{pid}").exists() and not _zombie(pid):
-            time.sleep(0.05)
-        if Path(f"/proc/{pid}").exists() and not _zombie(pid):
-            os.kill(pid, signal.SIGKILL)
-        notes.append(f"stopped {what} (pid {pid})")
-
-
-def _zombie(pid: int) -> bool:
-    with contextlib.suppress(OSError):
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    return True
-
-
 def teardown(
     work_dir: Path, state: dict[str, Any], *, children: list[subprocess.Popen[bytes]] | None = None
 ) -> list[str]:
@@ -524,37 +461,37 @@ def teardown(
     with contextlib.suppress(OSError):
         mounts |= {p for p in work_dir.iterdir() if p.name.startswith(MOUNT_PREFIX)}
     for mount in sorted(mounts):
-        _umount(mount, notes)
-    loops = set(_loops(export))
+        diskparts.umount(mount, notes)
+    loops = set(diskparts.loops(export))
     if state.get("loop"):
         loops.add(str(state["loop"]))
     for loop in sorted(loops):
         devno = ""
         with contextlib.suppress(OSError):
             devno = Path(f"/sys/block/{Path(loop).name}/dev").read_text().strip()
-        if loop in _loops(export):
+        if loop in diskparts.loops(export):
             with contextlib.suppress(CommandError):
                 proc.run(["losetup", "-d", loop], timeout_s=60)
                 notes.append(f"detached {loop}")
-        if devno and _blkio_available():
-            _clear_blkio(devno)
+        if devno and diskparts.blkio_available():
+            diskparts.clear_blkio(devno)
     tracer = int(state.get("strace_pid") or 0)
-    if tracer and Path(_cmdline(tracer)[0] if _cmdline(tracer) else "").name == "strace":
-        _stop(tracer, notes, "strace")
-    for daemon in sorted({*_daemons(export)}):
-        _stop(daemon, notes, "qemu-storage-daemon")
+    if tracer and Path(diskparts.cmdline(tracer)[0] if diskparts.cmdline(tracer) else "").name == "strace":
+        diskparts.stop(tracer, notes, "strace")
+    for daemon in sorted({*diskparts.daemons(export)}):
+        diskparts.stop(daemon, notes, "qemu-storage-daemon")
     for child in children or []:
         with contextlib.suppress(OSError, subprocess.TimeoutExpired):
             child.kill()
             child.wait(timeout=5)
-    _umount(export, notes)
+    diskparts.umount(export, notes)
     for mount in sorted(mounts):
         with contextlib.suppress(OSError):
-            if not _mounted(mount):
+            if not diskparts.is_mounted(mount):
                 mount.rmdir()
     for name in ("backing.raw", "export.img", STATE_FILE):
         with contextlib.suppress(OSError):
-            if not _mounted(state_dir / name):
+            if not diskparts.is_mounted(state_dir / name):
                 (state_dir / name).unlink(missing_ok=True)
     return notes
 
@@ -567,10 +504,10 @@ def clean_stale(work_dir: Path) -> list[str]:
     export = work_dir / STATE_DIR / "export.img"
     leftovers = (
         state
-        or _daemons(export)
-        or _loops(export)
-        or _mounted(export)
-        or any(_mounted(p) for p in work_dir.glob(f"{MOUNT_PREFIX}*"))
+        or diskparts.daemons(export)
+        or diskparts.loops(export)
+        or diskparts.is_mounted(export)
+        or any(diskparts.is_mounted(p) for p in work_dir.glob(f"{MOUNT_PREFIX}*"))
     )
     if not leftovers:
         return []

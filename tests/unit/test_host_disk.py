@@ -9,7 +9,7 @@ import pytest
 
 from harness.cli import main
 from harness.errors import ExitCode
-from harness.host import hostdisk
+from harness.host import diskprobe, hostdisk
 from harness.record.identity import fingerprint, identity_slug, merge_identity, series_identity
 from harness.record.model import CellInfo, MachineInfo, Record, SubjectInfo, VMInfo
 
@@ -90,3 +90,50 @@ def test_two_models_are_never_one_series() -> None:
     assert len(prints) == 3
     assert len({identity_slug(merge_identity(r)) for r in (native, hdd, ssd)}) == 3
     assert len({series_identity(r) for r in (native, hdd, ssd)}) == 3
+
+
+def ceiling(iops: float, mib_s: float, *, throttled: bool = False) -> diskprobe.Ceiling:
+    return diskprobe.Ceiling(iops, iops * 2, mib_s * 2, mib_s, throttled=throttled)
+
+
+def test_a_profile_past_the_paths_ceiling_is_out_of_reach() -> None:
+    ssd = hostdisk.profiles()["sata-ssd"]
+    short = diskprobe.out_of_reach(
+        seq_mib_s=ssd.seq_mib_s, random_iops=ssd.random_iops, ceiling_found=ceiling(1351, 281)
+    )
+    assert short == ["10000 random IOPS (the path: 1351)", "500 MiB/s (the path: 281)"]
+    hdd = hostdisk.profiles()["period-hdd"]
+    assert diskprobe.out_of_reach(seq_mib_s=60, random_iops=150, ceiling_found=ceiling(1351, 281)) == []
+    # unthrottled, the path needs headroom over a figure; through the throttle, the figure itself
+    assert diskprobe.out_of_reach(seq_mib_s=60, random_iops=150, ceiling_found=ceiling(160, 281)) == [
+        "150 random IOPS (the path: 160)"
+    ]
+    assert (
+        diskprobe.out_of_reach(seq_mib_s=60, random_iops=150, ceiling_found=ceiling(140, 58, throttled=True))
+        == []
+    )
+    # a flush the path alone makes slower than the profile's
+    assert diskprobe.out_of_reach(
+        seq_mib_s=hdd.seq_mib_s,
+        random_iops=hdd.random_iops,
+        ceiling_found=None,
+        flush_ms=2.0,
+        flush_path_ms=2.3,
+    ) == ["a 2 ms flush (the path's own: 2.30 ms)"]
+
+
+def test_a_models_process_runs_real_time_or_at_nice_minus_19() -> None:
+    import os
+    import subprocess
+
+    child = subprocess.Popen(["sleep", "30"], preexec_fn=diskprobe.raise_in_child)
+    try:
+        got = diskprobe.priority_of(child.pid)
+        if os.geteuid() == 0:
+            assert got == f"SCHED_FIFO {diskprobe.FIFO_PRIORITY}"
+        else:
+            assert got in (f"nice {diskprobe.FALLBACK_NICE}", "nice 0")
+        assert os.getsid(child.pid) == child.pid  # a session, so an autogroup, of its own
+    finally:
+        child.kill()
+        child.wait()
