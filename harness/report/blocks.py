@@ -17,30 +17,28 @@ from typing import Any
 
 from harness.compare.samplestats import Stats
 from harness.presets import PlotSpec, TableSpec, check_shape, display_value, matches
-from harness.report.charts import BarChart, ShapeChart, byte_unit
+from harness.report.charts import BarChart, ShapeChart
 from harness.report.families import family_charts, one_side_rows
 from harness.report.series import CellResult, Series, label_of, metric_of
 from harness.sweep import QEMU_AXIS, canonical
-from harness.units import plural
+from harness.units import decimals, plural
 
 _DIGITS = {"s": 2, "MiB/s": 1, "ratio": 3, "%": 0}
 
 
 def format_stats(stats: Stats, unit: str, *, beside: Stats | None = None) -> str:
-    """``12.30 s ± 2.1%``; bytes in the binary unit their median reaches; ``-`` without samples.
-
-    ``beside``: the figure it stands next to (base's, for head's), so that both take one unit:
-    the one the smaller median needs.
+    """``12.30 s ± 2.1%``; ``-`` without samples.  One unit per metric whatever its size, so that
+    two runs (or base and head, ``beside``) read alike: seconds in s (``0.00830 s``: three
+    significant digits under 0.1 s, two decimals above), bytes in MiB (four significant digits).
     """
+    del beside  # every figure of a metric takes its one unit
     if not stats.n:
         return "-"
-    medians = [abs(stats.median)] + ([abs(beside.median)] if beside is not None and beside.n else [])
     if unit == "B":
-        name, divisor = byte_unit([min(medians)])
-        scaled = Stats.of([v / divisor for v in stats.values])
-        return scaled.format(name, digits=0 if name == "B" else 1)
-    if unit == "s" and min(medians) < 0.1 and max(medians) < 10:
-        return Stats.of([v * 1000 for v in stats.values]).format("ms", digits=1)
+        scaled = Stats.of([v / 2**20 for v in stats.values])
+        return scaled.format("MiB", digits=decimals(scaled.median, 4))
+    if unit == "s" and abs(stats.median) < 0.1:
+        return stats.format("s", digits=decimals(stats.median, 3))
     if unit in ("ratio", "count"):
         return stats.format("", digits=_DIGITS.get(unit, 0))
     return stats.format(unit, digits=_DIGITS.get(unit, 0))
@@ -75,6 +73,9 @@ class Table:
     groups: tuple[tuple[tuple[str, int], ...], ...] = ()
     # per row: "" or "seed" (the seed's own figures, set apart) or "failed"
     kinds: tuple[str, ...] = ()
+    # the leading columns that say which row it is (the cell, its verdict): a table too wide for
+    # a terminal goes on in a second table that repeats them (harness.report.text)
+    keys: int = 1
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,12 @@ def cells_table(series: Series, spec: TableSpec) -> Table | None:
         row.append(f"{len(cell.ok)}/{len(cell.record.samples)}")
         rows.append(tuple(row))
     caption = "median ± coefficient of variation over the ok samples; (n=1): a single sample, no spread"
-    return Table(tuple(header), tuple(rows), caption=f"{spec.title}: {caption}" if spec.title else caption)
+    return Table(
+        tuple(header),
+        tuple(rows),
+        caption=f"{spec.title}: {caption}" if spec.title else caption,
+        keys=max(1, len(axes)),
+    )
 
 
 # bonnie++'s own column layout
@@ -418,7 +424,7 @@ def series_blocks(series: Series, index: int) -> list[Block]:
     title = (
         f"{series.preset.title} (preset {series.preset.name}, seed {series.preset.seed})"
         if series.preset
-        else f"sweep {series.sweep}"
+        else f"{'sweep' if _swept(series) else 'run'} {series.sweep}"
     )
     samples = sum(len(c.record.samples) for c in series.cells)
     failed = sum(len(c.failed) for c in series.cells)
@@ -439,7 +445,7 @@ def series_blocks(series: Series, index: int) -> list[Block]:
     tables = (
         series.preset.tables
         if series.preset and series.preset.tables
-        else (TableSpec(title="", metrics=("total_s", "host.create_s", "host.write_amplification")),)
+        else (TableSpec(title="", metrics=_default_metrics(series)),)
     )
     for spec in tables:
         if spec.layout == "bonnie":
@@ -477,6 +483,20 @@ def series_blocks(series: Series, index: int) -> list[Block]:
             )
         )
     return blocks
+
+
+# a run's own table: its time, dd's write rate (its headline), the image's creation and the write
+# amplification, each where a cell has it (the total always)
+DEFAULT_METRICS = ("total_s", "mib_per_s", "host.create_s", "host.write_amplification")
+
+
+def _default_metrics(series: Series) -> tuple[str, ...]:
+    return tuple(m for m in DEFAULT_METRICS if m == "total_s" or any(c.stats(m).n for c in series.cells))
+
+
+def _swept(series: Series) -> bool:
+    """Whether the series is a sweep's (its records' run id ``sweep-NAME``), else a run's."""
+    return any(str(c.record.run_id).startswith("sweep-") for c in series.cells)
 
 
 def build_report(series: Sequence[Series]) -> list[Block]:

@@ -29,6 +29,8 @@ class Family:
     picks: Callable[[str], bool]
     # small multiples: the panel a figure is drawn in (each on its own scale) and its name there
     panel: Callable[[str], tuple[str, str]] | None = None
+    # a log axis where the bars span orders of magnitude (a p50 beside a p99 a hundred times it)
+    log: bool = False
 
 
 _PHASE = re.compile(r"phase\.[a-z0-9_]+(?<!_per)_s$")
@@ -51,9 +53,10 @@ FAMILIES: tuple[Family, ...] = (
     ),
     Family(
         "latency",
-        "the device's latency percentiles (guest histogram)",
+        "the device's latency percentiles (QEMU's histogram, host side; log scale)",
         lambda name: bool(_LATENCY.match(name)),
         _latency_panel,
+        log=True,
     ),
     Family("rate", "write rate, flush included", lambda name: name == "mib_per_s"),
     Family(
@@ -174,6 +177,7 @@ def family_charts(
                 family=family.key,
                 workload=workload,
                 panels=tuple(panels),
+                log=family.log,
             )
         )
     return charts

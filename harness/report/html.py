@@ -13,7 +13,8 @@ body { font-family: system-ui, sans-serif; margin: 2em; max-width: 80em; color: 
 table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: left; }
 th { background: #f0f0f0; text-align: center; }
-td.num { text-align: right; white-space: nowrap; }
+td.num { text-align: right; }
+td.verdict { white-space: nowrap; font-weight: 600; }
 tr.seed td { font-style: italic; color: #555; background: #fafafa; }
 tr.failed td { background: #fde0e0; }
 p, li { overflow-wrap: break-word; }
@@ -24,6 +25,11 @@ caption { caption-side: bottom; font-size: 0.85em; color: #555; text-align: left
 .table { max-width: 100%; overflow-x: auto; }
 img { max-width: 100%; height: auto; border: 1px solid #ddd; margin: 0.5em 0.5em 1.5em 0; display: inline-block; vertical-align: top; }
 """
+
+
+def _figure(text: str) -> str:
+    """A figure that may wrap only before its spread: ``3.00&nbsp;s ±&nbsp;5.0%``."""
+    return html.escape(text).replace(" ", "&nbsp;").replace("&nbsp;±", " ±")
 
 
 def to_html(blocks: Sequence[Block], images: Mapping[str, str]) -> str:
@@ -56,11 +62,16 @@ def to_html(blocks: Sequence[Block], images: Mapping[str, str]) -> str:
                 )
             rows.append("<tr>" + "".join(f"<th>{esc(h)}</th>" for h in block.header) + "</tr></thead><tbody>")
             kinds = block.kinds or ("",) * len(block.rows)
+            verdict = block.header.index("verdict") if "verdict" in block.header else -1
             for row, kind in zip(block.rows, kinds, strict=True):
                 cls = f' class="{kind}"' if kind else ""
                 tds = (
-                    f'<td class="num">{esc(c)}</td>' if NUMERIC.match(c) else f"<td>{esc(c)}</td>"
-                    for c in row
+                    f'<td class="verdict">{esc(c)}</td>'
+                    if i == verdict
+                    else f'<td class="num">{_figure(c)}</td>'
+                    if NUMERIC.match(c)
+                    else f"<td>{esc(c)}</td>"
+                    for i, c in enumerate(row)
                 )
                 rows.append(f"<tr{cls}>" + "".join(tds) + "</tr>")
             rows.append("</tbody></table></div>")

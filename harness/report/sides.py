@@ -106,20 +106,18 @@ def _identity_notes(base: Side, head: Side) -> list[str]:
 def _table(workload: str, rows: Sequence[Row], base: Side, head: Side, verdicts: Sequence[str]) -> Table:
     cells = [c for _label, by_side in rows for c in by_side.values() if c is not None]
     metrics = [m for m in TABLE_METRICS if any(c.stats(m).n for c in cells)]
-    header = ["cell"]
-    groups: list[tuple[str, int]] = [("", 1)]
+    # the verdict beside the cell's name: seen first, never past the figures' columns
+    header = ["cell", *(["verdict"] if verdicts else [])]
+    groups: list[tuple[str, int]] = [("", len(header))]
     for name in metrics:
         header += [base.label, head.label, "change"]
         groups.append((label_of(name), 3))
     header.append(f"ok {base.label}/{head.label}")
     groups.append(("", 1))
-    if verdicts:
-        header.append("verdict")
-        groups.append(("", 1))
     body = []
     for (label, by_side), verdict in zip(rows, verdicts or [""] * len(rows), strict=True):
         b, h = by_side.get(base.label), by_side.get(head.label)
-        row = [label]
+        row = [label, *([verdict] if verdicts else [])]
         for name in metrics:
             unit = metric_of(name).unit
             row += [
@@ -128,13 +126,12 @@ def _table(workload: str, rows: Sequence[Row], base: Side, head: Side, verdicts:
                 change(b, h, name),
             ]
         row.append(f"{len(b.ok) if b else '-'}/{len(h.ok) if h else '-'}")
-        if verdicts:
-            row.append(verdict)
         body.append(tuple(row))
     return Table(
         tuple(header),
         tuple(body),
         groups=(tuple(groups),),
+        keys=2 if verdicts else 1,
         caption=(
             f"{workload_words(workload)}: median ± coefficient of variation over the ok samples; "
             f"change: {head.label}'s median against {base.label}'s"

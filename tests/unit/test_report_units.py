@@ -80,8 +80,8 @@ def test_one_cell_is_one_cell() -> None:
     cell = make_cell(format="raw", workload="dd", dd_mib=16, size="256M")
     record = record_of(cell, "20261122T000000Z-ab12", [ok({"total_s": 5.0})])
     (series,) = group_series([record])
-    report = to_text(build_report([series]))
+    report = " ".join(to_text(build_report([series])).split())
     assert "; 1 cell, 1 sample" in report and "1 cells" not in report and "1 samples" not in report
     two = replace(record, samples=(*record.samples, Sample.from_json({**ok({"total_s": 5.1}), "index": 1})))
     (series,) = group_series([two])
-    assert "; 1 cell, 2 samples" in to_text(build_report([series]))
+    assert "; 1 cell, 2 samples" in " ".join(to_text(build_report([series])).split())
