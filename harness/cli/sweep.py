@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import argparse
 import typing
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from harness.cli.builds import add_qemu_axis, qemu_choices
 from harness.cli.common import add_machine_options, err, machine_from_args
 from harness.errors import ExitCode, HarnessError, SpecError
+from harness.host.hostdisk import NATIVE, check_usable, model_dir
 from harness.host.workdir import hold
+from harness.record.store import sweep_records
 from harness.sweep.preflight import check_numbers, check_tools
 
 if typing.TYPE_CHECKING:
@@ -94,19 +97,34 @@ def run(args: argparse.Namespace) -> int:
     policy = load_policy(args.policy) if args.policy else None
     plan = sweep.expand_spec(spec, policy=policy)
     cells = sweep.select(plan.cells, only=args.only, shard=args.shard)
-    # the spec's QEMU axis, unless --qemu names the builds; one build replaces the global --qemu
+    # the spec's QEMU axis, unless --qemu names the builds; one build replaces the global --qemu;
+    # with neither, the QEMU the policy pins ([qemu] version), as the gate and history run it
     given = bool(args.qemu_builds)
-    args.binaries, builds = qemu_choices(args.qemu_builds if given else spec.qemu, args, given=given)
+    values = args.qemu_builds if given else spec.qemu
+    pinned = not values and policy is not None and policy.qemu.pinned
+    if pinned:
+        values = (policy.qemu.version,)
+    args.binaries, builds = qemu_choices(values, args, given=given)
+    if pinned:
+        err(f"sweep: {policy.source} pins QEMU {values[0]} ([qemu] version): {args.binaries.qemu}")
     options = SessionOptions(machine=machine_from_args(args), repeat=repeat)
+    disks = _host_disks(args, spec)
     check_numbers(cells, options.machine, max_disk_bytes=args.max_disk_size)
     check_tools(cells)
     directory = sweep.sweep_dir(args.results_dir, spec.name)
+    if disks[0] != NATIVE:
+        directory = sweep_records(args.results_dir, spec.name).disk(disks[0]).directory
     recorded = sweep.recorded_samples(directory, keep_failures=args.keep_failures)
     accel_guess = "kvm" if args.accel == "kvm" else "tcg"
     if builds:
         named = ", ".join(f"{b.name} ({b.binaries.qemu})" for b in builds)
         print(
             f"QEMU builds, side by side: {named}: every cell runs under each, {len(builds)}x the samples below"
+        )
+    if len(disks) > 1:
+        print(
+            f"host disks, one after the other: {', '.join(disks)}: every cell runs on each (each model "
+            f"built once), {len(disks)}x the samples below"
         )
     print(
         sweep.describe_plan(
@@ -135,8 +153,45 @@ def run(args: argparse.Namespace) -> int:
         for path, why in sweep.corrupt_records(directory):
             print(f"record {path} cannot be read ({why}): a run sets it aside and runs its cell again")
         return ExitCode.OK
-    with hold(args.results_dir, args.work_dir, host_disk=args.host_disk, progress=err):
-        return _run_sweep(args, options, spec, policy, (cells, builds), directory)
+    results = []
+    for disk in disks:
+        machine = replace(options.machine, work_dir=model_dir(args.work_dir, disk), host_disk=disk)
+        with hold(args.results_dir, args.work_dir, host_disk=disk, progress=err):
+            results.append(
+                _run_sweep(args, replace(options, machine=machine), spec, policy, (cells, builds), directory)
+            )
+    return _report(results)
+
+
+def _host_disks(args: argparse.Namespace, spec: Any) -> tuple[str, ...]:
+    """The disks the sweep runs on, in order: ``--host-disk`` where it names a model, else the
+    spec's ``host_disk`` axis, else the native disk; each checked usable (exit 2 where not)."""
+    disks = (args.host_disk,) if args.host_disk != NATIVE or not spec.host_disk else tuple(spec.host_disk)
+    for disk in disks:
+        check_usable(disk, what="host_disk" if spec.host_disk and disk != args.host_disk else "--host-disk")
+    return disks
+
+
+def _report(results: list[Any]) -> int:
+    """Every disk's records in one table (the disks side by side), then what ran and what failed."""
+    from harness.report import render
+
+    records = [r for result in results for r in result.records]
+    if records:
+        print(render(records), end="")
+    code = ExitCode.OK
+    for result in results:
+        print(
+            f"records: {result.directory} ({result.ran_samples} samples run, {result.skipped_samples} resumed)"
+        )
+        if result.failed_samples:
+            err(
+                f"diskbench: {result.failed_samples} of {result.total_samples} samples failed in "
+                f"{len(result.failed_cells)} cell(s): {', '.join(result.failed_cells)}; "
+                "their reasons and console logs are in the table above"
+            )
+            code = ExitCode.INFRA
+    return code
 
 
 def _run_sweep(
@@ -146,15 +201,15 @@ def _run_sweep(
     policy: Any,
     planned: tuple[Any, Any],
     directory: Path,
-) -> int:
+) -> Any:
+    """One disk's run of the sweep (``options.machine`` names it and its work dir); its result."""
     from harness import presets, sweep
     from harness.progress import Progress
-    from harness.report import render
     from harness.rounds.session import build_sessions, open_session
     from harness.sample.capabilities import record_probes
 
     cells, builds = planned
-    err(sweep.check_free_space(args.work_dir, cells, qemu_img=args.binaries.qemu_img))
+    err(sweep.check_free_space(options.machine.work_dir, cells, qemu_img=args.binaries.qemu_img))
     progress = Progress()
     caches = {c.drive.cache for c in cells}
     sessions = (
@@ -183,15 +238,6 @@ def _run_sweep(
         progress=progress,
         retry_failures=not args.keep_failures,
         builds=sessions,
+        host_disk=options.machine.host_disk,
     )
-    if result.records:
-        print(render(result.records), end="")
-    print(f"records: {result.directory} ({result.ran_samples} samples run, {result.skipped_samples} resumed)")
-    if result.failed_samples:
-        err(
-            f"diskbench: {result.failed_samples} of {result.total_samples} samples failed in "
-            f"{len(result.failed_cells)} cell(s): {', '.join(result.failed_cells)}; "
-            "their reasons and console logs are in the table above"
-        )
-        return ExitCode.INFRA
-    return ExitCode.OK
+    return result
