@@ -101,12 +101,12 @@ def run(args: argparse.Namespace) -> int:
     # with neither, the QEMU the policy pins ([qemu] version), as the gate and history run it
     given = bool(args.qemu_builds)
     values = args.qemu_builds if given else spec.qemu
-    pinned = not values and policy is not None and policy.qemu.pinned
-    if pinned:
-        values = (policy.qemu.version,)
+    pinned = policy if policy is not None and not values and policy.qemu.pinned else None
+    if pinned is not None:
+        values = (pinned.qemu.version,)
     args.binaries, builds = qemu_choices(values, args, given=given)
-    if pinned:
-        err(f"sweep: {policy.source} pins QEMU {values[0]} ([qemu] version): {args.binaries.qemu}")
+    if pinned is not None:
+        err(f"sweep: {pinned.source} pins QEMU {values[0]} ([qemu] version): {args.binaries.qemu}")
     options = SessionOptions(machine=machine_from_args(args), repeat=repeat)
     disks = _host_disks(args, spec)
     check_numbers(cells, options.machine, max_disk_bytes=args.max_disk_size)
