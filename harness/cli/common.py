@@ -393,6 +393,58 @@ def output_path(flag: str, path: Path) -> Path:
     return path
 
 
+def add_save_and_export(group: Any) -> None:
+    """``--save NAME`` and ``--output-format FORMAT --output FILE`` of ``run``: a name for the
+    run, and an export of its records written by the run itself."""
+    from harness.report.exports import EXPORTS
+
+    group.add_argument(
+        "--save",
+        metavar="NAME",
+        default=None,
+        help="name the run: `diskbench show NAME` and `diskbench compare NAME latest` find it "
+        "(RESULTS/saved/NAME; saving a name again moves it to the new run)",
+    )
+    group.add_argument(
+        "--output-format",
+        choices=EXPORTS,
+        default=None,
+        metavar="FORMAT",
+        help="also write the records as this export, one of %(choices)s (as show writes it), to --output",
+    )
+    group.add_argument(
+        "--output", type=Path, default=None, metavar="FILE", help="where --output-format writes"
+    )
+
+
+def check_save_and_export(args: argparse.Namespace) -> None:
+    """The options of :func:`add_save_and_export` checked before anything runs."""
+    from harness.record.store import check_save_name
+
+    if args.save is not None:
+        check_save_name(args.save)
+    if (args.output_format is None) != (args.output is None):
+        raise UsageError(
+            "--output-format and --output go together: give both, e.g. --output-format csv --output run.csv"
+        )
+    if args.output is not None:
+        output_path("--output", args.output)
+
+
+def leave_saved_and_exported(args: argparse.Namespace, records: Any, run_dir: Path) -> None:
+    """After a run: its name saved, its export written (each said on stderr)."""
+    from harness.files import write_text_atomic
+    from harness.record.store import save_run
+    from harness.report.exports import render_records
+
+    if args.save is not None:
+        save_run(args.results_dir, args.save, run_dir)
+        err(f"saved as {args.save}: `diskbench compare {args.save} latest` compares a later run with it")
+    if args.output is not None and records:
+        write_text_atomic(args.output, render_records(records, args.output_format))
+        err(f"{args.output_format}: {args.output}")
+
+
 def output_format(args: argparse.Namespace) -> str:
     """The output format asked for."""
     return str(args.output_format)

@@ -11,8 +11,11 @@ from typing import Any
 from harness.cli.builds import add_qemu_axis, qemu_choices
 from harness.cli.common import (
     add_machine_options,
+    add_save_and_export,
+    check_save_and_export,
     choices,
     err,
+    leave_saved_and_exported,
     machine_from_args,
 )
 from harness.compare.settings import Settings
@@ -121,6 +124,7 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="list the cells, the combinations left out and the estimate; run nothing",
     )
+    add_save_and_export(run.add_argument_group("what the run leaves besides its records"))
 
 
 class _GivenParam(argparse.Action):
@@ -227,6 +231,7 @@ def run(args: argparse.Namespace) -> int:
         cells, options.machine, max_disk_bytes=args.max_disk_size, mem_mib=options.mem_mib, smp=options.smp
     )
     check_tools(cells)
+    check_save_and_export(args)
     from harness.sweep import check_free_space
 
     if args.dry_run:
@@ -243,7 +248,7 @@ def run(args: argparse.Namespace) -> int:
     # the combinations a format cannot have (metadata on raw) are left out without a word: a
     # list of formats asks for the combinations each can have (--dry-run lists them)
     with hold(args.results_dir, args.work_dir, host_disk=args.host_disk, progress=err):
-        return _run_cells(options, cells, builds)
+        return _run_cells(options, cells, builds, args)
 
 
 def _plan(args: argparse.Namespace, cells: Sequence[Cell], skipped: Sequence[str]) -> str:
@@ -318,12 +323,13 @@ def options_from_args(args: argparse.Namespace) -> SessionOptions:
     )
 
 
-def _run_cells(options: SessionOptions, cells: Any, builds: Any) -> int:
+def _run_cells(options: SessionOptions, cells: Any, builds: Any, args: argparse.Namespace) -> int:
     from harness.rounds.session import run_cells
 
     result = run_cells(cells, options, progress=err, builds=builds)
     print(render(result.records), end="")
     print(f"records: {result.run_dir}")
+    leave_saved_and_exported(args, result.records, result.run_dir)
     if result.failed_samples:
         err(
             f"diskbench: {result.failed_samples} of {result.total_samples} samples failed; "

@@ -88,7 +88,8 @@ def build_slug(name: str) -> str:
 
 
 def build_dirs(directory: Path) -> list[Path]:
-    """The QEMU builds' record directories of a run's or sweep's directory (none: one build)."""
+    """The record directories below a run's or sweep's directory: its QEMU builds' (none: one
+    build), its host disk models' (none: the native disk only) and their builds'."""
     if not directory.is_dir():
         return []
     return sorted(p for p in directory.glob(BUILD_PREFIX + "*") if p.is_dir())
@@ -260,6 +261,42 @@ def runs(results_dir: Path) -> list[Path]:
     return sorted(found, key=newest)
 
 
+#: a results dir's saved names (``run --save NAME``): ``RESULTS/saved/NAME`` holds the run's path
+SAVED = "saved"
+_SAVE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def check_save_name(name: str) -> str:
+    """A name a run can be saved as, or bad input that says what one looks like."""
+    if not _SAVE_NAME.fullmatch(name) or _LATEST.fullmatch(name) or name.endswith(".json"):
+        raise UsageError(
+            f"--save {name!r}: use letters, digits, '.', '_' and '-' (64 at most, not latest or a "
+            "file name), e.g. --save baseline"
+        )
+    return name
+
+
+def save_run(results_dir: Path, name: str, run_dir: Path) -> Path:
+    """Name ``run_dir`` ``name`` in ``results_dir`` (a name saved again moves to the new run)."""
+    from harness.files import write_text_atomic
+
+    path = results_dir / SAVED / check_save_name(name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, f"{run_dir.resolve()}\n")
+    return path
+
+
+def _saved(name: str, results_dir: Path) -> Named | None:
+    """The run saved as ``name`` under ``results_dir``, or None where none is."""
+    path = results_dir / SAVED / name
+    if not _SAVE_NAME.fullmatch(name) or not path.is_file():
+        return None
+    target = Path(path.read_text(encoding="utf-8").strip())
+    if not target.is_dir():
+        raise UsageError(f"{name}: saved as {target}, which is gone: save another run as {name}")
+    return Named(target, f"{name}: {target}")
+
+
 def _is_results_dir(path: Path) -> bool:
     return (
         path.is_dir()
@@ -287,6 +324,9 @@ def name_records(name: str, *, results_dir: Path) -> Named:
             )
         chosen = found[-1 - back]
         return Named(chosen, f"{name}: {chosen}")
+    saved = None if path.exists() else _saved(name, results_dir)
+    if saved is not None:
+        return saved
     if _is_results_dir(path):
         found = runs(path)
         if not found:

@@ -93,3 +93,26 @@ def test_every_reader_takes_results_dir_and_defaults_to_the_current_directory(
     assert main(argv) in (0, 1)
     assert build_parser().parse_args(["run"]).results_dir == tmp_path / "results"
     assert build_parser().parse_args(["run"]).work_dir == tmp_path / "work"
+
+
+def test_a_run_saved_by_name_is_found_by_it_and_writes_its_own_export(
+    results: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from harness.cli.common import leave_saved_and_exported
+    from harness.record import find_records
+
+    older = results / "records" / "20260101T000000Z-bbbb"
+    given = ["run", "--save", "baseline", "--output-format", "csv", "--output", str(tmp_path / "b.csv")]
+    args = build_parser().parse_args([*given, "--results-dir", str(results)])
+    leave_saved_and_exported(args, find_records([older]), older)
+    assert (tmp_path / "b.csv").read_text().startswith("run_id,cell_id,")
+    capsys.readouterr()
+    # the older run, by its name, against the newest
+    assert main(["show", "baseline", "--results-dir", str(results)]) == 0
+    out = capsys.readouterr()
+    assert "2.00" in out.out and f"baseline: {older}" in out.err
+    assert main(["compare", "baseline", "latest", "--results-dir", str(results)]) in (0, 1)
+    capsys.readouterr()
+    for bad in (["--save", "latest"], ["--save", "../x"], ["--output-format", "csv"]):
+        assert main(["run", *bad, "--dry-run", "--results-dir", str(results)]) == 2
+        assert len(capsys.readouterr().err.strip().splitlines()) == 1
