@@ -16,16 +16,14 @@ from harness.cli.common import (
     RECORDS_HELP,
     TESTS_WORDS,
     add_compare_options,
-    add_junit_option,
-    add_output_format,
     add_pages_option,
     add_results_dir,
     err,
     named_records,
-    output_format,
     pages_url_from_args,
     settings_from_args,
 )
+from harness.cli.outputs import add_junit_option, add_output_format, output_format
 from harness.compare.comparison import COMPARISON_NAME, SUMMARY_NAME, compare_paths, verdict_exit_code
 from harness.compare.model import Comparison
 from harness.compare.pointers import Pointers

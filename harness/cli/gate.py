@@ -10,7 +10,6 @@ from typing import Any
 from harness.cli.common import (
     CROSSED_WORDS,
     TESTS_WORDS,
-    add_junit_option,
     add_machine_options,
     add_pages_option,
     err,
@@ -24,6 +23,7 @@ from harness.cli.gate_args import (
     add_round_flags,
     gate_options_from_args,
 )
+from harness.cli.outputs import add_junit_option
 from harness.compare.pointers import Pointers
 from harness.gate import GATE_SPEC
 from harness.host.workdir import hold

@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from harness.cli.common import DEPRECATED, add_output_format, err, output_format
+from harness.cli.common import err
+from harness.cli.outputs import DEPRECATED, add_output_format, output_format
 from harness.errors import ExitCode
 from harness.history.asvrun import load_asv_config
 from harness.history.changes import method

@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from harness.cli.common import READ_RUNS, RECORDS_HELP, add_results_dir, named_records, output_path
+from harness.cli.common import READ_RUNS, RECORDS_HELP, add_results_dir, named_records
+from harness.cli.outputs import output_path
 from harness.errors import ExitCode, UsageError
 from harness.report.command import make_report
 from harness.report.sides import parse_labels

@@ -9,15 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.cli.builds import add_qemu_axis, qemu_choices
-from harness.cli.common import (
-    add_machine_options,
-    add_save_and_export,
-    check_save_and_export,
-    choices,
-    err,
-    leave_saved_and_exported,
-    machine_from_args,
-)
+from harness.cli.common import add_machine_options, choices, err, machine_from_args
+from harness.cli.outputs import add_save_and_export, check_save_and_export, leave_saved_and_exported
 from harness.compare.settings import Settings
 from harness.errors import ExitCode, SpecError
 from harness.host.workdir import hold

@@ -7,15 +7,8 @@ import os
 import sys
 from typing import Any
 
-from harness.cli.common import (
-    METRIC_HELP,
-    READ_RUNS,
-    RECORDS_HELP,
-    add_output_format,
-    add_results_dir,
-    named_records,
-    output_format,
-)
+from harness.cli.common import METRIC_HELP, READ_RUNS, RECORDS_HELP, add_results_dir, named_records
+from harness.cli.outputs import add_output_format, output_format
 from harness.errors import ExitCode
 from harness.record import Record, find_records
 from harness.report import show

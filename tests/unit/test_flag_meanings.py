@@ -10,7 +10,7 @@ import pytest
 from test_help import ALL, flags
 
 from harness.cli import build_parser, main
-from harness.cli.common import DEPRECATED, REFUSED
+from harness.cli.outputs import DEPRECATED, REFUSED
 
 
 def _meaning(action: argparse.Action) -> tuple[object, ...]:
@@ -31,7 +31,9 @@ def test_no_flag_name_has_two_meanings() -> None:
     assert not clashes, "flags with two meanings:\n" + "\n".join(f"{k}: {v}" for k, v in clashes.items())
     # the names the walk is about: shared by several commands, one meaning each
     assert len(next(iter(uses["--metric"].values()))) >= 4
-    assert "diskbench run" in str(uses["--output-format"]) and "diskbench show" in str(uses["--output-format"])
+    assert "diskbench run" in str(uses["--output-format"]) and "diskbench show" in str(
+        uses["--output-format"]
+    )
 
 
 def test_every_deprecated_spelling_names_a_flag_its_command_has() -> None:

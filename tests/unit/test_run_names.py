@@ -98,7 +98,7 @@ def test_every_reader_takes_results_dir_and_defaults_to_the_current_directory(
 def test_a_run_saved_by_name_is_found_by_it_and_writes_its_own_export(
     results: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from harness.cli.common import leave_saved_and_exported
+    from harness.cli.outputs import leave_saved_and_exported
     from harness.record import find_records
 
     older = results / "records" / "20260101T000000Z-bbbb"
