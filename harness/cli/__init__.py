@@ -27,6 +27,7 @@ from harness.cli.common import (
     exit_epilog,
     resolve_binaries,
 )
+from harness.cli.reproduce import use_parser
 from harness.errors import ExitCode, HarnessError
 from harness.subject.qemu_pin import RUNNER
 from harness.untrusted import inert_output
@@ -89,6 +90,9 @@ def _set_epilogs(sub: argparse._SubParsersAction[Parser]) -> None:
             if isinstance(action, argparse._SubParsersAction):
                 for child in action.choices.values():
                     child.epilog = exit_epilog(name)
+
+
+use_parser(build_parser)
 
 
 def handlers() -> dict[str, Callable[[argparse.Namespace], int]]:

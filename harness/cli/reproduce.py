@@ -9,12 +9,21 @@ say where output goes (``--out``, ``--junit``), which are left out, and the valu
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 #: the top-level options a command's line starts with, before the command's name
 GLOBAL_DESTS = ("qemu", "qemu_img")
+
+# how to build the parser of every command: harness.cli sets it (use_parser) when it is imported;
+# the commands that give their command line again sit below harness.cli and cannot import it
+_BUILD: list[Callable[[], argparse.ArgumentParser]] = []
+
+
+def use_parser(build: Callable[[], argparse.ArgumentParser]) -> None:
+    """Read command lines back with the parsers ``build`` makes (``harness.cli.build_parser``)."""
+    _BUILD[:] = [build]
 
 
 def _subparser(parser: argparse.ArgumentParser, words: Sequence[str]) -> argparse.ArgumentParser:
@@ -69,9 +78,7 @@ def command_argv(
 
     ``leave_out``: destinations never given again; ``values``: a destination's value to give in
     place of the parsed one.  An attribute ``args`` lacks counts as its default."""
-    from harness.cli import build_parser
-
-    top = build_parser()
+    top = _BUILD[0]()
     parser = _subparser(top, command)
     skip = set(leave_out)
     chosen = dict(values or {})
