@@ -43,12 +43,18 @@ DEFAULT_SPEC = Path(__file__).resolve().parents[2] / "sweeps" / "history.toml"
 
 DEFAULT_WORKLOAD = "install"
 
-# The phases each guest script times (images/workloads/*.sh, ``phase NAME``).
-PHASES: Mapping[str, tuple[str, ...]] = {
+# A workload's phases and own figures are its registry entry's (WorkloadKind.phases, .figures);
+# these are what a measured commit's harness from before its entries declared them tracked.
+LEGACY_PHASES: Mapping[str, tuple[str, ...]] = {
     "install": ("partition", "mkfs", "mount", "extract", "unpack", "sync", "umount", "fsck"),
     "dd": ("mkfs", "mount", "write", "umount", "fsck"),
     "bonnie": ("mkfs", "mount", "bonnie", "umount", "fsck"),
     "mkfs": ("mkfs", "fsck"),
+}
+LEGACY_FIGURES: Mapping[str, tuple[str, ...]] = {
+    "install": ("files", "bytes", "packages"),
+    "dd": ("mib_per_s", "bytes"),
+    "mkfs": ("bytes",),
 }
 HOST_FIGURES = (
     "host.boot_s",
@@ -78,13 +84,6 @@ FIO_JOBS = (
 )
 FIO_LATENCIES = ("clat_mean_ms", "clat_p50_ms", "clat_p99_ms")
 FIO_PREFIXES = {"raw": ("raw-",), "file": ("file-",), "both": ("raw-", "file-")}
-# What the guest reports besides its phases, per workload.
-WORKLOAD_FIGURES: Mapping[str, tuple[str, ...]] = {
-    "install": ("files", "bytes", "packages"),
-    "dd": ("mib_per_s", "bytes"),
-    "mkfs": ("bytes",),
-    "bonnie": (),
-}
 
 # asv formats these two units itself (human times and sizes)
 ASV_UNITS = {"s": "seconds", "B": "bytes"}
@@ -171,9 +170,10 @@ def workload_figures(workload: str, params: Mapping[str, Any] | None = None) -> 
     ``params`` are the spec's (fio's ``fio_target`` names the jobs' prefixes; both by default).
     """
     names = ["total_s"]
-    names += [f"phase.{phase}_s" for phase in PHASES.get(workload, ())]
+    phases, own = _declared(workload)
+    names += [f"phase.{phase}_s" for phase in phases]
     names += HOST_FIGURES
-    names += WORKLOAD_FIGURES.get(workload, ())
+    names += own
     names += [m.name for m in _module_metrics(workload)]
     if workload == "fio":
         target = str((params or {}).get("fio_target", "both")).strip().lower()
@@ -198,6 +198,19 @@ def workload_keys() -> tuple[str, ...]:
     from harness.workloads import registry
 
     return tuple(registry.params())
+
+
+def _declared(workload: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The phases and own figures ``workload``'s registry entry declares; a measured commit's
+    harness from before its entries declared them gives the legacy tables' (none for a workload
+    this harness does not know)."""
+    from harness.workloads import registry
+
+    if workload in registry.names():
+        kind = registry.kind(workload)
+        if hasattr(kind, "phases"):
+            return tuple(kind.phases), tuple(kind.figures)
+    return LEGACY_PHASES.get(workload, ()), LEGACY_FIGURES.get(workload, ())
 
 
 def _module_metrics(workload: str) -> tuple[Metric, ...]:

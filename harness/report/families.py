@@ -18,6 +18,7 @@ from harness.compare.samplestats import Stats
 from harness.presets import display_value
 from harness.report.charts import BarChart
 from harness.report.series import CellResult, label_of, metric_of
+from harness.workloads import registry
 
 
 @dataclass(frozen=True)
@@ -67,21 +68,14 @@ FAMILIES: tuple[Family, ...] = (
     Family("create", "qemu-img create of the image (host)", lambda name: name == "host.create_s"),
 )
 
-# what each workload does, for titles; an unknown workload is named as it is
-WORKLOAD_WORDS = {
-    "dd": "dd (a file written and flushed)",
-    "install": "install (Debian packages unpacked)",
-    "bonnie": "bonnie++",
-    "mkfs": "mkfs (a filesystem made)",
-    "fio": "fio",
-}
-
 # a cell of one side; the sides in order (base first), each a cell's result or None
 Row = tuple[str, Mapping[str, CellResult | None]]
 
 
 def workload_words(name: str) -> str:
-    return WORKLOAD_WORDS.get(name, name)
+    """What ``name`` does, for titles (its registry entry's words); a workload this harness does
+    not know is named as it is."""
+    return registry.kind(name).words if name in registry.names() else name
 
 
 def varying_axes(values: Sequence[Mapping[str, object]]) -> list[str]:

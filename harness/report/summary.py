@@ -20,7 +20,7 @@ from harness.errors import HarnessError
 from harness.record import Record
 from harness.units import PLAIN, Style, column, short_names, table, visible_width
 from harness.untrusted import clean_line
-from harness.workloads import metric_info
+from harness.workloads import metric_info, registry
 
 WIDTH = 100
 
@@ -33,25 +33,14 @@ class Headline:
     label: str
 
 
-# the figures that matter, per workload (the spread is shown for the first)
-HEADLINES: dict[str, tuple[Headline, ...]] = {
-    "dd": (Headline("mib_per_s", "write"), Headline("total_s", "total")),
-    "install": (Headline("total_s", "total"), Headline("phase.unpack_s", "unpack")),
-    "mkfs": (Headline("total_s", "total"), Headline("phase.mkfs_s", "mkfs")),
-    "bonnie": (
-        Headline("bonnie.seq_output_block_kib_per_s", "write"),
-        Headline("bonnie.rewrite_kib_per_s", "rewrite"),
-        Headline("bonnie.seq_input_block_kib_per_s", "read"),
-        Headline("bonnie.random_seeks_per_s", "seeks"),
-        Headline("bonnie.seq_create_per_s", "create"),
-        Headline("bonnie.random_delete_per_s", "rnd del"),
-    ),
+# the figures that matter of a measure that is not a guest's workload (the spread is shown for the
+# first); a workload's own are its registry entry's (WorkloadKind.headlines)
+MEASURE_HEADLINES: dict[str, tuple[Headline, ...]] = {
     "replay": (
         Headline("replay.write_p50_ms", "write p50"),
         Headline("replay.write_p99_ms", "write p99"),
         Headline("replay.wall_s", "wall"),
     ),
-    "fio": (Headline("iops", "IOPS"), Headline("clat_p50_ms", "p50"), Headline("clat_p99_ms", "p99")),
 }
 # every cell's: the device's write latency (QEMU's histogram)
 DEVICE = (Headline("dev.write_p50_ms", "dev p50"), Headline("dev.write_p99_ms", "dev p99"))
@@ -133,6 +122,16 @@ def _group_rows(records: Sequence[Record], names: Sequence[str], heads: Sequence
     return rows
 
 
+def headlines(workload: str) -> tuple[Headline, ...]:
+    """The columns of ``workload``'s table: a measure's, a registered workload's, else ``total_s``
+    (a record of a workload this harness does not know)."""
+    if workload in MEASURE_HEADLINES:
+        return MEASURE_HEADLINES[workload]
+    if workload in registry.names():
+        return tuple(Headline(metric, label) for metric, label in registry.kind(workload).headlines)
+    return FALLBACK
+
+
 def _metric_of(head: Headline, workload: str) -> str:
     """A column's metric as :func:`harness.workloads.metric_info` knows it (fio's are per job)."""
     return f"fio.job.{head.metric}" if workload == "fio" and head not in DEVICE else head.metric
@@ -141,7 +140,7 @@ def _metric_of(head: Headline, workload: str) -> str:
 def render_group(workload: str, records: Sequence[Record], *, style: Style = PLAIN) -> list[str]:
     """One workload's table: its heading, then a row per cell (a row per job for fio)."""
     common, names = short_names([str(r.cell_id) for r in records])
-    heads = HEADLINES.get(workload, FALLBACK)
+    heads = headlines(workload)
     rows = _group_rows(records, names, heads)
     columns = [*heads, *DEVICE]
     formats = [

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness.errors import SpecError
-from harness.spec import Cell, Workload
+from harness.spec import Cell
 from harness.sweep import limits
 
 if typing.TYPE_CHECKING:
@@ -39,17 +39,21 @@ def check_numbers(
 
 
 def check_tools(cells: Sequence[Cell], recipe_dir: Path | None = None) -> None:
-    """fio cells need fio on the guest's tools drive: a recipe without it is bad input, said
-    before anything is built or booted (a gate's head guest is checked per sample instead)."""
-    if not any(c.workload.name is Workload.FIO for c in cells):
+    """The guest's tools drive holds every tool the cells' workloads need (WorkloadKind.tools): a
+    recipe without one is bad input, said before anything is built or booted (a gate's head guest
+    is checked per sample instead)."""
+    needed = {tool: c.workload.name for c in cells for tool in c.workload.kind.tools}
+    if not needed:
         return
     from harness.guest import load_recipe
     from harness.paths import IMAGES_DIR
 
     recipe = load_recipe(recipe_dir or IMAGES_DIR, require_lock=False)
-    if not any(Path(f).name == "fio" for f in recipe.tools_files):
-        raise SpecError(
-            "the fio workload needs fio on the guest's tools drive, and images/recipe.toml's "
-            '[tools] files list none: add "/usr/bin/fio" there and pin its packages in '
-            "[tools.packages] (`diskbench guest pin`), or run another workload"
-        )
+    have = {Path(f).name for f in recipe.tools_files}
+    for tool, workload in needed.items():
+        if tool not in have:
+            raise SpecError(
+                f"the {workload} workload needs {tool} on the guest's tools drive, and "
+                f'images/recipe.toml\'s [tools] files list none: add "/usr/bin/{tool}" there and pin its '
+                "packages in [tools.packages] (`diskbench guest pin`), or run another workload"
+            )

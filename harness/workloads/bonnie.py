@@ -237,4 +237,15 @@ WORKLOAD = WorkloadKind(
     write_bytes=lambda v: v["bonnie_size_mib"] * MIB + v["bonnie_files"] * 1024 * 1024,
     metrics=METRICS,
     parse_outputs=parse_outputs,
+    words="bonnie++",
+    headlines=(
+        ("bonnie.seq_output_block_kib_per_s", "write"),
+        ("bonnie.rewrite_kib_per_s", "rewrite"),
+        ("bonnie.seq_input_block_kib_per_s", "read"),
+        ("bonnie.random_seeks_per_s", "seeks"),
+        ("bonnie.seq_create_per_s", "create"),
+        ("bonnie.random_delete_per_s", "rnd del"),
+    ),
+    phases=("mkfs", "mount", "bonnie", "umount", "fsck"),
+    figures=(),
 )

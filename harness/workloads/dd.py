@@ -63,4 +63,8 @@ WORKLOAD = WorkloadKind(
     write_bytes=lambda v: v["dd_mib"] * MIB,
     metrics=METRICS,
     parse_outputs=parse_outputs,
+    words="dd (a file written and flushed)",
+    headlines=(("mib_per_s", "write"), ("total_s", "total")),
+    phases=("mkfs", "mount", "write", "umount", "fsck"),
+    figures=("mib_per_s", "bytes"),
 )

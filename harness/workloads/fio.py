@@ -204,4 +204,10 @@ WORKLOAD = WorkloadKind(
     check_outputs=check_targets,
     metrics=METRICS,
     parse_outputs=parse_outputs,
+    # per job: the run's table shows a row per job of these (harness.report.summary); history
+    # tracks fio's per-job latencies by name, not phases
+    words="fio",
+    headlines=(("iops", "IOPS"), ("clat_p50_ms", "p50"), ("clat_p99_ms", "p99")),
+    phases=(),
+    figures=(),
 )

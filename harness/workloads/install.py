@@ -41,4 +41,8 @@ WORKLOAD = WorkloadKind(
     write_bytes=lambda v: _WRITE_BYTES[v["payload"]],
     metrics=METRICS,
     parse_outputs=parse_outputs,
+    words="install (Debian packages unpacked)",
+    headlines=(("total_s", "total"), ("phase.unpack_s", "unpack")),
+    phases=("partition", "mkfs", "mount", "extract", "unpack", "sync", "umount", "fsck"),
+    figures=("files", "bytes", "packages"),
 )

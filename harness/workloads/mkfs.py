@@ -77,4 +77,8 @@ WORKLOAD = WorkloadKind(
     write_bytes=lambda v: 0,
     metrics=METRICS,
     parse_outputs=parse_outputs,
+    words="mkfs (a filesystem made)",
+    headlines=(("total_s", "total"), ("phase.mkfs_s", "mkfs")),
+    phases=("mkfs", "fsck"),
+    figures=("bytes",),
 )

@@ -115,7 +115,11 @@ class WorkloadKind:
     adds the guest's start and the host's part (:mod:`harness.sweep.planning`);
     ``write_bytes`` what the guest writes at most besides the filesystem's own.
     ``tools`` are the files it needs on the guest's tools drive;
-    ``check_outputs`` checks a report's outputs against the cell's values.
+    ``check_outputs`` checks a report's outputs against the cell's values.  What the reports and
+    history show of it is declared here too, and registering a workload without ``words`` or
+    ``headlines`` is an error: ``words`` names it in titles, ``headlines`` are the (metric, label)
+    columns of a run's table (the first's spread shown), ``phases`` the guest's phases and
+    ``figures`` its own figures history tracks.
     """
 
     name: str
@@ -129,6 +133,10 @@ class WorkloadKind:
     check_outputs: Callable[[Values, Mapping[str, str]], None] | None = None
     metrics: tuple[Metric, ...] = ()
     parse_outputs: OutputParser | None = None
+    words: str = ""
+    headlines: tuple[tuple[str, str], ...] = ()
+    phases: tuple[str, ...] = ()
+    figures: tuple[str, ...] = ()
 
     def slug(self, values: Values) -> str:
         """The workload part of a cell id: ``dd-256m-2m-ext4``."""

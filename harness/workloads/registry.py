@@ -55,6 +55,11 @@ def _add(module: ModuleType) -> WorkloadKind:
             raise ValueError(f"parameter {param.name!r} of {kind.name} is declared twice: share one Param")
     if not set(kind.told) <= set(kind.params):
         raise ValueError(f"workload {kind.name} tells the guest a parameter it does not list in params")
+    if not kind.words or not kind.headlines:
+        raise ValueError(
+            f"workload {kind.name} declares no words or no headlines: the reports need both "
+            "(WorkloadKind(words=..., headlines=...))"
+        )
     _kinds[kind.name] = kind
     metric_table.cache_clear()
     return kind

@@ -1,5 +1,6 @@
 """A new workload is one module: registered, it goes through spec files, the run flags, cell
-ids, kernel args, planning and records without any other module naming it."""
+ids, kernel args, planning, records, the run's table, the report's titles, history's figures and
+the guest-tools check without any other module naming it."""
 
 from __future__ import annotations
 
@@ -112,3 +113,41 @@ def test_unregistered_it_is_unknown_again() -> None:
     with pytest.raises(TypeError, match="toy_blocks"):
         make_cell(toy_blocks=3)
     assert "toy_blocks" not in make_cell().as_dict()["workload"]
+
+
+def test_its_table_title_history_figures_and_tools_come_from_its_entry(
+    toy: ModuleType, tmp_path: Path
+) -> None:
+    import dataclasses
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from history.layout import workload_figures
+
+    from harness.record import Sample
+    from harness.report.families import workload_words
+    from harness.report.summary import render_group
+    from harness.sweep.preflight import check_tools
+
+    cell = make_cell(workload="toy", toy_blocks=3)
+    record = new_record(cell=cell.as_dict(), machine={"accel": "tcg"}, subject={}, vm={}, run_id="r1")
+    sample = Sample(index=0, status="ok", metrics={"mib_per_s": 42.0, "total_s": 1.5, "phase.toy_s": 1.0})
+    record = dataclasses.replace(record, samples=(sample,))
+    table = "\n".join(render_group("toy", [record]))
+    assert "toy rate" in table and "42.0" in table, table
+    assert workload_words("toy") == "toy (blocks written)"
+    names = [f.metric for f in workload_figures("toy")]
+    assert names[:4] == ["total_s", "phase.mkfs_s", "phase.toy_s", "phase.fsck_s"]
+    assert "bytes" in names
+    with pytest.raises(SpecError, match="the toy workload needs toytool on the guest's tools drive"):
+        check_tools([cell])
+
+
+def test_a_workload_without_words_or_headlines_is_refused_when_registered() -> None:
+    import dataclasses
+
+    module = _load_toy()
+    module.WORKLOAD = dataclasses.replace(module.WORKLOAD, words="")
+    with pytest.raises(ValueError, match="workload toy declares no words or no headlines"):
+        registry.register(module)
+    assert "toy" not in registry.names()

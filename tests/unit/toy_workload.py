@@ -25,4 +25,9 @@ WORKLOAD = WorkloadKind(
     check_disk=check_disk,
     estimate_s=lambda v, disk_size: 7.0 + v["toy_blocks"],
     write_bytes=lambda v: v["toy_blocks"] * MIB,
+    words="toy (blocks written)",
+    headlines=(("mib_per_s", "toy rate"), ("total_s", "total")),
+    phases=("mkfs", "toy", "fsck"),
+    figures=("bytes",),
+    tools=("toytool",),
 )
