@@ -111,9 +111,7 @@ def run(args: argparse.Namespace) -> int:
     disks = _host_disks(args, spec)
     check_numbers(cells, options.machine, max_disk_bytes=args.max_disk_size)
     check_tools(cells)
-    directory = sweep.sweep_dir(args.results_dir, spec.name)
-    if disks[0] != NATIVE:
-        directory = sweep_records(args.results_dir, spec.name).disk(disks[0]).directory
+    directory = _records_dir(args.results_dir, spec.name, disks[0])
     recorded = sweep.recorded_samples(directory, keep_failures=args.keep_failures)
     accel_guess = "kvm" if args.accel == "kvm" else "tcg"
     if builds:
@@ -158,9 +156,22 @@ def run(args: argparse.Namespace) -> int:
         machine = replace(options.machine, work_dir=model_dir(args.work_dir, disk), host_disk=disk)
         with hold(args.results_dir, args.work_dir, host_disk=disk, progress=err):
             results.append(
-                _run_sweep(args, replace(options, machine=machine), spec, policy, (cells, builds), directory)
+                _run_sweep(
+                    args,
+                    replace(options, machine=machine),
+                    spec,
+                    policy,
+                    (cells, builds),
+                    _records_dir(args.results_dir, spec.name, disk),
+                )
             )
     return _report(results)
+
+
+def _records_dir(results_dir: Path, name: str, disk: str) -> Path:
+    """Where a sweep's records on ``disk`` go: the sweep's directory, or its model's below it."""
+    where = sweep_records(results_dir, name)
+    return where.directory if disk == NATIVE else where.disk(disk).directory
 
 
 def _host_disks(args: argparse.Namespace, spec: Any) -> tuple[str, ...]:
@@ -238,6 +249,5 @@ def _run_sweep(
         progress=progress,
         retry_failures=not args.keep_failures,
         builds=sessions,
-        host_disk=options.machine.host_disk,
     )
     return result

@@ -60,6 +60,17 @@ SERIES_MACHINE_KEYS = (
 )
 
 
+#: what tells one host disk model from another (the native disk has none): a report's series of a
+#: sweep holds several side by side (a host_disk axis)
+DISK_KEYS = ("host_disk",)
+
+
+def disk_name(machine: MachineInfo) -> str:
+    """The host disk model a record ran on, by name (``period-hdd``); ``native`` where none."""
+    found = machine.get("host_disk")
+    return str(found).split(":", 1)[0] if found else "native"
+
+
 #: what tells one QEMU build from another: a report's series holds several side by side (a QEMU
 #: axis), each cell under each build told apart by these
 BUILD_KEYS = ("qemu_version", "qemu_img_version", "qemu_debian_version", "qemu_sha256", "qemu_img_sha256")
@@ -113,12 +124,13 @@ def describe_identity(identity: Mapping[str, Any], keys: Sequence[str]) -> str:
     return ", ".join(f"{k} {identity.get(k)!r}" for k in keys)
 
 
-def series_identity(record: Record, *, build: bool = True) -> tuple[Any, ...]:
+def series_identity(record: Record, *, build: bool = True, disk: bool = True) -> tuple[Any, ...]:
     """The report's series key: :data:`SERIES_MACHINE_KEYS` (accel as the guest ran) and guest size;
-    without ``build`` the QEMU build is left out (:data:`BUILD_KEYS`): it is then an axis within
-    the series."""
+    without ``build`` the QEMU build is left out (:data:`BUILD_KEYS`), without ``disk`` the host
+    disk model (:data:`DISK_KEYS`): each is then an axis within the series."""
     machine, vm = record.machine, record.vm
-    keys = SERIES_MACHINE_KEYS if build else tuple(k for k in SERIES_MACHINE_KEYS if k not in BUILD_KEYS)
+    left_out = (() if build else BUILD_KEYS) + (() if disk else DISK_KEYS)
+    keys = tuple(k for k in SERIES_MACHINE_KEYS if k not in left_out)
     return (
         *(machine.get(k) if k != "accel" else vm.get("accel", machine.get("accel")) for k in keys),
         vm.mem_mib,

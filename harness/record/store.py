@@ -63,6 +63,12 @@ class RecordDir:
         """Where records of another machine or subject are set aside: ``DIR/previous/FINGERPRINT``."""
         return RecordDir.flat(self.directory / "previous" / fingerprint)
 
+    def disk(self, name: str) -> RecordDir:
+        """Where the records of a sweep on host disk model ``name`` go (``DIR/host-disk-NAME``, logs
+        ``LOGS/host-disk-NAME``; the native disk's stay in ``DIR``): the cells are the same, the
+        disk under the work dir is not."""
+        return RecordDir(self.directory / f"{DISK_PREFIX}{name}", self.logs / f"{DISK_PREFIX}{name}")
+
     def build(self, name: str) -> RecordDir:
         """Where the records of one QEMU build of a run or sweep with several go
         (``DIR/qemu-NAME``, logs ``LOGS/qemu-NAME``): the cells are the same, the builds are not."""
@@ -87,12 +93,22 @@ def build_slug(name: str) -> str:
     return f"{BUILD_PREFIX}path-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
 
+#: the directories of a sweep's host disk models (:meth:`RecordDir.disk`) start so
+DISK_PREFIX = "host-disk-"
+
+
 def build_dirs(directory: Path) -> list[Path]:
     """The record directories below a run's or sweep's directory: its QEMU builds' (none: one
     build), its host disk models' (none: the native disk only) and their builds'."""
     if not directory.is_dir():
         return []
-    return sorted(p for p in directory.glob(BUILD_PREFIX + "*") if p.is_dir())
+    disks = sorted(p for p in directory.glob(DISK_PREFIX + "*") if p.is_dir())
+    return sorted(
+        p
+        for d in (directory, *disks)
+        for p in (*d.glob(BUILD_PREFIX + "*"), *([d] if d in disks else []))
+        if p.is_dir()
+    )
 
 
 def run_records(results_dir: Path, run_id: str) -> RecordDir:

@@ -31,9 +31,9 @@ from harness.presets import (
     split_scaled_name,
 )
 from harness.record import MachineInfo, Record, Sample, VMInfo, build_dirs, find_records
-from harness.record.identity import build_identity, series_identity
+from harness.record.identity import build_identity, disk_name, series_identity
 from harness.spec import Cell
-from harness.sweep import QEMU_AXIS, canonical
+from harness.sweep import HOST_DISK_AXIS, QEMU_AXIS, canonical
 from harness.workloads import Metric, metric_info
 
 # -- figures of a sample ----------------------------------------------------------------------
@@ -241,11 +241,15 @@ def group_series(records: Iterable[Record], dirs: Sequence[Path] = ()) -> list[S
 
     The QEMU build is not part of a series: records of one sweep under several builds (a QEMU
     axis, or runs a person puts side by side) are one series whose cells carry their build as
-    the value of the ``qemu`` axis (:func:`build_labels`)."""
+    the value of the ``qemu`` axis (:func:`build_labels`). Nor is the host disk model, but in a
+    preset's series (its seed's claims are checked per disk, a section each): the cells carry it
+    as the value of the ``host_disk`` axis."""
+    known = set(list_presets())
     groups: dict[tuple[Any, ...], list[Record]] = {}
     for record in records:
-        groups.setdefault((sweep_name(record), series_identity(record, build=False)), []).append(record)
-    known = set(list_presets())
+        name = sweep_name(record)
+        apart = split_scaled_name(name)[0] in known
+        groups.setdefault((name, series_identity(record, build=False, disk=apart)), []).append(record)
     probes = read_probes(dirs)
     out = []
     for (name, _ident), members in groups.items():
@@ -253,7 +257,11 @@ def group_series(records: Iterable[Record], dirs: Sequence[Path] = ()) -> list[S
         labels = build_labels(members)
         for record in members:
             cell = Cell.from_dict(record.cell.data)
-            values = {**cell_values(cell), QEMU_AXIS: labels[build_identity(record)]}
+            values = {
+                **cell_values(cell),
+                QEMU_AXIS: labels[build_identity(record)],
+                HOST_DISK_AXIS: disk_name(record.machine),
+            }
             cells.append(CellResult(record=record, cell=cell, values=values))
         base, scale = split_scaled_name(name)
         preset = load_preset(base) if base in known else None
@@ -264,6 +272,8 @@ def group_series(records: Iterable[Record], dirs: Sequence[Path] = ()) -> list[S
             key=lambda c: (
                 spec_position(preset, c.values) if preset else (),
                 c.id,
+                c.values[HOST_DISK_AXIS] != "native",
+                str(c.values[HOST_DISK_AXIS]),
                 _version_key(str(c.values[QEMU_AXIS])),
             )
         )

@@ -57,6 +57,7 @@ from harness.sweep.running import (
 )
 from harness.sweep.specfile import (
     AXES,
+    HOST_DISK_AXIS,
     NAME_RE,
     QEMU_AXIS,
     SIZE_KEYS,
@@ -75,6 +76,7 @@ from harness.sweep.specfile import (
 __all__ = [
     "AXES",
     "CORRUPT_DIR",
+    "HOST_DISK_AXIS",
     "MIB",
     "NAME_RE",
     "PREALLOCATED",

@@ -12,6 +12,7 @@ from pathlib import Path
 from harness.errors import InfraError, RecordError, WorkDirFull
 from harness.files import write_text_atomic
 from harness.record import Record, RecordDir, Sample, load_record, scan_records, sweep_records, write_record
+from harness.record.identity import disk_name
 from harness.spec import Cell
 from harness.sweep.planning import estimate_sample_s
 from harness.sweep.rounds import rounds
@@ -190,9 +191,13 @@ def run_sweep(
 
     With ``builds`` (a QEMU axis of two or more; ``session`` is then the first's) each round
     takes every cell's sample under each build in turn, as a gate takes its two sides, and
-    each build's records go to its own directory (:meth:`RecordDir.build`).
+    each build's records go to its own directory (:meth:`RecordDir.build`). On a host disk
+    model (the session's machine names it) the records go to the model's directory
+    (:meth:`RecordDir.disk`); the native disk's, to the sweep's own.
     """
     where = sweep_records(results_dir, name)
+    if (disk := disk_name(session.machine)) != "native":
+        where = where.disk(disk)
     directory = where.directory
     sides = [_Side(s, where.build(b.name), b.name) for b, s in builds] if builds else [_Side(session, where)]
     records: dict[tuple[int, str], Record] = {}

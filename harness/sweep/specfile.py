@@ -40,6 +40,11 @@ SIZE_KEYS = ("size", "cluster_size")
 #: machine's, so it is kept apart from the cells' axes (:attr:`SweepSpec.qemu`); each build's
 #: cells run with that build's binaries, and the report puts them side by side
 QEMU_AXIS = "qemu"
+#: the disks under the work dir a sweep runs on (``[axes] host_disk = ["native", "period-hdd"]``,
+#: harness/host/hostdisk.py): the machine's too, kept apart as the QEMU axis is
+#: (:attr:`SweepSpec.host_disk`); each model is built once and its cells run on it, and the
+#: report puts the disks side by side
+HOST_DISK_AXIS = "host_disk"
 _QEMU_VALUE = re.compile(r"[0-9][0-9A-Za-z.+~:-]{0,79}|/[^\x00-\x1f]{1,4000}")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -74,6 +79,9 @@ class SweepSpec:
     #: the QEMU builds each cell runs under (:data:`QEMU_AXIS`), as the spec names them; empty:
     #: the run's one QEMU
     qemu: tuple[str, ...] = ()
+    #: the host disk models the cells run on (:data:`HOST_DISK_AXIS`), in the spec's order;
+    #: empty: the one the command names (``--host-disk``, native by default)
+    host_disk: tuple[str, ...] = ()
 
 
 def check_qemu_value(value: Any, what: str) -> str:
@@ -351,6 +359,7 @@ def parse_spec(
 
     tables: dict[str, dict[str, Any]] = {}
     qemu: tuple[str, ...] = ()
+    host_disk: tuple[str, ...] = ()
     for table in ("axes", "params"):
         value = data.get(table, {})
         if not isinstance(value, dict):
@@ -358,6 +367,11 @@ def parse_spec(
         if QEMU_AXIS in value:
             value = dict(value)
             qemu = _qemu_axis(value.pop(QEMU_AXIS), f"{source}:{loc.line_of(table, QEMU_AXIS)}: ")
+        if HOST_DISK_AXIS in value:
+            value = dict(value)
+            host_disk = _disk_axis(
+                value.pop(HOST_DISK_AXIS), f"{source}:{loc.line_of(table, HOST_DISK_AXIS)}: "
+            )
         for key in value:
             if key not in known:
                 raise fail(
@@ -410,10 +424,11 @@ def parse_spec(
         for key, wanted in table.items():
             if key == "reason":
                 continue
-            if key == QEMU_AXIS:
+            if key in (QEMU_AXIS, HOST_DISK_AXIS):
+                what = "build" if key == QEMU_AXIS else "host disk"
                 raise fail(
                     loc.line_of("exclude", key, index=index),
-                    "qemu in [[exclude]]: every build runs every cell; run a second sweep for other cells",
+                    f"{key} in [[exclude]]: every {what} runs every cell; run a second sweep for other cells",
                 )
             if key not in known:
                 raise fail(
@@ -438,6 +453,7 @@ def parse_spec(
         params=dict(params),
         excludes=tuple(excludes),
         qemu=qemu,
+        host_disk=host_disk,
     )
 
 
@@ -451,6 +467,22 @@ def _qemu_axis(raw: Any, where: str) -> tuple[str, ...]:
         return tuple(dict.fromkeys(check_qemu_value(v, "qemu") for v in values))
     except SpecError as exc:
         raise SpecError(f"{where}{exc.message}") from None
+
+
+def _disk_axis(raw: Any, where: str) -> tuple[str, ...]:
+    """The host disk axis's values, each a model's name (``native`` or one of host_disks.toml);
+    ``where`` (``FILE:LINE: ``) starts an error."""
+    from harness.host.hostdisk import HostDiskError, profile
+
+    values = raw if isinstance(raw, list) else [raw]
+    if not values:
+        raise SpecError(f"{where}host_disk = [] has no value: give at least one")
+    for value in values:
+        try:
+            profile(value if isinstance(value, str) else repr(value), what="host_disk")
+        except HostDiskError as exc:
+            raise SpecError(f"{where}{exc.message}") from None
+    return tuple(dict.fromkeys(str(v) for v in values))
 
 
 def load_spec(path: Path) -> SweepSpec:
