@@ -76,8 +76,12 @@ def run(args: argparse.Namespace) -> int:
     import datetime as dt
 
     from harness.gate import SubjectSource, load_gate_spec, repo_toplevel, resolve_rev
+    from harness.gate.spec import disk_for_spec, spec_for_disk
 
+    # a host disk model with a spec of its own runs it by default; a spec sized for a model runs on it
+    args.spec = spec_for_disk(args.spec, args.host_disk)
     spec = load_gate_spec(args.spec)
+    args.host_disk = disk_for_spec(spec, args.host_disk)
     settings, options = gate_options_from_args(args, spec)
     sources = []
     for label in ("base", "head"):

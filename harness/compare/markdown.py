@@ -19,7 +19,7 @@ from harness.compare.model import (
 from harness.compare.pointers import FEW, command_line, graph_url, inconclusive_sentence, out_of_reach
 from harness.compare.screen import row_label, with_screen
 from harness.compare.subject import diff_line, held_lines
-from harness.compare.text import format_p, format_value, pct
+from harness.compare.text import format_p, format_value, pct, regime_words
 from harness.compare.verdict import Kind, Verdict
 from harness.units import plural
 from harness.untrusted import inert_markdown
@@ -30,12 +30,9 @@ def _code(text: Any) -> str:
     return "`" + str(text).replace("`", "'").replace("\n", " ") + "`"
 
 
-def _accel_line(accel: str) -> str:
-    if accel == "tcg":
-        return "**under TCG (emulation): times are about QEMU's emulation, not the disk**"
-    if accel == "kvm":
-        return "under KVM"
-    return f"**accelerator {accel}: unknown, read the times with care**"
+def _accel_line(accel: str, host_disk: object = None) -> str:
+    words = regime_words(accel, host_disk)
+    return words if accel == "kvm" and not host_disk else f"**{words}**"
 
 
 def _ci_text(m: Figures) -> str:
@@ -166,7 +163,10 @@ def render_markdown(comparison: Comparison) -> str:
     verdict = doc.verdict.value
     timed_out = [c for c in cells if c.kind is Kind.HEAD_TIMED_OUT]
     late = f" (head timed out: {', '.join(_name(c) for c in timed_out)})" if timed_out else ""
-    lines = [f"## diskbench: {verdict.upper()}{late}{_headline_changes(doc)} — {_accel_line(doc.accel)}", ""]
+    lines = [
+        f"## diskbench: {verdict.upper()}{late}{_headline_changes(doc)} — {_accel_line(doc.accel, doc.machine.get('host_disk'))}",
+        "",
+    ]
     tally = ", ".join(f"{counts[v.value]} {v.value}" for v in Verdict if counts.get(v.value))
     total = summary.cells if summary.cells is not None else len(cells)
     lines += [f"{total} cell{'s' if total != 1 else ''} ({tally}).", ""]

@@ -45,3 +45,24 @@ def format_value(value: float | None, unit: str) -> str:
     if unit == "B":
         return f"{value / 2**20:.1f} MiB" if abs(value) >= 2**20 else f"{value:.0f} B"
     return f"{value:.6g}"
+
+
+def regime_words(accel: str, host_disk: object = None) -> str:
+    """What a comparison's times are about, in words (the summary's first line): the accelerator
+    the guests ran under and the disk under the work dir (``host_disk`` as records name it: a
+    model's name and figures; None: the runner's own disk)."""
+    if host_disk:
+        disk = f"the work dir on host disk model {host_disk}"
+        if accel == "tcg":
+            return (
+                f"under TCG (emulation), {disk}: times are the guest's waits on that modelled disk "
+                "and QEMU's emulation together, not a real disk's"
+            )
+        if accel == "kvm":
+            return f"under KVM, {disk}: times are about that modelled disk, not the runner's"
+        return f"accelerator {accel}: unknown, {disk}: read the times with care"
+    if accel == "tcg":
+        return "under TCG (emulation): times are about QEMU's emulation, not the disk"
+    if accel == "kvm":
+        return "under KVM"
+    return f"accelerator {accel}: unknown, read the times with care"

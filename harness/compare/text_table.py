@@ -17,7 +17,7 @@ from harness.compare.markdown import _cell_name, _change_text
 from harness.compare.model import ComparedCell, Comparison, Figures, Side
 from harness.compare.screen import DECIDED, beyond
 from harness.compare.subject import diff_line, held_lines
-from harness.compare.text import format_p, pct
+from harness.compare.text import format_p, pct, regime_words
 from harness.compare.verdict import Kind, Verdict
 from harness.units import PLAIN, Style, human, plural, short_names, table, visible_width
 from harness.untrusted import clean_line
@@ -130,14 +130,6 @@ def _side(info: Side) -> str:
     return f"{label} ({_line(info.rev)})" if info.rev else label
 
 
-def _accel(accel: str) -> str:
-    if accel == "tcg":
-        return "under TCG (emulation): times are about QEMU's emulation, not the disk"
-    if accel == "kvm":
-        return "under KVM"
-    return f"accelerator {accel}: unknown, read the times with care"
-
-
 def render_text(
     doc: Comparison, *, only_changed: bool = False, sort: str = "cell", style: Style = PLAIN
 ) -> str:
@@ -148,7 +140,7 @@ def render_text(
     counts = summary.counts
     verdict = doc.verdict.value
     headline = f"diskbench compare: {style(verdict.upper(), *_COLOURS.get(verdict, ('bold',)))}"
-    lines = [f"{headline}, {_accel(doc.accel)}"]
+    lines = [f"{headline}, {regime_words(doc.accel, doc.machine.get('host_disk'))}"]
     tally = ", ".join(f"{counts[v.value]} {v.value}" for v in Verdict if counts.get(v.value))
     total = summary.cells if summary.cells is not None else len(cells)
     lines.append(

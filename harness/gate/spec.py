@@ -45,6 +45,7 @@ SPEC_KEYS = (
     "guest_samples",
     "crossed_reads",
     "guest_pairs_at_once",
+    "host_disk",
 )
 SPEC_KEYS_TABLES = ("params", "cells", "information")
 # what a cell of the spec may say beside its axes: its own gated metrics, whether its pair runs together
@@ -110,6 +111,9 @@ class GateSpec:
     #: the most crossed guest pairs that run at the same moment, each on two CPUs of its own
     #: (harness.sample.pairing.crossed_slots); None ("auto"): as many as the runner's CPUs give
     guest_pairs_at_once: int | None = None
+    #: the host disk model the spec is sized for (``gate-MODEL.toml``): the gate runs on it unless
+    #: ``--host-disk`` names the same; None: the native disk
+    host_disk: str | None = None
 
     @property
     def guest_pairs(self) -> list[str]:
@@ -245,7 +249,42 @@ def parse_gate_spec(text: str, *, source: str = "<gate spec>") -> GateSpec:
         crossed_reads=_reads(
             data.get("crossed_reads", list(Settings().crossed_reads)), f"{source}: crossed_reads"
         ),
+        host_disk=_host_disk(data.get("host_disk"), f"{source}:{loc.line_of('', 'host_disk')}: host_disk"),
     )
+
+
+def _host_disk(value: Any, what: str) -> str | None:
+    from harness.host.hostdisk import NATIVE, HostDiskError, profile
+
+    if value is None:
+        return None
+    try:
+        profile(value if isinstance(value, str) else repr(value), what=what)
+    except HostDiskError as exc:
+        raise SpecError(exc.message) from None
+    return None if value == NATIVE else str(value)
+
+
+def spec_for_disk(path: Path, host_disk: str) -> Path:
+    """The gate spec to run: ``path``, or where it is the default spec and ``host_disk`` a model
+    with a spec of its own in package data (``gate-MODEL.toml``), that one."""
+    if path != GATE_SPEC or host_disk == "native":
+        return path
+    own = package_data(f"gate-{host_disk}.toml")
+    return own if own.is_file() else path
+
+
+def disk_for_spec(spec: GateSpec, host_disk: str) -> str:
+    """The disk a gate of ``spec`` runs on: ``--host-disk`` (``host_disk``), else the spec's; a
+    SpecError where the two name different models."""
+    if spec.host_disk is None or host_disk == spec.host_disk:
+        return host_disk
+    if host_disk != "native":
+        raise SpecError(
+            f"--host-disk {host_disk}: the gate spec {spec.source} is sized for host_disk {spec.host_disk}: "
+            f"drop --host-disk, or give a spec for {host_disk} (--spec)"
+        )
+    return spec.host_disk
 
 
 def _at_once(value: Any, what: str) -> int | None:

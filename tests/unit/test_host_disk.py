@@ -137,3 +137,44 @@ def test_a_models_process_runs_real_time_or_at_nice_minus_19() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+# -- the gate on a model -------------------------------------------------------------------------
+
+
+def test_a_model_with_a_spec_of_its_own_runs_it_and_a_spec_for_a_model_runs_on_it() -> None:
+    from harness.errors import SpecError
+    from harness.gate.spec import GATE_SPEC, disk_for_spec, load_gate_spec, parse_gate_spec, spec_for_disk
+
+    own = spec_for_disk(GATE_SPEC, "period-hdd")
+    assert own.name == "gate-period-hdd.toml" and own.is_file()
+    assert spec_for_disk(GATE_SPEC, "native") == GATE_SPEC
+    assert spec_for_disk(GATE_SPEC, "sata-ssd") == GATE_SPEC, "no spec of its own: the default"
+    assert spec_for_disk(Path("mine.toml"), "period-hdd") == Path("mine.toml"), "a spec given is run"
+    period = load_gate_spec(own)
+    assert period.host_disk == "period-hdd"
+    assert disk_for_spec(period, "native") == "period-hdd"
+    assert disk_for_spec(period, "period-hdd") == "period-hdd"
+    with pytest.raises(
+        SpecError, match=r"--host-disk sata-ssd: the gate spec .* is sized for host_disk period-hdd"
+    ):
+        disk_for_spec(period, "sata-ssd")
+    assert load_gate_spec(GATE_SPEC).host_disk is None
+    assert disk_for_spec(load_gate_spec(GATE_SPEC), "sata-ssd") == "sata-ssd"
+    cell = '[[cells]]\nname = "a"\nworkload = "dd"\n'
+    with pytest.raises(SpecError, match=r"<s>:1: host_disk 'floppy': no such host disk model"):
+        parse_gate_spec(f'host_disk = "floppy"\n{cell}', source="<s>")
+
+
+def test_the_summary_says_what_the_times_are_about_on_a_model() -> None:
+    from harness.compare.text import regime_words
+
+    hdd = hostdisk.profiles()["period-hdd"].identity("blkio")
+    assert regime_words("tcg") == "under TCG (emulation): times are about QEMU's emulation, not the disk"
+    assert regime_words("tcg", hdd) == (
+        "under TCG (emulation), the work dir on host disk model period-hdd: 60 MiB/s, 150 IOPS, flush 10 ms, "
+        "throttled by blkio: times are the guest's waits on that modelled disk and QEMU's emulation "
+        "together, not a real disk's"
+    )
+    assert regime_words("kvm", hdd).startswith("under KVM, the work dir on host disk model period-hdd")
+    assert regime_words("kvm") == "under KVM"
