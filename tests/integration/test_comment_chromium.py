@@ -6,11 +6,13 @@ comparison into a page, with the history pages' URL (metrics link to their graph
 it in a window 780 px wide, GitHub's comment column (the comment box is then 732 px, its text
 698 px).  For a regression, an unchanged comparison, an
 inconclusive one and one whose head timed out (the action's fixtures; the last two derived from
-real comparisons, ``tests/unit/test_comment_fixtures.py``), and a real gate of guest pairs and
-replay cells, inconclusive, with its figures not gated:
+real comparisons, ``tests/unit/test_comment_fixtures.py``), a real gate of guest pairs and
+replay cells, inconclusive, with its figures not gated, and that gate's eight cells as a QEMU
+7.2 → 10.0 upgrade read them (five guest cells regressed crossed, derived the same way):
 
 * what regressed (each regressed cell's short name and change), or what an unchanged or
-  inconclusive comparison says first, lies inside the top 900 px;
+  inconclusive comparison says first, lies inside the top 900 px, and each regression's change
+  is written once (folds closed);
 * the page never scrolls sideways, nor does any table in it, its folds closed or open;
 * the whole comment, its folds closed, is at most 2,500 px tall.
 
@@ -52,12 +54,14 @@ COMPARISONS = {
     "inconclusive": "derived-inconclusive.json",
     "timed-out": "derived-timed-out.json",
     "pairs": "real-gate-pairs.json",
+    "qemu-upgrade": "derived-qemu-upgrade.json",
 }
 
 # the page's figures: its width and the widest table (closed and open), the comment's height, and
 # where the text that must be seen first ends (the first paragraph, list item or table cell that holds it)
 MEASURE = """
 const wanted = arguments[0];
+const said = arguments[1];
 const page = document.documentElement;
 const tables = () => Array.from(document.querySelectorAll('table'))
   .filter(t => t.offsetParent !== null)
@@ -68,7 +72,10 @@ const bottom = text => {
     .filter(e => e.textContent.includes(text) && e.getClientRects().length > 0);
   return found.length ? Math.min(...found.map(e => e.getBoundingClientRect().bottom + window.scrollY)) : null;
 };
+// how often a text is written where a reader sees it (a closed fold shows only its summary)
+const seen = document.querySelector('.body').innerText;
 const closed = {
+  counts: Object.fromEntries(said.map(t => [t, seen.split(t).length - 1])),
   height: Math.ceil(document.querySelector('.box').getBoundingClientRect().height),
   pageWidth: page.scrollWidth - page.clientWidth,
   tableOverflow: Math.max(0, ...tables()),
@@ -93,6 +100,8 @@ class Rendered:
     page_overflow_px: int
     table_overflow_px: int
     bottoms: dict[str, float | None]
+    # each regression's change: how many times the comment writes it, folds closed
+    counts: dict[str, int]
     screenshot: bytes
 
 
@@ -113,6 +122,17 @@ def first_texts(doc: dict[str, Any]) -> list[str]:
     if doc["summary"]["screen"]["inconclusive"]:
         texts.append(f"{len(doc['summary']['screen']['inconclusive']['cells'])} inconclusive:")
     return texts
+
+
+def regression_changes(doc: dict[str, Any]) -> list[str]:
+    """Each regressed cell's change of its lead metric, as the comment writes it (``+15.1%``)."""
+    out = []
+    for line in doc["summary"]["screen"]["first"]:
+        cell = doc["cells"][line["cell"]]
+        metric = next((m for m in cell["metrics"] if m["metric"] == line["metric"]), None)
+        if cell["verdict"] == "regression" and metric is not None and metric["change_pct"] is not None:
+            out.append(f"{metric['change_pct']:+.1f}%")
+    return out
 
 
 def open_driver() -> Any:
@@ -161,13 +181,15 @@ def render(driver: Any, action: Path, comparison: Path, html: Path) -> Rendered:
             "clip": {"x": 0, "y": 0, "width": WIDTH_PX, "height": int(height), "scale": 1},
         },
     )
-    figures = driver.execute_script(MEASURE, first_texts(json.loads(comparison.read_text())))
+    doc = json.loads(comparison.read_text())
+    figures = driver.execute_script(MEASURE, first_texts(doc), regression_changes(doc))
     return Rendered(
         height_px=int(figures["height"]),
         open_height_px=int(figures["openHeight"]),
         page_overflow_px=max(int(figures["pageWidth"]), int(figures["openPageWidth"])),
         table_overflow_px=max(int(figures["tableOverflow"]), int(figures["openTableOverflow"])),
         bottoms=dict(figures["bottoms"]),
+        counts={str(k): int(v) for k, v in figures["counts"].items()},
         screenshot=base64.b64decode(shot["data"]),
     )
 
@@ -203,7 +225,10 @@ def test_the_comment_says_what_regressed_in_one_screen_at_githubs_width(
     assert len(wanted) >= 1
     regressed = [c["title"] for c in doc["cells"] if c["verdict"] == "regression"]
     assert all(title in wanted for title in regressed)
-    assert len(regressed) == {"regression": 4, "timed-out": 2}.get(what, 0)
+    assert len(regressed) == {"regression": 4, "timed-out": 2, "qemu-upgrade": 5}.get(what, 0)
+    # each regression said once: its change is written in one place of the comment, folds closed
+    for text, count in shown.counts.items():
+        assert count == 1, f"{what}: {text!r} is said {count} times"
     for text, bottom in shown.bottoms.items():
         assert bottom is not None, f"{what}: {text!r} is not in the comment"
         assert bottom <= FIRST_SCREEN_PX, f"{what}: {text!r} ends at {bottom:.0f} px, below {FIRST_SCREEN_PX}"

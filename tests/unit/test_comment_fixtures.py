@@ -11,7 +11,12 @@ out, so two more are derived from real ones, and say so:
   those four cells;
 * ``derived-timed-out.json``: ``real-gate.json`` with its second cell as the gate writes a head
   whose guest ran past its deadline in the last round (``harness.gate.rounds._timed_out_result``,
-  the deadline from base's median ``total_s``), and the budget stopped there.
+  the deadline from base's median ``total_s``), and the budget stopped there;
+* ``derived-qemu-upgrade.json``: ``real-gate-pairs.json`` (the default spec's eight cells) as a
+  QEMU 7.2 → 10.0 gate read it: head's QEMU 10.0.2, its five guest cells regressed crossed
+  (``host.workload_s`` +3 … +19 %, each judged by :func:`harness.compare.metric.compare_metric`
+  on twelve pairs at the spec's ``crossed_reads``, Holm over the family of 26), the replay cells
+  unchanged; the summary, axis sentence and screen as this diskbench writes them.
 
 ``python tests/unit/test_comment_fixtures.py`` writes the screens and the derived documents again.
 """
@@ -103,6 +108,101 @@ def derived_timed_out(real: Comparison) -> Comparison:
     return with_screen(replace(real, cells=tuple(cells), summary=summary, budget=budget))
 
 
+# head/base of each guest cell's host.workload_s in the QEMU 7.2 -> 10.0 gate, by gate name
+UPGRADE = {
+    "policy-fio": 1.150,
+    "raw-writeback-ide-fio": 1.128,
+    "qcow2-writeback-ide-dd": 1.041,
+    "raw-none-virtio-dd": 1.032,
+    "qcow2-none-ide-dd": 1.187,
+}
+# the pairs' own spread around each ratio (a crossed A/A pair's sd is about 1 %)
+WOBBLE = (0.0, 0.011, -0.008, 0.004, -0.012, 0.007, -0.003, 0.009, -0.006, 0.002, -0.01, 0.005)
+
+
+def derived_qemu_upgrade(real: Comparison) -> Comparison:
+    from harness.compare import Settings
+    from harness.compare.axis import axis_sentence
+    from harness.compare.metric import Alone, compare_metric
+    from harness.compare.subject import subject_diff
+
+    settings = Settings(seed=303, comparisons=26, crossed_reads=(0.35, 1.5))
+    cells = []
+    for cell in real.cells:
+        ratio = UPGRADE.get(cell.name)
+        if ratio is None:
+            cells.append(cell)
+            continue
+        (lead,) = cell.metrics
+        assert lead.metric == "host.workload_s" and lead.median_base is not None
+        base = [lead.median_base * (1 + w / 2) for w in WOBBLE]
+        head = [b * ratio * (1 + w) for b, w in zip(base, reversed(WOBBLE), strict=True)]
+        alone = Alone(reads=settings.crossed_reads)
+        first = compare_metric(
+            lead.metric, base, head, settings=settings, paired=True, together=True, alone=alone
+        )
+        p_adjusted = min(1.0, (first.p_value or 1.0) * settings.comparisons)
+        result = compare_metric(
+            lead.metric,
+            base,
+            head,
+            settings=settings,
+            paired=True,
+            together=True,
+            alone=alone,
+            p_adjusted=p_adjusted,
+        )
+        figures = result.figures()
+        assert figures.verdict is Verdict.REGRESSION, figures.reason
+        cells.append(
+            replace(
+                cell,
+                verdict=Verdict.REGRESSION,
+                time_verdict=Verdict.REGRESSION,
+                reason=f"{lead.metric}: {figures.reason}",
+                rounds=len(base),
+                base_ok=len(base),
+                head_ok=len(head),
+                metrics=(figures,),
+            )
+        )
+    machine = real.head.machine.to_json()
+    upgraded = replace(
+        real.head,
+        qemu="/opt/qemu-10.0.2/bin/qemu-system-x86_64",
+        machine=MachineInfo(
+            {**machine, "qemu": "/opt/qemu-10.0.2/bin/qemu-system-x86_64", "qemu_version": "10.0.2"}
+        ),
+    )
+    counts = {v: sum(1 for c in cells if c.verdict.value == v) for v in real.summary.counts}
+    sensitivity = []
+    for row in real.summary.sensitivity:
+        cell = next(c for c in cells if c.cell_id == row.cell_id)
+        figure = cell.figure(row.metric)
+        assert figure is not None
+        sensitivity.append(
+            replace(
+                row,
+                rounds=cell.rounds,
+                verdict=figure.verdict,
+                could_see_pct=figure.could_see_pct,
+                rounds_to_decide=figure.rounds_to_decide,
+            )
+        )
+    summary = replace(
+        real.summary,
+        cells=len(cells),
+        counts=counts,
+        fails=True,
+        axis_sentence=axis_sentence(cells),  # type: ignore[arg-type]
+        subject_diff=tuple(subject_diff(real.base, upgraded)),
+        sensitivity=tuple(sensitivity),
+    )
+    return with_screen(
+        replace(real, verdict=Verdict.REGRESSION, head=upgraded, cells=tuple(cells), summary=summary)
+    )
+
+
 def expected() -> dict[str, str]:
     """Every fixture's text as this diskbench writes it."""
     texts = {
@@ -110,6 +210,7 @@ def expected() -> dict[str, str]:
     }
     texts["derived-inconclusive.json"] = dump("", derived_inconclusive(comparison("real-regression.json")))
     texts["derived-timed-out.json"] = dump("", derived_timed_out(comparison("real-gate.json")))
+    texts["derived-qemu-upgrade.json"] = dump("", derived_qemu_upgrade(comparison("real-gate-pairs.json")))
     return texts
 
 

@@ -38,8 +38,7 @@ describe('the comment points the reader on', () => {
   it('names a cell in a few words, its gate name and id in its fold', () => {
     const text = render(pointed())
     const id = 'qcow2-off-cs64k-2g.writeback-threads-ide.dd-64m-2m-ext4'
-    expect(text).toContain('| qcow2 writeback ide · dd 64M | <code>total&#95;s</code> |')
-    expect(text).toContain('- **qcow2 writeback ide · dd 64M**: <code>total&#95;s</code> **+20.8%**')
+    expect(text).toMatch(/\| qcow2 writeback ide · dd 64M \| (<code>total&#95;s<\/code> \| )?[\d.]+&nbsp;s \| [\d.]+&nbsp;s \| \+20\.8%/)
     const fold = text.split('<details><summary>qcow2 writeback ide · dd 64M: 1 figure, 8 rounds, id and reason</summary>')[1]?.split('</details>')[0]
     expect(fold).toContain(`\nqcow2-writeback-ide-dd: <code>${id}</code>\n`)
     expect(fold).toContain('Why: total&#95;s&#58; worse by')
@@ -121,8 +120,10 @@ describe('the comment of a real comparison', () => {
       const fold = text.split(`<details><summary>${c.title}: 4 figures, 8 rounds, id and reason</summary>`)[1]?.split('</details>')[0]
       expect(fold).toContain(`\n<code>${c.cellId}</code>\n`)
     }
+    // every row leads with total_s, named once above the table: each change links to its graph
+    expect(text).toContain('Each row: <code>total&#95;s</code>, the medians of base and head and the change.')
     for (const row of rows) {
-      expect(row).toMatch(/ \| \[<code>total&#95;s<\/code>\]\(https:\/\/acme\.github\.io\/diskbench\/#matrix\.Dd\.track_total_s\?p-format=%27(raw|qcow2)%27&p-cache=%27(none|writeback)%27&p-interface=%27(ide|virtio-blk)%27\) \| /)
+      expect(row).toMatch(/ \| \[[-+][\d.]+%\]\(https:\/\/acme\.github\.io\/diskbench\/#matrix\.Dd\.track_total_s\?p-format=%27(raw|qcow2)%27&p-cache=%27(none|writeback)%27&p-interface=%27(ide|virtio-blk)%27\)<br>/)
     }
   })
 
@@ -162,7 +163,7 @@ describe('the comment of a real gate', () => {
     const text = renderMarkdown(doc, {maxChars: 60000})
     expect(text).toMatch(/<pre><code>diskbench gate --base [0-9a-f]{40} --head [0-9a-f]{40} --spec \S+ --no-canary --seed \d+<\/code><\/pre>/)
     expect(doc.reproduce).toContain(String(doc.budget.find(([k]) => k === 'seed')?.[1]))
-    expect(text).toContain('| qcow2 none virtio-blk · dd 64M | <code>total&#95;s</code> |')
+    expect(text).toMatch(/\| qcow2 none virtio-blk · dd 64M \| (<code>total&#95;s<\/code> \| )?[\d.]+&nbsp;s \| /)
     expect(text).toContain('\npolicy-dd: <code>qcow2-off-cs64k-2g.none-threads-virtio-blk.dd-64m-2m-ext4</code>\n')
   })
 })

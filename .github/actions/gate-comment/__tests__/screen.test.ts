@@ -21,31 +21,75 @@ function render(file: string): string {
   return renderMarkdown(loadComparison(file, MB), {maxChars: 60000})
 }
 
-/** The lines between the count of cells and what differs: what a reader sees first. */
+/**
+ * What a reader sees first: the lines after the count of cells down to the first fold, without
+ * what differs between base and head and the line naming the two sides.
+ */
 function firstScreen(text: string): string[] {
   const lines = text.split('\n')
-  return lines.slice(3, lines.indexOf('### What differs between base and head')).filter(l => l !== '')
+  const end = lines.findIndex(l => l.startsWith('<details>'))
+  const diff = lines.indexOf('### What differs between base and head')
+  const sides = lines.findIndex(l => l.startsWith('base <code>'))
+  return lines
+    .slice(0, end < 0 ? lines.length : end)
+    .filter((l, i) => i >= 3 && l !== '' && !(diff >= 0 && i >= diff && i <= sides))
+}
+
+/** The rows of the first table (regressed, changed, failed and inconclusive cells). */
+function rowsOf(text: string): string[] {
+  return firstScreen(text).filter(l => /^\| (qcow2|raw) /.test(l))
 }
 
 describe('the first screen of a real comparison', () => {
-  it('a regression: one line per regressed cell, the largest change first, the axis, the inconclusive cells', () => {
-    expect(firstScreen(render(fixture('real-regression.json')))).toEqual([
+  it('a regression: one row per regressed cell, said once, the largest change first; the axis under them', () => {
+    const text = render(fixture('real-regression.json'))
+    expect(firstScreen(text)).toEqual([
       'Could see: 8 guest cells ≥ 76.8–388.4% (a regression this large, alone, fails the gate 4 times in 5).',
-      '- **qcow2 writeback ide · dd 16M**: <code>total&#95;s</code> **+637.9%** (+360.3% … +857.0%), regression',
-      '- **raw writeback ide · dd 16M**: <code>total&#95;s</code> **+481.1%** (+337.3% … +622.8%), regression',
-      '- **raw none ide · dd 16M**: <code>total&#95;s</code> **+446.4%** (+314.6% … +713.1%), regression',
-      '- **qcow2 none ide · dd 16M**: <code>total&#95;s</code> **+415.2%** (+235.5% … +811.5%), regression',
-      'Every regressed cell has interface=ide &#40;4 of 4 such cells regressed, 0 of 4 others&#41;.',
       '**4 inconclusive**: qcow2 none virtio-blk · dd 16M, raw none virtio-blk · dd 16M, qcow2 writeback virtio-blk · dd 16M, ' +
         'raw writeback virtio-blk · dd 16M. About 99 samples per side would decide them: record them (<code>--repeat 99</code>) and compare again.',
+      'Each row: <code>total&#95;s</code>, the medians of base and head and the change.',
+      '| cell | base | head | change (95% CI) | verdict |',
+      '| --- | ---: | ---: | ---: | --- |',
+      '| qcow2 writeback ide · dd 16M | 2.00&nbsp;s | 14.77&nbsp;s | +637.9%<br><sub>+360.3% … +857.0%</sub> | regression |',
+      '| raw writeback ide · dd 16M | 2.54&nbsp;s | 14.77&nbsp;s | +481.1%<br><sub>+337.3% … +622.8%</sub> | regression |',
+      '| raw none ide · dd 16M | 2.65&nbsp;s | 14.47&nbsp;s | +446.4%<br><sub>+314.6% … +713.1%</sub> | regression |',
+      '| qcow2 none ide · dd 16M | 2.89&nbsp;s | 14.89&nbsp;s | +415.2%<br><sub>+235.5% … +811.5%</sub> | regression |',
+      '| qcow2 none virtio-blk · dd 16M | 1.70&nbsp;s | 1.28&nbsp;s | -24.8%<br><sub>-52.1% … -10.5%</sub> | inconclusive |',
+      '| raw none virtio-blk · dd 16M | 1.81&nbsp;s | 1.34&nbsp;s | -25.9%<br><sub>-61.0% … +9.2%</sub> | inconclusive |',
+      '| qcow2 writeback virtio-blk · dd 16M | 2.01&nbsp;s | 1.44&nbsp;s | -28.0%<br><sub>-67.9% … +12.8%</sub> | inconclusive |',
+      '| raw writeback virtio-blk · dd 16M | 2.03&nbsp;s | 1.39&nbsp;s | -31.4%<br><sub>-67.3% … +32.4%</sub> | inconclusive |',
+      'Every regressed cell has interface=ide &#40;4 of 4 such cells regressed, 0 of 4 others&#41;.',
     ])
+    // no list says them again
+    expect(text.split('\n').filter(l => l.startsWith('- **'))).toEqual([])
+  })
+
+  it('the QEMU upgrade: five regressions, each said once, the crossed change on few lines', () => {
+    const text = render(fixture('derived-qemu-upgrade.json'))
+    expect(text.split('\n')[4]).toBe(
+      'Could see: 5 guest cells ≥ 1.5%; 3 replay cells ≥ 0.7–3.1% (a regression this large, alone, fails the gate 4 times in 5).',
+    )
+    expect(rowsOf(text)).toEqual([
+      '| qcow2 none ide · dd 128M | 4.43&nbsp;s | 5.25&nbsp;s | +18.8%<br><sub>+17.9% … +19.4%</sub><br><sub>alone +12.2% … +63.7%</sub> | regression |',
+      '| qcow2 none virtio-blk · fio raw | 9.79&nbsp;s | 11.26&nbsp;s | +15.1%<br><sub>+14.2% … +15.7%</sub><br><sub>alone +9.8% … +49.5%</sub> | regression |',
+      '| raw writeback ide · fio raw | 10.71&nbsp;s | 12.09&nbsp;s | +12.9%<br><sub>+12.0% … +13.5%</sub><br><sub>alone +8.4% … +41.5%</sub> | regression |',
+      '| qcow2 writeback ide · dd 128M | 5.62&nbsp;s | 5.86&nbsp;s | +4.2%<br><sub>+3.4% … +4.7%</sub><br><sub>alone +2.8% … +12.5%</sub> | regression |',
+      '| raw none virtio-blk · dd 128M | 4.45&nbsp;s | 4.59&nbsp;s | +3.3%<br><sub>+2.5% … +3.8%</sub><br><sub>alone +2.2% … +9.7%</sub> | regression |',
+    ])
+    expect(text).toContain('Every regressed cell has measure=guest &#40;5 of 5 such cells regressed, 0 of 3 others&#41;.')
+    // outside the folds, each change is written once
+    const open = text.replace(/<details>[\s\S]*?<\/details>/g, '')
+    for (const change of ['+18.8%', '+15.1%', '+12.9%', '+4.2%', '+3.3%']) {
+      expect(open.split(change).length - 1).toBe(1)
+    }
   })
 
   it('unchanged: one line with what it could have seen, every figure folded', () => {
     const text = render(fixture('real-unchanged.json'))
     expect(firstScreen(text)).toEqual([
       // the sensitivity rows of this comparison's metric (a counter: no spread) say 0.0%, as diskbench's summary does
-      'Could see: 8 guest cells ≥ 0.0–0.0% (a regression this large, alone, fails the gate 4 times in 5).',
+      // never a range of one value
+      'Could see: 8 guest cells ≥ 0.0% (a regression this large, alone, fails the gate 4 times in 5).',
       'All 8 cells unchanged: each would have caught a regression of 2.0% or more 4 times in 5.',
     ])
     expect(text).toContain('<details><summary>8 cells unchanged (their figures)</summary>')
@@ -77,10 +121,12 @@ describe('the first screen of a real comparison', () => {
     const text = render(fixture('derived-timed-out.json'))
     expect(firstScreen(text)).toEqual([
       'Could see: 1 guest cell ≥ 93.4% (a regression this large, alone, fails the gate 4 times in 5).',
-      '- **raw writeback ide · dd 64M**: head&#39;s guest ran past its deadline of 83 s, regression &#40;head-timed-out&#41;',
-      '- **qcow2 none virtio-blk · dd 64M**: <code>total&#95;s</code> **+212.2%** (+94.4% … +267.0%), regression',
+      '| cell | metric | base | head | change (95% CI) | verdict |',
+      '| --- | --- | ---: | ---: | ---: | --- |',
+      // what happened, in words, where its change would be
+      '| raw writeback ide · dd 64M | - | - | - | head&#39;s guest ran past its deadline of 83 s | regression &#40;head-timed-out&#41; |',
+      '| qcow2 none virtio-blk · dd 64M | <code>total&#95;s</code> | 2.00&nbsp;s | 6.25&nbsp;s | +212.2%<br><sub>+94.4% … +267.0%</sub> | regression |',
     ])
-    expect(text).toContain('| raw writeback ide · dd 64M | - | - | - | - | regression &#40;head-timed-out&#41; |')
   })
 })
 
@@ -95,7 +141,7 @@ describe('a gate of guest pairs and replay cells', () => {
     expect(lines[2]).toBe('8 cells (7 unchanged, 1 inconclusive), **under TCG (emulation): times are about QEMU\'s emulation, not the disk**.')
     // per cell its most sensitive gated metric (a replay cell has two), the range per kind
     expect(lines[4]).toBe(COULD_SEE)
-    expect(firstScreen(text)).toEqual([
+    expect(firstScreen(text).slice(0, 3)).toEqual([
       COULD_SEE,
       '**1 inconclusive**: qcow2 none ide · dd 128M. About 23 rounds per side would decide them:',
       expect.stringMatching(/^<pre><code>diskbench gate --base d7d3fc8ca913\w+ --head d7d3fc8ca913\w+ --seed 303 --max-rounds 23 --budget-min 28<\/code><\/pre>$/),
@@ -105,7 +151,7 @@ describe('a gate of guest pairs and replay cells', () => {
   it("gives a guest pair's change alone, and as measured together; a replay cell's as it is", () => {
     const text = render(fixture(PAIRS))
     expect(text).toContain(
-      '| qcow2 none ide · dd 128M | <code>host.workload&#95;s</code> | 4.42&nbsp;s | 4.56&nbsp;s | +2.3% alone (+1.1% together)<br><sub>-1.8% … +5.6%</sub> | inconclusive |',
+      '| qcow2 none ide · dd 128M | 4.42&nbsp;s | 4.56&nbsp;s | +2.3% alone<br><sub>-1.8% … +5.6%</sub><br><sub>+1.1% together</sub> | inconclusive |',
     )
     expect(text).toContain(
       '| raw falloc writeback virtio-blk · fio raw · replay | <code>replay.wall&#95;s</code> | 0.29&nbsp;s | 0.28&nbsp;s | +0.8%<br><sub>-0.3% … +2.5%</sub> | unchanged |',
@@ -121,8 +167,8 @@ describe('a gate of guest pairs and replay cells', () => {
         Object.assign(d.cells[1].metrics[0], crossed, {change_pct: -0.01, alone_low_pct: -0.03, alone_high_pct: -0.01})
       })
       const text = render(edited)
-      expect(text).toContain('+3.0% (+2.0% … +7.7% alone)')
-      expect(text).not.toContain('-0.0% (')
+      expect(text).toContain('+3.0%<br><sub>-1.8% … +5.6%</sub><br><sub>alone +2.0% … +7.7%</sub>')
+      expect(text).not.toContain('alone -0.0%')
     } finally {
       fs.rmSync(dir, {recursive: true, force: true})
     }
@@ -166,10 +212,13 @@ describe('a gate of guest pairs and replay cells', () => {
     const text = render(file)
     expect(firstScreen(text)).toEqual([
       COULD_SEE,
-      '- **qcow2 none ide · dd 128M**: <code>host.workload&#95;s</code> **+2.3% alone (+1.1% together)** (-1.8% … +5.6%), regression',
+      'Each row: <code>host.workload&#95;s</code>, the medians of base and head and the change.',
+      '| cell | base | head | change (95% CI) | verdict |',
+      '| --- | ---: | ---: | ---: | --- |',
+      '| qcow2 none ide · dd 128M | 4.42&nbsp;s | 4.56&nbsp;s | +2.3% alone<br><sub>-1.8% … +5.6%</sub><br><sub>+1.1% together</sub> | regression |',
     ])
     const lines = text.split('\n')
-    expect(lines.indexOf(FOLD)).toBeGreaterThan(lines.indexOf('| cell | metric | base | head | change (95% CI) | verdict |'))
+    expect(lines.indexOf(FOLD)).toBeGreaterThan(lines.indexOf('| cell | base | head | change (95% CI) | verdict |'))
   })
 
   it('without a figure to show, says nothing of them', () => {
@@ -195,10 +244,10 @@ describe('the comment renders the decisions of the document, and makes none', ()
       d.summary.screen.rows.reverse()
     })
     const text = render(file)
-    const names = firstScreen(text).filter(l => l.startsWith('- **')).map(l => l.split('**')[1])
-    expect(names).toEqual(['qcow2 none ide · dd 16M', 'raw none ide · dd 16M', 'raw writeback ide · dd 16M', 'qcow2 writeback ide · dd 16M'])
-    const rows = text.split('\n').filter(l => /^\| (qcow2|raw) /.test(l))
-    expect(rows[0]).toMatch(/^\| raw writeback virtio-blk · dd 16M \| /)
+    // the table's rows, as the document orders them: the reversed inconclusive rows, then the regressions
+    const names = rowsOf(text).map(l => (l.split(' | ')[0] ?? '').slice(2))
+    expect(names.slice(0, 1)).toEqual(['raw writeback virtio-blk · dd 16M'])
+    expect(names.slice(4)).toEqual(['qcow2 none ide · dd 16M', 'raw none ide · dd 16M', 'raw writeback ide · dd 16M', 'qcow2 writeback ide · dd 16M'])
   })
 
   it('shows the metric and the labels the document chose', () => {
@@ -210,8 +259,8 @@ describe('the comment renders the decisions of the document, and makes none', ()
       row.label = 'regression, as the document says'
     })
     const text = render(file)
-    expect(firstScreen(text)[1]).toBe(
-      '- **qcow2 writeback ide · dd 16M**: <code>host.flushes</code> **+0.0%** (+0.0% … +0.0%), regression, as the document says',
-    )
+    // the rows lead with two metrics: each row names its own
+    const row = rowsOf(text).find(l => l.startsWith('| qcow2 writeback ide · dd 16M |'))
+    expect(row).toMatch(/^\| qcow2 writeback ide · dd 16M \| <code>host\.flushes<\/code> \| .* \| \+0\.0%<br><sub>\+0\.0% … \+0\.0%<\/sub> \| regression, as the document says \|$/)
   })
 })

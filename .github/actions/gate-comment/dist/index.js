@@ -25183,11 +25183,8 @@ function compose(doc, ctx, keep, info2) {
   if (seen) {
     lines.push(`${seen} (a regression this large, alone, fails the gate 4 times in 5).`, "");
   }
-  lines.push(...firstLines(doc, keep));
-  if (doc.axisSentence) {
-    lines.push(md(doc.axisSentence, 1e3), "");
-  }
-  lines.push(...inconclusiveLines(doc));
+  const { rows, unchangedRows } = doc.screen;
+  lines.push(...firstLines(doc));
   lines.push(...subjectLines(doc));
   lines.push(`base ${sideText(doc.base)} vs head ${sideText(doc.head)}${measuredText(ctx)}`, "");
   if (headMismatch(doc, ctx)) {
@@ -25196,9 +25193,15 @@ function compose(doc, ctx, keep, info2) {
   for (const warning2 of doc.warnings) {
     lines.push(`> **Warning:** ${md(warning2, 1e3)}`, "");
   }
-  const { rows, unchangedRows } = doc.screen;
+  lines.push(...inconclusiveLines(doc));
   if (rows.length > 0) {
-    lines.push(...table(doc, rows, keep, ctx), "", ...rows.slice(0, keep).flatMap((r) => fold(doc, r, ctx)));
+    lines.push(...table(doc, rows, keep, ctx), "");
+  }
+  if (doc.axisSentence) {
+    lines.push(md(doc.axisSentence, 1e3), "");
+  }
+  if (rows.length > 0) {
+    lines.push(...rows.slice(0, keep).flatMap((r) => fold(doc, r, ctx)));
   }
   const count = `${doc.counts.unchanged} cell${doc.counts.unchanged === 1 ? "" : "s"} unchanged`;
   if (unchangedRows.length > 0) {
@@ -25250,17 +25253,9 @@ function cellAt(doc, at) {
 function nameOf(c) {
   return c.title === null ? code(c.cellId) : md(c.title, 200);
 }
-function firstLines(doc, keep) {
-  const { first, unchanged } = doc.screen;
-  const lines = first.slice(0, keep).map((line) => {
-    const c = cellAt(doc, line.cell);
-    const m = figure(c, line.metric);
-    const what = m === void 0 ? md(line.said ?? "", 200) : `${code(m.metric, 80)} **${change(m)}**${ci(m) === "-" ? "" : ` (${ci(m)})`}`;
-    return `- **${nameOf(c)}**: ${what}, ${md(cellLabel(doc, line.cell), 80)}`;
-  });
-  if (first.length > keep) {
-    lines.push(`- … and ${first.length - keep} more: the job summary and the artifact have them all`);
-  }
+function firstLines(doc) {
+  const { unchanged } = doc.screen;
+  const lines = [];
   if (unchanged !== null) {
     let text = unchanged.cells === 1 ? "The cell is unchanged" : `All ${unchanged.cells} cells unchanged`;
     const { couldSeeLowPct: low, couldSeeHighPct: high } = unchanged;
@@ -25290,7 +25285,7 @@ function kindLine(rows) {
     if (low === void 0 || high === void 0) {
       return [];
     }
-    const span = values.length === 1 ? `${low.toFixed(1)}%` : `${low.toFixed(1)}–${high.toFixed(1)}%`;
+    const span = low.toFixed(1) === high.toFixed(1) ? `${low.toFixed(1)}%` : `${low.toFixed(1)}–${high.toFixed(1)}%`;
     return [`${values.length} ${kind} cell${values.length === 1 ? "" : "s"} ≥ ${span}`];
   });
   return parts.length > 0 ? `Could see: ${parts.join("; ")}` : "";
@@ -25318,9 +25313,6 @@ function informationLines(doc, keep) {
   }
   return [...lines, "", "</details>", ""];
 }
-function cellLabel(doc, at) {
-  return [...doc.screen.rows, ...doc.screen.unchangedRows].find((r) => r.cell === at)?.label ?? cellAt(doc, at).verdict;
-}
 function inconclusiveLines(doc) {
   const entry = doc.screen.inconclusive;
   if (entry === null) {
@@ -25338,17 +25330,32 @@ function inconclusiveLines(doc) {
     const repeat = code(`--repeat ${entry.rounds}`);
     return [`${text} About ${entry.rounds} samples per side would decide them: record them (${repeat}) and compare again.`, ""];
   }
-  return [`${text} More rounds would not decide them (see why under the table).`, ""];
+  if (entry.cells.every((at) => fewSamples(cellAt(doc, at)))) {
+    const more = entry.gate ? "run more rounds" : `record more samples (${code("--repeat")}) and compare again`;
+    return [`${text} Too few samples for an interval: ${more}.`, ""];
+  }
+  return [`${text} No number of rounds can be given for them: why, under the table.`, ""];
+}
+function fewSamples(c) {
+  const open2 = c.metrics.filter((m) => m.verdict === "inconclusive");
+  return open2.length > 0 && open2.every((m) => m.ciLowPct === null || m.ciHighPct === null || m.changePct === null);
 }
 function table(doc, rows, keep, ctx) {
+  const kept = rows.slice(0, keep);
+  const leads = new Set(kept.map((r) => r.metric));
+  const [lead] = [...leads];
+  const one = leads.size === 1 && lead !== null && lead !== void 0;
   const lines = [
-    "| cell | metric | base | head | change (95% CI) | verdict |",
-    "| --- | --- | ---: | ---: | ---: | --- |",
-    ...rows.slice(0, keep).map((r) => {
+    ...one ? [`Each row: ${code(lead, 80)}, the medians of base and head and the change.`, ""] : [],
+    one ? "| cell | base | head | change (95% CI) | verdict |" : "| cell | metric | base | head | change (95% CI) | verdict |",
+    one ? "| --- | ---: | ---: | ---: | --- |" : "| --- | --- | ---: | ---: | ---: | --- |",
+    ...kept.map((r) => {
       const c = cellAt(doc, r.cell);
       const m = figure(c, r.metric);
-      const figures = m === void 0 ? ["-", "-", "-", "-"] : [metricName(c, m.metric, ctx), nobreak(value(m.medianBase, m.unit)), nobreak(value(m.medianHead, m.unit)), changeCell(m)];
-      return `| ${[nameOf(c), ...figures, md(r.label, 80)].join(" | ")} |`;
+      const said = doc.screen.first.find((f) => f.cell === r.cell)?.said;
+      const link = one && m !== void 0 && ctx.pagesUrl ? graphLink(ctx.pagesUrl, c, m.metric) : null;
+      const figures = m === void 0 ? ["-", "-", "-", said ? md(said, 200) : "-"] : [metricName(c, m.metric, ctx), nobreak(value(m.medianBase, m.unit)), nobreak(value(m.medianHead, m.unit)), changeCell(m, link)];
+      return `| ${[nameOf(c), ...one ? figures.slice(1) : figures, md(r.label, 80)].join(" | ")} |`;
     })
   ];
   if (keep < rows.length) {
@@ -25395,8 +25402,37 @@ function ids(c) {
 function nobreak(text) {
   return text.replace(/ /g, "&nbsp;");
 }
-function changeCell(m) {
-  return ci(m) === "-" ? change(m) : `${change(m)}<br><sub>${ci(m)}</sub>`;
+function changeCell(m, link = null) {
+  const lines = [link === null ? headChange(m) : `[${headChange(m)}](${link})`];
+  if (ci(m) !== "-") {
+    lines.push(`<sub>${ci(m)}</sub>`);
+  }
+  const alone = aloneText(m);
+  if (alone) {
+    lines.push(`<sub>${alone}</sub>`);
+  }
+  return lines.join("<br>");
+}
+function headChange(m) {
+  if (m.changePct === null) {
+    return change(m);
+  }
+  if (m.measuredChangePct !== null && m.shrink !== null && m.shrink !== 1) {
+    return `${signed(m.changePct)} alone`;
+  }
+  return signed(m.changePct);
+}
+function aloneText(m) {
+  if (m.changePct === null) {
+    return "";
+  }
+  if (m.measuredChangePct !== null && m.shrink !== null && m.shrink !== 1) {
+    return `${signed(m.measuredChangePct)} together`;
+  }
+  if (m.aloneLowPct !== null && m.aloneHighPct !== null && Math.round(m.changePct * 10) !== 0) {
+    return `alone ${signed(m.aloneLowPct)} … ${signed(m.aloneHighPct)}`;
+  }
+  return "";
 }
 function metricName(c, metric2, ctx) {
   const link = ctx.pagesUrl ? graphLink(ctx.pagesUrl, c, metric2) : null;
@@ -25435,6 +25471,10 @@ function inconclusiveSentence(doc) {
     const who = cell2.gateName ?? cell2.title ?? cell2.cellId;
     const how = entry.gate ? `e.g. the command below with ${code(`--max-rounds ${entry.rounds}`)} and the budget for them` : `record them (${code(`--repeat ${entry.rounds}`)}) and compare again`;
     return `${text}. To decide, run more rounds: about ${entry.rounds} per side (${md(who, 200)}, has ${entry.slowestRounds}), ${how}.`;
+  }
+  if (entry !== null && entry.cells.some((at) => fewSamples(cellAt(doc, at)))) {
+    const more = entry.gate ? "run more rounds" : `record more samples (${code("--repeat")}) and compare again`;
+    return `${text}. To decide, ${more}: a metric without an interval has too few samples for one.`;
   }
   return `${text}. More rounds would not decide it (its change sits on the minimum effect): read it as a change about as large as the minimum effect, or set that metric's minimum with ${code("--rule")}.`;
 }

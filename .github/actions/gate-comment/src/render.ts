@@ -69,11 +69,8 @@ function compose(doc: Comparison, ctx: RenderContext, keep: number, info: number
   if (seen) {
     lines.push(`${seen} (a regression this large, alone, fails the gate 4 times in 5).`, '')
   }
-  lines.push(...firstLines(doc, keep))
-  if (doc.axisSentence) {
-    lines.push(md(doc.axisSentence, 1000), '')
-  }
-  lines.push(...inconclusiveLines(doc))
+  const {rows, unchangedRows} = doc.screen
+  lines.push(...firstLines(doc))
   lines.push(...subjectLines(doc))
   lines.push(`base ${sideText(doc.base)} vs head ${sideText(doc.head)}${measuredText(ctx)}`, '')
   if (headMismatch(doc, ctx)) {
@@ -82,9 +79,16 @@ function compose(doc: Comparison, ctx: RenderContext, keep: number, info: number
   for (const warning of doc.warnings) {
     lines.push(`> **Warning:** ${md(warning, 1000)}`, '')
   }
-  const {rows, unchangedRows} = doc.screen
+  lines.push(...inconclusiveLines(doc))
+  // each regressed, changed or failed cell is said once: its row of the table
   if (rows.length > 0) {
-    lines.push(...table(doc, rows, keep, ctx), '', ...rows.slice(0, keep).flatMap(r => fold(doc, r, ctx)))
+    lines.push(...table(doc, rows, keep, ctx), '')
+  }
+  if (doc.axisSentence) {
+    lines.push(md(doc.axisSentence, 1000), '')
+  }
+  if (rows.length > 0) {
+    lines.push(...rows.slice(0, keep).flatMap(r => fold(doc, r, ctx)))
   }
   const count = `${doc.counts.unchanged} cell${doc.counts.unchanged === 1 ? '' : 's'} unchanged`
   if (unchangedRows.length > 0) {
@@ -149,18 +153,13 @@ function nameOf(c: Cell): string {
   return c.title === null ? code(c.cellId) : md(c.title, 200)
 }
 
-/** Under the headline: a line per regressed, changed or failed cell, or what an unchanged comparison could see. */
-function firstLines(doc: Comparison, keep: number): string[] {
-  const {first, unchanged} = doc.screen
-  const lines = first.slice(0, keep).map(line => {
-    const c = cellAt(doc, line.cell)
-    const m = figure(c, line.metric)
-    const what = m === undefined ? md(line.said ?? '', 200) : `${code(m.metric, 80)} **${change(m)}**${ci(m) === '-' ? '' : ` (${ci(m)})`}`
-    return `- **${nameOf(c)}**: ${what}, ${md(cellLabel(doc, line.cell), 80)}`
-  })
-  if (first.length > keep) {
-    lines.push(`- … and ${first.length - keep} more: the job summary and the artifact have them all`)
-  }
+/**
+ * Under the headline, for an unchanged comparison: what it could have seen. (The regressed,
+ * changed and failed cells are said once, each in its row of the table that follows.)
+ */
+function firstLines(doc: Comparison): string[] {
+  const {unchanged} = doc.screen
+  const lines: string[] = []
   if (unchanged !== null) {
     let text = unchanged.cells === 1 ? 'The cell is unchanged' : `All ${unchanged.cells} cells unchanged`
     const {couldSeeLowPct: low, couldSeeHighPct: high} = unchanged
@@ -196,7 +195,8 @@ export function kindLine(rows: readonly Sensitivity[]): string {
     if (low === undefined || high === undefined) {
       return []
     }
-    const span = values.length === 1 ? `${low.toFixed(1)}%` : `${low.toFixed(1)}–${high.toFixed(1)}%`
+    // never a range of one value (five cells that could each see 5.0%: "≥ 5.0%")
+    const span = low.toFixed(1) === high.toFixed(1) ? `${low.toFixed(1)}%` : `${low.toFixed(1)}–${high.toFixed(1)}%`
     return [`${values.length} ${kind} cell${values.length === 1 ? '' : 's'} ≥ ${span}`]
   })
   return parts.length > 0 ? `Could see: ${parts.join('; ')}` : ''
@@ -232,11 +232,6 @@ function informationLines(doc: Comparison, keep: number): string[] {
   return [...lines, '', '</details>', '']
 }
 
-/** The label the screen gave the cell's row. */
-function cellLabel(doc: Comparison, at: number): string {
-  return [...doc.screen.rows, ...doc.screen.unchangedRows].find(r => r.cell === at)?.label ?? cellAt(doc, at).verdict
-}
-
 /** The inconclusive cells by name, and what decides them: the gate's command, or more samples. */
 function inconclusiveLines(doc: Comparison): string[] {
   const entry = doc.screen.inconclusive
@@ -255,22 +250,45 @@ function inconclusiveLines(doc: Comparison): string[] {
     const repeat = code(`--repeat ${entry.rounds}`)
     return [`${text} About ${entry.rounds} samples per side would decide them: record them (${repeat}) and compare again.`, '']
   }
-  return [`${text} More rounds would not decide them (see why under the table).`, '']
+  if (entry.cells.every(at => fewSamples(cellAt(doc, at)))) {
+    const more = entry.gate ? 'run more rounds' : `record more samples (${code('--repeat')}) and compare again`
+    return [`${text} Too few samples for an interval: ${more}.`, '']
+  }
+  return [`${text} No number of rounds can be given for them: why, under the table.`, '']
 }
 
-/** The table: one row per cell, its lead's figures; `keep` of the rows. */
+/** Whether an inconclusive cell's inconclusive metrics have no interval yet (too few samples for one). */
+function fewSamples(c: Cell): boolean {
+  const open = c.metrics.filter(m => m.verdict === 'inconclusive')
+  return open.length > 0 && open.every(m => m.ciLowPct === null || m.ciHighPct === null || m.changePct === null)
+}
+
+/**
+ * The table: one row per cell, its lead's figures; `keep` of the rows. Where every row leads with
+ * one metric, the metric is named once above the table and its column left out: the change has
+ * the room to stay on few lines.
+ */
 function table(doc: Comparison, rows: readonly ScreenRow[], keep: number, ctx: RenderContext): string[] {
+  const kept = rows.slice(0, keep)
+  const leads = new Set(kept.map(r => r.metric))
+  const [lead] = [...leads]
+  const one = leads.size === 1 && lead !== null && lead !== undefined
   const lines = [
-    '| cell | metric | base | head | change (95% CI) | verdict |',
-    '| --- | --- | ---: | ---: | ---: | --- |',
-    ...rows.slice(0, keep).map(r => {
+    ...(one ? [`Each row: ${code(lead, 80)}, the medians of base and head and the change.`, ''] : []),
+    one ? '| cell | base | head | change (95% CI) | verdict |' : '| cell | metric | base | head | change (95% CI) | verdict |',
+    one ? '| --- | ---: | ---: | ---: | --- |' : '| --- | --- | ---: | ---: | ---: | --- |',
+    ...kept.map(r => {
       const c = cellAt(doc, r.cell)
       const m = figure(c, r.metric)
+      // a cell without figures (a head that failed or timed out) says what happened in its change column
+      const said = doc.screen.first.find(f => f.cell === r.cell)?.said
+      // without a metric column, the change links to the metric's history graph
+      const link = one && m !== undefined && ctx.pagesUrl ? graphLink(ctx.pagesUrl, c, m.metric) : null
       const figures =
         m === undefined
-          ? ['-', '-', '-', '-']
-          : [metricName(c, m.metric, ctx), nobreak(value(m.medianBase, m.unit)), nobreak(value(m.medianHead, m.unit)), changeCell(m)]
-      return `| ${[nameOf(c), ...figures, md(r.label, 80)].join(' | ')} |`
+          ? ['-', '-', '-', said ? md(said, 200) : '-']
+          : [metricName(c, m.metric, ctx), nobreak(value(m.medianBase, m.unit)), nobreak(value(m.medianHead, m.unit)), changeCell(m, link)]
+      return `| ${[nameOf(c), ...(one ? figures.slice(1) : figures), md(r.label, 80)].join(' | ')} |`
     }),
   ]
   if (keep < rows.length) {
@@ -325,9 +343,45 @@ function nobreak(text: string): string {
   return text.replace(/ /g, '&nbsp;')
 }
 
-/** The change and, under it, its interval. */
-function changeCell(m: MetricResult): string {
-  return ci(m) === '-' ? change(m) : `${change(m)}<br><sub>${ci(m)}</sub>`
+/**
+ * The change in one short line, and under it (small) its interval and, for a guest pair, the
+ * size alone it stands for: the change never wraps, its interval and range may.
+ */
+function changeCell(m: MetricResult, link: string | null = null): string {
+  const lines = [link === null ? headChange(m) : `[${headChange(m)}](${link})`]
+  if (ci(m) !== '-') {
+    lines.push(`<sub>${ci(m)}</sub>`)
+  }
+  const alone = aloneText(m)
+  if (alone) {
+    lines.push(`<sub>${alone}</sub>`)
+  }
+  return lines.join('<br>')
+}
+
+/** The change a table's cell leads with: the pair's size alone where scaled, else as measured. */
+function headChange(m: MetricResult): string {
+  if (m.changePct === null) {
+    return change(m)
+  }
+  if (m.measuredChangePct !== null && m.shrink !== null && m.shrink !== 1) {
+    return `${signed(m.changePct)} alone`
+  }
+  return signed(m.changePct)
+}
+
+/** What a guest pair's change stands for: measured together (shared), or the sizes alone (crossed). */
+function aloneText(m: MetricResult): string {
+  if (m.changePct === null) {
+    return ''
+  }
+  if (m.measuredChangePct !== null && m.shrink !== null && m.shrink !== 1) {
+    return `${signed(m.measuredChangePct)} together`
+  }
+  if (m.aloneLowPct !== null && m.aloneHighPct !== null && Math.round(m.changePct * 10) !== 0) {
+    return `alone ${signed(m.aloneLowPct)} … ${signed(m.aloneHighPct)}`
+  }
+  return ''
 }
 
 /** A metric's name in code, a link to its history graph with the pages' URL. */
@@ -382,6 +436,10 @@ export function inconclusiveSentence(doc: Comparison): string {
       ? `e.g. the command below with ${code(`--max-rounds ${entry.rounds}`)} and the budget for them`
       : `record them (${code(`--repeat ${entry.rounds}`)}) and compare again`
     return `${text}. To decide, run more rounds: about ${entry.rounds} per side (${md(who, 200)}, has ${entry.slowestRounds}), ${how}.`
+  }
+  if (entry !== null && entry.cells.some(at => fewSamples(cellAt(doc, at)))) {
+    const more = entry.gate ? 'run more rounds' : `record more samples (${code('--repeat')}) and compare again`
+    return `${text}. To decide, ${more}: a metric without an interval has too few samples for one.`
   }
   return (
     `${text}. More rounds would not decide it (its change sits on the minimum effect): read it as a change about as ` +
