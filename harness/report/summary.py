@@ -12,6 +12,7 @@ metric (:mod:`harness.report.show`).
 from __future__ import annotations
 
 import fnmatch
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -183,6 +184,42 @@ def _fit(line: str) -> str:
     return line if visible_width(line) <= WIDTH else line[: WIDTH - 1] + "…"
 
 
+# a first sample this far from the others' median (either way, on logs) is named as an outlier
+FIRST_SAMPLE_FACTOR = 1.5
+
+
+def first_sample_warnings(records: Sequence[Record], *, style: Style = PLAIN) -> list[str]:
+    """A line per cell whose first sample differs from the rest (hyperfine warns the same way):
+    its headline figure more than :data:`FIRST_SAMPLE_FACTOR` times off the others' median, with
+    what to do (more repeats, a warm-up)."""
+    lines = []
+    for record in records:
+        workload = _workload(record)
+        heads = headlines(workload)
+        metric = heads[0].metric if heads and workload != "fio" else "total_s"
+        values = [(s.index, v) for s in record.ok if (v := s.figure(metric)) is not None]
+        if len(values) < 2:
+            continue
+        values.sort(key=lambda pair: pair[0] if pair[0] is not None else 0)
+        first, rest = values[0][1], [v for _i, v in values[1:]]
+        others = Stats.of(rest).median
+        if first <= 0 or others <= 0 or max(first / others, others / first) < FIRST_SAMPLE_FACTOR:
+            continue
+        unit = _unit(metric)
+        spread = Stats.of([v for _i, v in values]).cv_pct
+        text = (
+            f"warning: {clean_line(str(record.cell_id))}: its first sample's {metric} ({first:.4g} {unit}) "
+            f"is {max(first / others, others / first):.1f}x off "
+            + ("the other sample " if len(rest) == 1 else f"the median of the other {len(rest)} ")
+            + f"({others:.4g} {unit}; ±{spread:.0f}% over all): a cold start or an outlier. Run more "
+            "repeats (--repeat) to outvote it, or warm the cell up first (--cache-state warm runs the "
+            "workload once unmeasured)"
+        )
+        wrapped = textwrap.wrap(text, WIDTH, subsequent_indent="  ", break_long_words=False)
+        lines += [style(line, "yellow") for line in wrapped]
+    return lines
+
+
 def failures(records: Sequence[Record], *, style: Style = PLAIN) -> list[str]:
     """A line per failed sample: which cell, and why."""
     lines = []
@@ -204,6 +241,8 @@ def render_summary(records: Sequence[Record], *, style: Style = PLAIN) -> str:
     for workload, members in groups.items():
         lines += [*render_group(workload, members, style=style), ""]
     lines += failures(records, style=style)
+    warned = first_sample_warnings(records, style=style)
+    lines += [*warned, *([""] if warned else [])]
     lines += [
         "medians of the ok samples; ±: the spread of the first figure (coefficient of variation);",
         "dev p50/p99: write latency at the guest's disk (QEMU's histogram); every metric: --all",
