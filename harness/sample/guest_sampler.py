@@ -317,6 +317,7 @@ def boot_and_run(
                 "start",
                 timeout_s=min(opts.boot_timeout_s, deadline - time.monotonic()),
                 what="workload start",
+                limit_s=min(opts.boot_timeout_s, opts.workload_timeout_s),
             )
             boot_s = vm.elapsed_s
             if opts.latency_histograms:
@@ -325,7 +326,12 @@ def boot_and_run(
                 vm.set_latency_histograms(disk, BOUNDARIES_NS)
             stats_before = vm.blockstats(DISK_NODE)
             io_before = vm.proc_io()
-            event = vm.wait_event("report", timeout_s=deadline - time.monotonic(), what="workload report")
+            event = vm.wait_event(
+                "report",
+                timeout_s=deadline - time.monotonic(),
+                what="workload report",
+                limit_s=opts.workload_timeout_s,
+            )
             # -no-shutdown keeps QEMU alive after the guest powers off, to read its counters; a guest
             # that does not power off by the deadline fails the sample (GuestTimeout)
             vm.wait_guest_stopped(timeout_s=deadline - time.monotonic())

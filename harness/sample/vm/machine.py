@@ -341,11 +341,14 @@ class Machine:
         tail = self.console_tail(20000)
         return any(marker in tail for marker in PANIC_MARKERS)
 
-    def wait_event(self, name: str, *, timeout_s: float | None, what: str) -> dict[str, Any]:
+    def wait_event(
+        self, name: str, *, timeout_s: float | None, what: str, limit_s: float | None = None
+    ) -> dict[str, Any]:
         """Wait for the guest's report line ``{"event": name}``.
 
         ``timeout_s=None`` waits without a deadline.  A panic, QEMU exiting,
         or the deadline ends the wait with an error carrying the console tail.
+        ``limit_s``: the whole deadline this wait is what is left of, as the error says it.
         """
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
@@ -374,7 +377,7 @@ class Machine:
             self.check_io_state(what=what)
             if deadline is not None and time.monotonic() > deadline:
                 raise GuestTimeout(
-                    f"no {what} from the guest within {timeout_s:g} s",
+                    f"no {what} from the guest within {timeout_s if limit_s is None else limit_s:g} s",
                     argv=self.argv,
                     log_tail=self.console_tail(),
                 )
