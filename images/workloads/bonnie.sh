@@ -20,6 +20,12 @@
 #   -u  0:0: run as root by number (the guest has no /etc/passwd).
 #   -q  quiet: the CSV line on stdout, the human table on stderr.
 
+# its parameters, as the host tells them, with the defaults the host's declaration has
+FS=$(param fs ext4)
+BONNIE_SIZE_MIB=$(param bonnie_size_mib 512)
+BONNIE_RAM_MIB=$(param bonnie_ram_mib 256)
+BONNIE_FILES=$(param bonnie_files 0)
+BONNIE_CHAR=$(param bonnie_char off)
 BONNIE_DIR=/target/bonnie
 
 bonnie_mkfs() { /sbin/mke2fs -q -F -t "$FS" "$DISK"; }

@@ -2,6 +2,11 @@
 # test, then DD_MIB MiB written in DD_CHUNK_MIB MiB chunks into one file and
 # flushed; the write phase includes the flush (conv=fsync, then sync).
 
+# its parameters, as the host tells them, with the defaults the host's declaration has
+FS=$(param fs ext4)
+DD_MIB=$(param dd_mib 256)
+DD_CHUNK_MIB=$(param dd_chunk_mib 2)
+
 dd_mkfs() { /sbin/mke2fs -q -F -t "$FS" "$DISK"; }
 # noinit_itable: no ext4lazyinit thread zeroing inode tables behind the workload's back. It
 # starts after a random delay of up to 5 s and writes ~2 MiB per block group while it runs, so

@@ -3,6 +3,12 @@
 # (serial diskbench-tools, mounted read-only at /tools), started through its own loader.
 # Its JSON goes to the host as outputs.fio_raw_json / outputs.fio_file_json.
 
+# its parameters, as the host tells them, with the defaults the host's declaration has
+FIO_TARGET=$(param fio_target both)
+FIO_SIZE_MIB=$(param fio_size_mib 64)
+FIO_IOS=$(param fio_ios 2000)
+FIO_FSYNC_IOS=$(param fio_fsync_ios 200)
+
 FIO=/tools/bin/fio
 
 fio_tools() {

@@ -10,6 +10,9 @@
 # mke2fs's output (its block and inode counts, the number of inode tables it
 # wrote) goes to the host as outputs.mke2fs (harness/workloads/mkfs.py).
 
+# its parameters, as the host tells them, with the defaults the host's declaration has
+FS=$(param fs ext4)
+
 mkfs_mkfs() {
     UNIX_IO_NOZEROOUT=1 /sbin/mke2fs -F -t "$FS" -E lazy_itable_init=0,lazy_journal_init=0,nodiscard "$DISK"
 }
