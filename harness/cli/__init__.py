@@ -16,7 +16,22 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 
 from harness import __version__
-from harness.cli import accel, bisect, compare, gate, guest, history, merge, qemu, report, run, show, sweep
+from harness.cli import (
+    accel,
+    bisect,
+    bundle,
+    compare,
+    gate,
+    guest,
+    history,
+    kvmcheck,
+    merge,
+    qemu,
+    report,
+    run,
+    show,
+    sweep,
+)
 from harness.cli.builds import qemu_builds
 from harness.cli.common import (
     ENV_QEMU,
@@ -46,6 +61,8 @@ COMMANDS: tuple[ModuleType, ...] = (
     gate,
     bisect,
     history,
+    bundle,
+    kvmcheck,
 )
 
 

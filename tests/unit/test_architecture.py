@@ -222,7 +222,7 @@ def test_only_the_cli_asks_for_the_binaries_on_path() -> None:
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("__main__",),
     ("cli",),
-    ("bisect",),
+    ("bisect", "bundle"),
     ("gate", "history"),
     ("report",),
     ("presets",),

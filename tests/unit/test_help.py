@@ -67,7 +67,8 @@ def test_one_formatter_and_clean_help(name: str, parser: argparse.ArgumentParser
 
 def test_every_command_has_a_description() -> None:
     commands = [(n, p) for n, p in ALL if n.count(" ") == 1]
-    assert len(commands) == 12  # run sweep merge gate bisect compare report history show guest qemu accel
+    # run sweep merge gate bisect compare report history show guest qemu accel bundle kvmcheck
+    assert len(commands) == 14
     for name, parser in commands:
         assert parser.description, f"{name} -h has no description"
 
