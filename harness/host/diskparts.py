@@ -13,6 +13,11 @@ from pathlib import Path
 from harness.errors import CommandError
 from harness.host import proc
 
+#: where a model keeps its parts under the work dir, and its FUSE export's name there
+STATE_DIR = ".host-disk"
+EXPORT_NAME = "export.img"
+#: how a model's loop device's backing file ends
+EXPORT_SUFFIX = f"/{STATE_DIR}/{EXPORT_NAME}"
 BLKIO = Path("/sys/fs/cgroup/blkio")
 BLKIO_FILES = (
     "blkio.throttle.read_bps_device",

@@ -41,13 +41,13 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import CommandError, InfraError, UsageError
-from harness.host import diskparts, diskprobe, proc
+from harness.host import diskgroups, diskparts, diskprobe, proc
 from harness.host.diskparts import throttle_kind
 
 log = logging.getLogger(__name__)
 
 NATIVE = "native"
-STATE_DIR = ".host-disk"
+STATE_DIR = diskparts.STATE_DIR
 STATE_FILE = "state.json"
 MOUNT_PREFIX = "host-disk-"
 #: what the loop device reads ahead for the page cache: a buffered sequential read arrives at the
@@ -475,6 +475,8 @@ def teardown(
                 notes.append(f"detached {loop}")
         if devno and diskparts.blkio_available():
             diskparts.clear_blkio(devno)
+            if diskgroups.remove_all(devno):
+                notes.append(f"removed the guests' own disks of {loop}")
     tracer = int(state.get("strace_pid") or 0)
     if tracer and Path(diskparts.cmdline(tracer)[0] if diskparts.cmdline(tracer) else "").name == "strace":
         diskparts.stop(tracer, notes, "strace")

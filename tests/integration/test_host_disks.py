@@ -195,3 +195,41 @@ def test_a_model_out_of_reach_is_refused_on_the_command_line(
     assert "Traceback" not in "\n".join(err)
     assert leftovers(work) == []
     assert not list((tmp_path / "results").rglob("*.json"))
+
+
+def test_each_guest_on_a_model_has_a_disk_of_its_own(tmp_path: Path) -> None:
+    """Two readers at once, each in its own disk (as two QEMU of a pair are): each reaches the
+    profile's random IOPS; in the model's one budget they share it. Taken down with the model."""
+    from harness.host import diskgroups
+
+    profile = hostdisk.profiles()["period-hdd"]
+    assert diskgroups.model_device(tmp_path) is None, "the native disk is no model"
+
+    def reader(path: Path, group: Path | None) -> subprocess.Popen[str]:
+        argv = ["fio", "--name=r", f"--filename={path}", "--size=32M", "--direct=1", "--ioengine=psync"]
+        argv += ["--rw=randread", "--bs=4k", "--time_based", f"--runtime={RUNTIME_S}", "--output-format=json"]
+        return subprocess.Popen(
+            argv, stdout=subprocess.PIPE, text=True, preexec_fn=lambda: diskgroups.join(group)
+        )
+
+    def iops(readers: list[subprocess.Popen[str]]) -> list[float]:
+        return [json.loads(r.communicate(timeout=120)[0])["jobs"][0]["read"]["iops"] for r in readers]
+
+    with hostdisk.mounted(tmp_path, profile) as model:
+        files = [model.mount / "a", model.mount / "b"]
+        for f in files:
+            f.write_bytes(os.urandom(32 << 20))
+        os.sync()
+        shared = iops([reader(f, None) for f in files])
+        with diskgroups.own_disk(files[0]) as one, diskgroups.own_disk(files[1]) as two:
+            assert one is not None and two is not None and one != two
+            apart = iops([reader(files[0], one), reader(files[1], two)])
+        assert not one.exists() and not two.exists()
+        kept = diskgroups.own_disk(files[0])  # entered, never left: as a killed run leaves one
+        left = kept.__enter__()
+        assert left is not None and left.exists()
+    assert not left.exists(), "the model's teardown removes its guests' disks"
+    print(f"shared {shared}, own disks {apart}")
+    for got in apart:
+        assert abs(got / profile.random_iops - 1) <= TOLERANCE, apart
+    assert sum(shared) <= profile.random_iops * (1 + TOLERANCE), shared

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import CommandError, ProtocolError, ReplayTimeout
-from harness.host import confine, proc
+from harness.host import confine, diskgroups, proc
 from harness.sample import images
 from harness.sample.pairing import PARTNER_WAIT_S, Pairing, meet, shared_cpu
 from harness.sample.replay.capture import graph_of
@@ -271,14 +271,17 @@ def _one_pass(
             argv = [head[0], "-T", f"enable=bdrv_open_common,file={option_value(traced)}", *head[1:]]
             met = meet(together)
             try:
-                result = proc.run(
-                    [*argv, *command_args(script)],
-                    timeout_s=replayer.timeout_s,
-                    env=environ_for(head[0]),
-                    confined=handoff.popen_kwargs(
-                        functools.partial(os.sched_setaffinity, 0, cpus) if cpus else None
-                    ),
-                )
+                # on a host disk model, a disk of the model's own to this qemu-io, which it joins
+                # itself (harness.host.diskgroups)
+                with diskgroups.own_disk(image, uid=handoff.account.uid) as group:
+                    result = proc.run(
+                        [*argv, *command_args(script)],
+                        timeout_s=replayer.timeout_s,
+                        env=environ_for(head[0]),
+                        confined=handoff.popen_kwargs(
+                            functools.partial(_in_child, cpus, group) if cpus or group else None
+                        ),
+                    )
             except CommandError as exc:
                 if exc.timed_out:
                     raise ReplayTimeout(
@@ -295,3 +298,11 @@ def _one_pass(
         if why:
             raise ReplayMismatch(why)
     return _Pass(parse_output(result.stdout), result.duration_s, wanted, applied, graph, argv, met, cpus)
+
+
+def _in_child(cpus: tuple[int, ...], group: Path | None) -> None:
+    """In qemu-io's process before exec, as its own account: its pair's CPU where given, its own
+    disk on a model where given."""
+    if cpus:
+        os.sched_setaffinity(0, cpus)
+    diskgroups.join(group)

@@ -35,7 +35,7 @@ from harness.errors import (
     VMError,
     WorkDirFull,
 )
-from harness.host import confine, proc
+from harness.host import confine, diskgroups, proc
 from harness.host.workdir import TMP_PREFIX, clean_stale_tmp_dirs
 from harness.sample.vm.channels import Monitor, connect_unix, open_fifo
 from harness.sample.vm.config import Drive, VMConfig, handed_config
@@ -86,6 +86,7 @@ class Machine:
         self._launched_at = 0.0
         self._shut_down = False
         self._handoff = confine.Handoff(confine.Account("", os.geteuid(), os.getegid()))
+        self._own_disk = contextlib.ExitStack()
         self._io_checked_at = 0.0
         self.control_path: Path | None = None
         # the write end of the control FIFO, opened by the harness before QEMU starts and kept
@@ -150,6 +151,9 @@ class Machine:
     def _launch(self) -> None:
         self._stderr_file = open(self.stderr_log, "wb")  # noqa: SIM115 - closed in shutdown
         self._launched_at = time.monotonic()
+        # on a host disk model, a disk of the model's own to this guest (harness.host.diskgroups)
+        image = next((d.path for d in self.config.drives if not d.readonly), None)
+        group = self._own_disk.enter_context(diskgroups.own_disk(image)) if image is not None else None
         try:
             self._proc = subprocess.Popen(
                 self.argv,
@@ -164,6 +168,7 @@ class Machine:
                 # image's lock; its affinity is set before its account's limits hold its CPUs
                 **self._handoff.popen_kwargs(functools.partial(_before_exec, self.config.affinity)),
             )
+            diskgroups.join(group, self._proc.pid)
         except FileNotFoundError as exc:
             raise VMBootError(
                 f"{self.argv[0]}: not found; run scripts/setup.sh or pass --qemu PATH",
@@ -255,6 +260,7 @@ class Machine:
             self._stderr_file.close()
             self._stderr_file = None
         self._handoff.close()
+        self._own_disk.close()
         if self._control_fd is not None:
             os.close(self._control_fd)
             self._control_fd = None
