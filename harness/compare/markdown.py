@@ -20,7 +20,7 @@ from harness.compare.pointers import FEW, command_line, graph_url, inconclusive_
 from harness.compare.screen import row_label, with_screen
 from harness.compare.subject import diff_line, held_lines
 from harness.compare.text import format_p, format_value, pct, regime_words
-from harness.compare.verdict import Kind, Verdict
+from harness.compare.verdict import TALLY, Kind, Verdict
 from harness.units import plural
 from harness.untrusted import inert_markdown
 
@@ -167,7 +167,7 @@ def render_markdown(comparison: Comparison) -> str:
         f"## diskbench: {verdict.upper()}{late}{_headline_changes(doc)} — {_accel_line(doc.accel, doc.machine.get('host_disk'))}",
         "",
     ]
-    tally = ", ".join(f"{counts[v.value]} {v.value}" for v in Verdict if counts.get(v.value))
+    tally = ", ".join(f"{counts[v.value]} {v.value}" for v in TALLY if counts.get(v.value))
     total = summary.cells if summary.cells is not None else len(cells)
     lines += [f"{total} cell{'s' if total != 1 else ''} ({tally}).", ""]
     seen = kind_line(summary.sensitivity)

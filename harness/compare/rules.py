@@ -402,19 +402,8 @@ def _counter_pending(counter: MetricResult) -> bool:
 
 
 def overall_verdict(cells: Sequence[CellResult]) -> Verdict:
-    """regression if any cell regressed; else changed if any; else error if any; else inconclusive;
-    else improvement; else unchanged."""
-    found = {c.verdict for c in cells}
-    for verdict in (
-        Verdict.REGRESSION,
-        Verdict.CHANGED,
-        Verdict.ERROR,
-        Verdict.INCONCLUSIVE,
-        Verdict.IMPROVEMENT,
-    ):
-        if verdict in found:
-            return verdict
-    return Verdict.UNCHANGED
+    """The worst cell's verdict (:data:`~harness.compare.verdict.SEVERITY`); unchanged for none."""
+    return worst(c.verdict for c in cells)
 
 
 def _group(records: Sequence[Record]) -> dict[str, tuple[CellInfo, list[Sample]]]:

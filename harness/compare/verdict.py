@@ -32,15 +32,30 @@ class Kind(StrEnum):
     HEAD_TIMED_OUT = "head-timed-out"  # a regression: head's workload ran past its deadline from base's times
 
 
-_RANK = {
-    Verdict.UNCHANGED: 0,
-    Verdict.IMPROVEMENT: 1,
-    Verdict.INCONCLUSIVE: 2,
-    Verdict.REGRESSION: 3,
-}
+#: worst first: the order a cell's metrics reduce to one verdict in (regression > inconclusive >
+#: improvement > unchanged: an inconclusive figure may hide a regression) and a comparison's cells
+#: to its overall verdict (changed and error between regression and inconclusive)
+SEVERITY: tuple[Verdict, ...] = (
+    Verdict.REGRESSION,
+    Verdict.CHANGED,
+    Verdict.ERROR,
+    Verdict.INCONCLUSIVE,
+    Verdict.IMPROVEMENT,
+    Verdict.UNCHANGED,
+)
+#: the order a tally of cells by verdict is said in (summary.md, the comment; the action's
+#: ``ORDER`` is held to it by a test)
+TALLY: tuple[Verdict, ...] = (
+    Verdict.REGRESSION,
+    Verdict.CHANGED,
+    Verdict.IMPROVEMENT,
+    Verdict.UNCHANGED,
+    Verdict.INCONCLUSIVE,
+    Verdict.ERROR,
+)
 
 
 def worst(verdicts: Iterable[Verdict]) -> Verdict:
-    """The worst of metric verdicts (regression > inconclusive > improvement > unchanged)."""
-    found = list(verdicts)
-    return max(found, key=lambda v: _RANK.get(v, 4)) if found else Verdict.UNCHANGED
+    """The worst of ``verdicts`` by :data:`SEVERITY`; unchanged when there are none."""
+    found = set(verdicts)
+    return next((v for v in SEVERITY if v in found), Verdict.UNCHANGED)
