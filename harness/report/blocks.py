@@ -312,7 +312,7 @@ def seed_blocks(series: Series, slug: str) -> list[Block]:
     ]
     builds = series.builds
     several = len(builds) > 1
-    today = [f"today, QEMU {b}" for b in builds] if several else ["today"]
+    today = [f"today, QEMU {b}{series.on_disk}" for b in builds] if several else [f"today{series.on_disk}"]
     seed_columns = [f"seed {ref.seed}, QEMU {v}" for v in ref.qemu] if ref.qemu else [f"seed {ref.seed}"]
     rows = []
     for fig in ref.figures:
@@ -353,7 +353,7 @@ def _shape_blocks(series: Series, name: str, build: str | None) -> list[Block]:
     checks = check_shape(ref, series.resolver(build))
     if not checks:
         return []
-    under = f" under QEMU {build}" if build else ""
+    under = (f" under QEMU {build}" if build else "") + series.on_disk
     blocks: list[Block] = [
         Table(
             ("claim", f"seed {ref.seed}", "today" + under, "verdict", "the seed's words"),
@@ -422,7 +422,7 @@ def machine_line(series: Series) -> str:
 def series_blocks(series: Series, index: int) -> list[Block]:
     slug = f"{index:02d}-{file_slug(series.sweep)}-{series.accel}"
     title = (
-        f"{series.preset.title} (preset {series.preset.name}, seed {series.preset.seed})"
+        f"{series.preset.title} (preset {series.preset.name}, seed {series.preset.seed}){series.on_disk}"
         if series.preset
         else f"{'sweep' if _swept(series) else 'run'} {series.sweep}"
     )

@@ -153,6 +153,17 @@ class Series:
         """The QEMU builds of the series' cells (the ``qemu`` axis), oldest version first."""
         return sorted({str(c.values[QEMU_AXIS]) for c in self.cells}, key=_version_key)
 
+    @property
+    def disks(self) -> list[str]:
+        """The host disks of the series' cells (the ``host_disk`` axis), the native disk first."""
+        return sorted({str(c.values[HOST_DISK_AXIS]) for c in self.cells}, key=lambda d: (d != "native", d))
+
+    @property
+    def on_disk(self) -> str:
+        """`` on host disk MODEL`` where every cell ran on one model, else nothing."""
+        disks = self.disks
+        return f" on host disk {disks[0]}" if len(disks) == 1 and disks[0] != "native" else ""
+
     def select(self, where: Mapping[str, Sequence[Any]]) -> list[CellResult]:
         return [c for c in self.cells if matches({k: tuple(v) for k, v in where.items()}, c.values)]
 

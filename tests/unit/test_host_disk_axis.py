@@ -16,6 +16,7 @@ from harness.progress import Progress
 from harness.record import Record, Sample, new_record
 from harness.report.blocks import Table, build_report
 from harness.report.series import group_series, load_records
+from harness.report.text import to_text
 from harness.spec import make_cell
 from harness.sweep import HOST_DISK_AXIS, expand_spec, parse_spec, run_sweep
 
@@ -99,6 +100,13 @@ def test_a_presets_disks_are_sections_of_their_own() -> None:
     run_id = f"sweep-{spec.name}"
     both = group_series([_record(cell, None, run_id), _record(cell, HDD, run_id)])
     assert sorted(s.cells[0].values[HOST_DISK_AXIS] for s in both) == ["native", "period-hdd"]
+    native, hdd = sorted(both, key=lambda s: s.disks)
+    assert (native.on_disk, hdd.on_disk) == ("", " on host disk period-hdd")
+    text = to_text(build_report(both))
+    assert "(preset booth-2010, seed 001) on host disk period-hdd" in text
+    assert "today on host disk period-hdd  verdict" in text, "the claims' column names the disk"
+    assert text.count("no claim measured on host disk period-hdd;") == 1
+    assert text.count("no claim measured;") == 1, "each disk's claims, once"
     # a sweep's are one series
     (one,) = group_series([_record(cell, None, "sweep-mine"), _record(cell, HDD, "sweep-mine")])
     assert [c.values[HOST_DISK_AXIS] for c in one.cells] == ["native", "period-hdd"]
