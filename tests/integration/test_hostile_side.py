@@ -60,19 +60,24 @@ def no_poweroff_qemu(directory: Path) -> str:
     )
 
 
+def options(qemu: str, work_dir: Path, results: Path, **kw: Any) -> RunOptions:
+    """A run's options under TCG with ``qemu`` as the side's QEMU."""
+    return RunOptions(
+        accel="tcg",
+        accel_reason="test",
+        work_dir=work_dir,
+        results_dir=results,
+        run_id="hostile",
+        binaries=Binaries(qemu=qemu, qemu_img=QEMU_IMG),
+        **kw,
+    )
+
+
 def test_a_guest_that_reports_and_never_powers_off_fails_its_sample_within_its_deadline(
     guest: Any, tmp_path: Path, disk_dir: Path, qemu_reachable_dir: Path
 ) -> None:
-    opts = RunOptions(
-        accel="tcg",
-        accel_reason="test",
-        work_dir=disk_dir,
-        results_dir=tmp_path / "results",
-        run_id="hostile",
-        binaries=Binaries(qemu=no_poweroff_qemu(qemu_reachable_dir), qemu_img=QEMU_IMG),
-        workload_timeout_s=12.0,
-        start="cold",
-    )
+    qemu = no_poweroff_qemu(qemu_reachable_dir)
+    opts = options(qemu, disk_dir, tmp_path / "results", workload_timeout_s=12.0, start="cold")
     disk_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     sample = run_sample(make_cell(**DD), guest, opts, 0, tmp_path / "log").to_json()
@@ -156,14 +161,7 @@ def test_root_writes_the_workload_line_to_its_fifo_whatever_qemus_account_puts_a
         'for a in "$@"; do case "$a" in pipe,id=control,path=*) ctl=${a#pipe,id=control,path=} ;; esac; done\n'
         f'(sleep 1; ln -sf {target} "$ctl.in.new" && mv -f "$ctl.in.new" "$ctl.in") &',
     )
-    opts = RunOptions(
-        accel="tcg",
-        accel_reason="test",
-        work_dir=disk_dir,
-        results_dir=tmp_path / "results",
-        run_id="hostile",
-        binaries=Binaries(qemu=qemu, qemu_img=QEMU_IMG),
-    )
+    opts = options(qemu, disk_dir, tmp_path / "results")
     disk_dir.mkdir(parents=True, exist_ok=True)
     image = disk_dir / "unused.raw"
     image.write_bytes(b"\0" * 2**20)
@@ -208,14 +206,7 @@ def test_a_qmp_socket_that_accepts_and_never_greets_ends_the_launch_at_its_deadl
     config = vm_config(
         make_cell(**DD),
         _FakeGuest(kernel),
-        RunOptions(
-            accel="tcg",
-            accel_reason="test",
-            work_dir=tmp_path,
-            results_dir=tmp_path,
-            run_id="x",
-            binaries=Binaries(qemu=str(qemu), qemu_img=QEMU_IMG),
-        ),
+        options(str(qemu), tmp_path, tmp_path),
         kernel,
     )
     vm = Machine(config, tmp_path / "log", qmp_timeout_s=2.0)
