@@ -21,26 +21,23 @@ from __future__ import annotations
 
 import concurrent.futures
 import hashlib
-import importlib.metadata
 import json
 import lzma
 import os
-import re
 import shutil
-import sys
 import tarfile
 import tempfile
 import threading
 import time
-import zipfile
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from harness import __version__
 from harness.bundle.entry import DISKBENCH_SCRIPT, ENTRY_NAME, ENV_SCRIPT, entry_header
 from harness.bundle.natives import Program, install_programs
+from harness.bundle.python import install_packages, own_tag
 from harness.errors import InfraError, UsageError
 from harness.files import file_digest
 from harness.guest import MANIFEST_NAME, GuestArtifacts, recipe_hash
@@ -50,9 +47,6 @@ from harness.subject.binaries import Binaries
 
 #: the most the bundle may weigh: a bare machine's command brings at most 64 MiB
 MAX_BUNDLE_BYTES = 60 * 1024 * 1024
-#: the distributions the harness imports at run time (their own requirements follow)
-RUNTIME_DISTRIBUTIONS = ("qemu.qmp", "jsonschema")
-_REQUIREMENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 #: the CPythons the bundle carries compiled modules for (the running one's always)
 PYTHON_TAGS = ("cp311", "cp312", "cp313")
 #: xz's preset (after the x86 BCJ filter): -9e gains 2 % on the guest's tools drive over -6 for
@@ -76,6 +70,8 @@ FIRMWARE = (
     "qboot.rom",
     "sgabios.bin",
 )
+#: the guest's install payloads the bundle carries: "full" (88 packages, 141 MiB) would not fit
+BUNDLED_PAYLOADS = ("small",)
 #: the harness's files the bundle carries beside the package (paths relative to the checkout)
 CHECKOUT_FILES = ("images", "policy.toml", "scripts/kvm-check.sh")
 
@@ -131,7 +127,7 @@ def make_bundle(
     started = time.monotonic()
     check_out_dir(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    tags = tuple(sorted({*python_tags, _own_tag()}))
+    tags = tuple(sorted({*python_tags, own_tag()}))
     with tempfile.TemporaryDirectory(prefix=".bundle-", dir=out_dir) as tmp:
         root = Path(tmp) / "root"
         root.mkdir(mode=0o755)
@@ -146,7 +142,7 @@ def make_bundle(
                 f"bundle: the guest recipe in images/ changed while bundling (its hash is not the built "
                 f"guest's {guest.recipe_hash}): run diskbench bundle again"
             )
-        compiled = _python_packages(root, tags, wheel_cache, progress)
+        compiled = install_packages(root, tags, wheel_cache, progress)
         parts = _sizes(root)
         bundle_json = {
             "diskbench": __version__,
@@ -202,10 +198,6 @@ def check_out_dir(out_dir: Path) -> None:
             raise UsageError(
                 f"bundle: {out_dir} holds other files ({', '.join(others[:3])}): name a new or empty directory"
             )
-
-
-def _own_tag() -> str:
-    return f"cp{sys.version_info.major}{sys.version_info.minor}"
 
 
 def _which(name: str, what: str) -> Path:
@@ -289,12 +281,22 @@ def _firmware(into: Path, qemu: Path) -> None:
 
 
 def _guest(root: Path, guest: GuestArtifacts) -> None:
-    """The guest's files and manifest, where ``build_guest`` finds them under ``$DISKBENCH_CACHE``."""
+    """The guest's files and manifest, where ``build_guest`` finds them under ``$DISKBENCH_CACHE``:
+    the payloads of :data:`BUNDLED_PAYLOADS` only (the manifest says so)."""
     into = root / "cache" / "guest" / guest.recipe_hash
     into.mkdir(parents=True)
-    files = [guest.kernel, guest.initrd, *guest.payloads.values(), *([guest.tools] if guest.tools else [])]
-    for path in [*files, guest.build_dir / MANIFEST_NAME]:
+    missing = [name for name in BUNDLED_PAYLOADS if name not in guest.payloads]
+    if missing:
+        raise InfraError(f"bundle: the guest {guest.recipe_hash} has no payload {', '.join(missing)}")
+    carried = replace(
+        guest,
+        payloads={k: v for k, v in guest.payloads.items() if k in BUNDLED_PAYLOADS},
+        payload_packages={k: v for k, v in guest.payload_packages.items() if k in BUNDLED_PAYLOADS},
+    )
+    files = [guest.kernel, guest.initrd, *carried.payloads.values(), *([guest.tools] if guest.tools else [])]
+    for path in files:
         shutil.copyfile(path, into / path.name)
+    (into / MANIFEST_NAME).write_text(json.dumps(carried.as_dict(), indent=2) + "\n")
 
 
 def _harness(root: Path) -> None:
@@ -315,123 +317,6 @@ def _harness(root: Path) -> None:
     (root / "env.sh").write_text(ENV_SCRIPT)
     (root / "bin" / "diskbench").write_text(DISKBENCH_SCRIPT)
     (root / "bin" / "diskbench").chmod(0o755)
-
-
-def runtime_distributions() -> list[importlib.metadata.Distribution]:
-    """The installed distributions the harness needs at run time: :data:`RUNTIME_DISTRIBUTIONS` and
-    what they require for this Python and the bundle's newer ones (no extras)."""
-    seen: dict[str, importlib.metadata.Distribution] = {}
-    todo = list(RUNTIME_DISTRIBUTIONS)
-    while todo:
-        name = todo.pop()
-        key = name.lower().replace("_", "-").replace(".", "-")
-        if key in seen:
-            continue
-        try:
-            dist = importlib.metadata.distribution(name)
-        except importlib.metadata.PackageNotFoundError:
-            raise InfraError(f"bundle: the harness needs {name}, which is not installed here") from None
-        seen[key] = dist
-        for text in dist.requires or []:
-            marker = text.partition(";")[2]
-            if "extra" in marker:
-                continue
-            # a requirement for older Pythons only (typing-extensions below 3.13) is carried too:
-            # the bundle runs on any CPython from 3.11
-            name_match = _REQUIREMENT_NAME.match(text)
-            if name_match:
-                todo.append(name_match.group(0))
-    return [seen[k] for k in sorted(seen)]
-
-
-def _top_level(dist: importlib.metadata.Distribution) -> list[str]:
-    tops = set()
-    for f in dist.files or []:
-        first = f.parts[0]
-        if first.endswith((".dist-info", ".data")) or first in ("..", "__pycache__"):
-            continue
-        tops.add(first)
-    return sorted(tops)
-
-
-def _compiled(dist: importlib.metadata.Distribution) -> bool:
-    return any(str(f).endswith(".so") for f in dist.files or [])
-
-
-def _python_packages(
-    root: Path, tags: tuple[str, ...], wheel_cache: Path, progress: Callable[[str], None]
-) -> tuple[str, ...]:
-    """The pure packages into ``site/``; each compiled one into ``site-TAG/`` for every tag, the
-    running Python's copied, the others' from wheels; returns the compiled distributions."""
-    site = root / "site"
-    site.mkdir()
-    for tag in tags:
-        (root / f"site-{tag}").mkdir()
-    compiled = []
-    for dist in runtime_distributions():
-        where = Path(str(dist.locate_file("")))
-        if not _compiled(dist):
-            for top in _top_level(dist):
-                source = where / top
-                if source.is_dir():
-                    shutil.copytree(source, site / top, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-                else:
-                    shutil.copyfile(source, site / top)
-            continue
-        name = dist.metadata["Name"]
-        compiled.append(name)
-        for tag in tags:
-            into = root / f"site-{tag}"
-            if tag == _own_tag():
-                for top in _top_level(dist):
-                    shutil.copytree(where / top, into / top, ignore=shutil.ignore_patterns("__pycache__"))
-                continue
-            wheel = _wheel(name, dist.version, tag, wheel_cache, progress)
-            with zipfile.ZipFile(wheel) as zf:
-                for member in zf.namelist():
-                    if member.split("/")[0].endswith((".dist-info", ".data")):
-                        continue
-                    zf.extract(member, into)
-    return tuple(compiled)
-
-
-def _wheel(name: str, version: str, tag: str, cache: Path, progress: Callable[[str], None]) -> Path:
-    """The manylinux x86-64 wheel of ``name==version`` for CPython ``tag`` (``cp312``), from
-    ``cache`` or downloaded there with pip."""
-    stem = name.replace("-", "_").replace(".", "_").lower()
-    cache.mkdir(parents=True, exist_ok=True)
-
-    def found() -> Path | None:
-        for wheel in sorted(cache.glob("*.whl")):
-            parts = wheel.name.lower().split("-")
-            if parts[0] == stem and parts[1] == version and parts[2] == tag and "x86_64" in parts[-1]:
-                return wheel
-        return None
-
-    wheel = found()
-    if wheel is not None:
-        return wheel
-    python_version = f"{tag[2]}.{tag[3:]}"
-    progress(f"bundle: pip download {name}=={version} for CPython {python_version}")
-    result = proc.run(
-        [
-            sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
-            "--no-deps", "--only-binary", ":all:", "--python-version", python_version,
-            "--implementation", "cp", "--abi", tag, "--platform", "manylinux2014_x86_64",
-            "--platform", "manylinux_2_17_x86_64", "--platform", "manylinux_2_28_x86_64",
-            "--dest", str(cache), f"{name}=={version}",
-        ],
-        timeout_s=300,
-        check=False,
-    )  # fmt: skip
-    wheel = found()
-    if result.returncode != 0 or wheel is None:
-        tail = (result.stderr.strip().splitlines() or ["no wheel"])[-1]
-        raise InfraError(
-            f"bundle: no wheel of {name}=={version} for CPython {python_version} (pip download: {tail}); "
-            f"put one in {cache}"
-        )
-    return wheel
 
 
 def _sizes(root: Path) -> dict[str, int]:
@@ -494,7 +379,7 @@ def _chunk_digest(root: Path, paths: list[Path]) -> str:
     return sha.hexdigest()
 
 
-def _write_tar_xz(root: Path, paths: list[Path], target: Path) -> None:
+def _write_tar_xz(root: Path, paths: list[Path], target: Path, stop: threading.Event) -> None:
     """``paths`` of the tree as one ``tar.xz`` at ``target``: root-owned, their modes kept, x86 code
     filtered (BCJ) before LZMA2."""
 
@@ -510,13 +395,35 @@ def _write_tar_xz(root: Path, paths: list[Path], target: Path) -> None:
         {"id": lzma.FILTER_LZMA2, "preset": XZ_PRESET, "dict_size": XZ_DICT_MIB * 2**20},
     ]
     partial = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}")
-    with (
-        lzma.open(partial, "wb", format=lzma.FORMAT_XZ, filters=filters) as xz,
-        tarfile.open(fileobj=xz, mode="w|", format=tarfile.PAX_FORMAT) as tar,
-    ):
-        for path in paths:
-            tar.add(path, arcname=str(path.relative_to(root)), recursive=False, filter=clean)
-    os.replace(partial, target)
+    try:
+        with (
+            lzma.open(partial, "wb", format=lzma.FORMAT_XZ, filters=filters) as xz,
+            tarfile.open(fileobj=xz, mode="w|", format=tarfile.PAX_FORMAT) as tar,
+        ):
+            for path in paths:
+                info = clean(tar.gettarinfo(str(path), arcname=str(path.relative_to(root))))
+                if info.isfile():
+                    with open(path, "rb") as f:
+                        tar.addfile(info, _Stoppable(f, stop))
+                else:
+                    tar.addfile(info)
+        os.replace(partial, target)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+
+
+class _Stoppable:
+    """A file read for the tar, that stops the packing (an error) once ``stop`` is set: an
+    interrupted bundle does not wait minutes for its compression to end."""
+
+    def __init__(self, f: BinaryIO, stop: threading.Event) -> None:
+        self._f, self._stop = f, stop
+
+    def read(self, size: int = -1) -> bytes:
+        if self._stop.is_set():
+            raise InfraError("bundle: packing stopped")
+        return self._f.read(size)
 
 
 def _pack(root: Path, out: Path, parts_cache: Path, progress: Callable[[str], None]) -> list[Path]:
@@ -541,10 +448,17 @@ def _pack(root: Path, out: Path, parts_cache: Path, progress: Callable[[str], No
         progress(
             f"bundle: compressing {', '.join(jobs)} (xz -{XZ_PRESET}, a dictionary of {XZ_DICT_MIB} MiB)"
         )
+    stop = threading.Event()
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(jobs))) as pool:
-        futures = [pool.submit(_write_tar_xz, root, chunks[name], target) for name, target in jobs.items()]
-        for future in futures:
-            future.result()
+        futures = [
+            pool.submit(_write_tar_xz, root, chunks[name], target, stop) for name, target in jobs.items()
+        ]
+        try:
+            for future in futures:
+                future.result()
+        except BaseException:
+            stop.set()  # the other parts stop at their next read: the pool's exit waits for them
+            raise
     for name, target in jobs.items():
         if name != "harness":
             for old in sorted(parts_cache.glob(f"{name}-*.tar.xz"), key=lambda p: p.stat().st_mtime)[
