@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.bundle.python import runtime_distributions
 from harness.bundle.entry import ENTRY_NAME, entry_header
 from harness.bundle.natives import LOADER, Program, install_programs, parse_ldd, wrapper_script
+from harness.bundle.python import runtime_distributions
 from harness.bundle.report import cpu_model, gate_summary, kvm_modules, meminfo_mib, os_name, render_text
 from harness.cli import main
 
