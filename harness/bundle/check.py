@@ -34,8 +34,8 @@ from harness.host import confine, proc
 from harness.paths import REPO_ROOT
 from harness.subject.binaries import Binaries
 
-#: the whole check's deadline (the issue's command runs at most 8 minutes; unpacking comes first)
-DEADLINE_S = 450.0
+#: the whole check's deadline: with a gate's grace past it and the unpacking before it, within 8 minutes
+DEADLINE_S = 420.0
 QUICK_DEADLINE_S = 240.0
 #: how long a guest may take to its ready line: under KVM it takes a second or two
 KVM_BOOT_TIMEOUT_S = 45.0
@@ -304,8 +304,16 @@ def sample_figures(record: Any) -> dict[str, Any]:
     sample = record.samples[0] if record.samples else None
     if sample is None:
         return {"cell": record.cell.data.get("id"), "status": "missing"}
-    keep = ("total_s", "host.workload_s", "host.boot_s", "boot_s", "host.ready_s")
-    metrics = {k: round(v, 3) for k, v in sample.metrics.items() if k in keep or k.endswith("_mib_s")}
+    keep = (
+        "total_s",
+        "host.workload_s",
+        "host.boot_s",
+        "mib_per_s",
+        "phase.write_s",
+        "phase.unpack_s",
+        "dev.write_p50_ms",
+    )
+    metrics = {k: round(v, 3) for k, v in sample.metrics.items() if k in keep}
     return {
         "cell": record.cell.data.get("id"),
         "accel": record.machine.data.get("accel"),

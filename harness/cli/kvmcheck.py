@@ -22,7 +22,7 @@ def add_parser(sub: Any) -> None:
             "under KVM (timed; the exact error where one does not boot), then: where KVM works, one dd "
             "and one install sample under KVM beside the same under TCG, an A/A gate of the default "
             "spec with as many crossed pairs at once as the CPUs give, and the booth-2010 preset at a "
-            "small scale; where it does not, the A/A gate under TCG. Within one deadline (7.5 min; "
+            "small scale; where it does not, the A/A gate under TCG. Within one deadline (7 min; "
             "--quick 4). Writes OUT/kvm-check.json and OUT/kvm-check.txt and prints the text. "
             "scripts/kvm-check.sh runs it, in the bundle too (docs/kvm.md)."
         ),
@@ -48,7 +48,7 @@ def add_parser(sub: Any) -> None:
         "--deadline-s",
         type=float,
         default=None,
-        help="the whole check's deadline (default: 450, --quick 240)",
+        help="the whole check's deadline (default: 420, --quick 240)",
     )
 
 

@@ -47,17 +47,22 @@ STDLIB_LEFT_OUT = (
 
 
 def bare_python() -> Path:
-    """A CPython >= 3.11 that is not this venv's: 3.12 first (what the runners have)."""
+    """A CPython >= 3.11 that is not this venv's, as its real file: 3.12 first (what the runners
+    have)."""
     found = [
-        shutil.which("python3.12"),
         *sorted(glob.glob("/root/.pyenv/versions/3.12*/bin/python3.12")),
+        shutil.which("python3.12"),
         "/usr/bin/python3.12",
         "/usr/bin/python3.11",
         "/usr/bin/python3",
     ]
+    ask = "import os, sys; print(os.path.realpath(sys.executable)); sys.exit(sys.version_info < (3, 11))"
     for candidate in found:
-        if candidate and Path(candidate).is_file():
-            return Path(candidate).resolve()
+        if not candidate or not Path(candidate).is_file():
+            continue
+        done = subprocess.run([candidate, "-c", ask], capture_output=True, text=True, timeout=60, check=False)
+        if done.returncode == 0 and done.stdout.strip():
+            return Path(done.stdout.strip())
     pytest.skip("no CPython 3.11 or later outside the venv")
 
 
@@ -139,7 +144,8 @@ for d in null zero full random urandom kvm; do
   if [ -e "/dev/$d" ]; then touch "$R/dev/$d"; mount --bind "/dev/$d" "$R/dev/$d"; fi
 done
 mount --rbind /sys "$R/sys"
-exec env -i PATH=/usr/bin:/bin HOME=/root OUT=/out chroot "$R" /bin/sh /bundle/diskbench-bundle.sh kvm-check --quick
+C=$(command -v chroot)
+exec env -i PATH=/usr/bin:/bin HOME=/root OUT=/out "$C" "$R" /bin/sh /bundle/diskbench-bundle.sh kvm-check --quick
 """
 
 
