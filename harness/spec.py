@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum, StrEnum
 from typing import TYPE_CHECKING, Any
 
+from harness.backing import EXTENDED_L2_MIN_CLUSTER, Backing, parse_backing
 from harness.errors import SpecError
 from harness.sizes import format_size as format_size  # re-exported: spelled here before
 from harness.sizes import parse_size as parse_size
@@ -134,6 +135,8 @@ class ImageSpec:
     lazy_refcounts: bool = False
     compat: str | None = None
     encrypt: str = "none"
+    # qcow2's subclusters: said in the record and the id only when on
+    extended_l2: bool = False
 
     @property
     def encrypted(self) -> bool:
@@ -152,6 +155,8 @@ class ImageSpec:
             opts.append(f"cluster_size={self.cluster_size or DEFAULT_CLUSTER_SIZE}")
             opts.append(f"lazy_refcounts={'on' if self.lazy_refcounts else 'off'}")
             opts.append(f"compat={self.compat or COMPAT[0]}")
+            if self.extended_l2:
+                opts.append("extended_l2=on")
             if self.encrypted:
                 opts += [f"encrypt.format={self.encrypt}", f"encrypt.key-secret={SECRET_ID}"]
         return opts
@@ -163,6 +168,8 @@ class ImageSpec:
             parts.append(f"cs{format_size(self.cluster_size or DEFAULT_CLUSTER_SIZE)}")
             if self.lazy_refcounts:
                 parts.append("lazy")
+            if self.extended_l2:
+                parts.append("l2ext")
             if self.compat not in (None, COMPAT[0]):
                 parts.append(f"compat{self.compat}")
             if self.encrypted:
@@ -254,10 +261,13 @@ class Cell:
     workload: WorkloadSpec = field(default_factory=WorkloadSpec)
     cache_state: CacheState = CacheState.FRESH
     measure: Measure = Measure.GUEST
+    # the disk an overlay over a chain (harness.backing); None: a disk of its own
+    backing: Backing | None = None
 
     @property
     def id(self) -> str:
-        base = f"{self.image.slug}.{self.drive.slug}.{self.workload.slug}"
+        image = self.image.slug if self.backing is None else f"{self.image.slug}-{self.backing.slug}"
+        base = f"{image}.{self.drive.slug}.{self.workload.slug}"
         if self.cache_state is not CacheState.FRESH:
             base = f"{base}.{self.cache_state.value}"
         return base if self.measure is Measure.GUEST else f"{base}.{self.measure.value}"
@@ -270,13 +280,17 @@ class Cell:
                 return {k: plain(v) for k, v in value.items()}
             return value
 
+        image = plain(asdict(self.image))
+        if not self.image.extended_l2:
+            del image["extended_l2"]  # a cell without it keeps the record it always had
         return {
-            "image": plain(asdict(self.image)),
+            "image": image,
             "drive": plain(asdict(self.drive)),
             "workload": self.workload.as_dict(),
             "cache_state": self.cache_state.value,
             # a guest cell's record keeps the keys it always had
             **({} if self.measure is Measure.GUEST else {"measure": self.measure.value}),
+            **({} if self.backing is None else {"backing": self.backing.as_dict()}),
             "id": self.id,
         }
 
@@ -293,6 +307,8 @@ class Cell:
             lazy_refcounts=bool(image.get("lazy_refcounts", False)),
             compat=image.get("compat"),
             encrypt=image.get("encrypt", "none"),
+            extended_l2=bool(image.get("extended_l2", False)),
+            backing=_backing_text(data.get("backing")),
             cache=drive["cache"],
             aio=drive["aio"],
             interface=drive["interface"],
@@ -301,6 +317,18 @@ class Cell:
             measure=data.get("measure", "guest"),
             **{name: workload.get(name, default) for name, default in registry.defaults().items()},
         )
+
+
+def _backing_text(data: Any) -> str | None:
+    """A record's ``backing`` dict as :func:`~harness.backing.parse_backing` reads it, or None."""
+    if not isinstance(data, Mapping):
+        return None
+    words = [f"{key}={data[key]}" for key in ("depth", "fill", "pattern", "format") if key in data]
+    if data.get("format", "qcow2") == "qcow2":
+        if data.get("cluster_size") is not None:
+            words.append(f"cluster_size={data['cluster_size']}")
+        words.append(f"extended_l2={'on' if data.get('extended_l2') else 'off'}")
+    return ",".join(words)
 
 
 def _validate_cluster_size(value: str | int | None, fmt: Format) -> int | None:
@@ -326,6 +354,8 @@ class CellAxes(typing.TypedDict, total=False):
     lazy_refcounts: bool
     compat: str | None
     encrypt: str
+    extended_l2: bool
+    backing: str | None
     cache: str | Cache
     aio: str | Aio
     interface: str | Interface
@@ -351,6 +381,7 @@ class CellSpelling(CellAxes, total=False):
     fio_size_mib: int
     fio_ios: int
     fio_fsync_ios: int
+    fio_jobs: str
 
 
 # what an axis is when a cell leaves it out
@@ -362,6 +393,8 @@ AXIS_DEFAULTS: dict[str, Any] = {
     "lazy_refcounts": False,
     "compat": None,
     "encrypt": "none",
+    "extended_l2": False,
+    "backing": None,
     "cache": Cache.WRITEBACK,
     "aio": Aio.THREADS,
     "interface": Interface.VIRTIO_BLK,
@@ -383,6 +416,7 @@ def make_cell(**spelled: Unpack[CellSpelling]) -> Cell:
     cluster_size, lazy_refcounts, compat = axes["cluster_size"], axes["lazy_refcounts"], axes["compat"]
     encrypt, cache, aio, interface = axes["encrypt"], axes["cache"], axes["aio"], axes["interface"]
     workload, cache_state, measure = axes["workload"], axes["cache_state"], axes["measure"]
+    extended_l2, backing = bool(axes["extended_l2"]), axes["backing"]
     fmt: Format = _choice(Format, format, "format")
     prealloc = str(preallocation).strip().lower()
     if prealloc not in PREALLOCATION[fmt]:
@@ -435,6 +469,10 @@ def make_cell(**spelled: Unpack[CellSpelling]) -> Cell:
         )
     if how is Measure.REPLAY and encrypt != "none":
         raise SpecError("measure=replay cannot open an encrypted image: use encrypt=none, or measure=guest")
+    _check_extended_l2(extended_l2, fmt, csize, compat)
+    chain = None if backing in (None, "", "none") else parse_backing(backing, disk_size)
+    if chain is not None:
+        _check_overlay(fmt, prealloc, encrypt, how, extended_l2)
     return Cell(
         image=ImageSpec(
             format=fmt,
@@ -444,12 +482,45 @@ def make_cell(**spelled: Unpack[CellSpelling]) -> Cell:
             lazy_refcounts=lazy_refcounts,
             compat=compat,
             encrypt=encrypt,
+            extended_l2=extended_l2,
         ),
         drive=DriveSpec(cache=cache_mode, aio=aio_mode, interface=iface),
         workload=WorkloadSpec(name=wl, values=tuple(values.items())),
         cache_state=state,
         measure=how,
+        backing=chain,
     )
+
+
+def _check_extended_l2(on: bool, fmt: Format, cluster_size: int | None, compat: str | None) -> None:
+    if not on:
+        return
+    if fmt is not Format.QCOW2:
+        raise SpecError(f"extended_l2 applies to qcow2 only: drop it for format {fmt.value}")
+    if compat == "0.10":
+        raise SpecError("extended_l2 needs qcow2 compat 1.1, not 0.10: drop one of them")
+    if (cluster_size or DEFAULT_CLUSTER_SIZE) < EXTENDED_L2_MIN_CLUSTER:
+        raise SpecError(
+            f"extended_l2 needs a cluster_size of at least 16K, not {format_size(cluster_size or 0).upper()}: "
+            "use a larger cluster_size or drop extended_l2"
+        )
+
+
+def _check_overlay(fmt: Format, prealloc: str, encrypt: str, how: Measure, extended_l2: bool) -> None:
+    """A cell whose disk is an overlay: what qemu-img and the samplers can make of one."""
+    if fmt is not Format.QCOW2:
+        raise SpecError(
+            f"backing needs format qcow2 (a {fmt.value} image has no backing file): use format=qcow2"
+        )
+    if prealloc != "off" and not extended_l2:
+        raise SpecError(
+            f"backing with preallocation={prealloc} needs extended_l2 (qemu-img refuses a preallocated "
+            "overlay without it): use preallocation=off, or extended_l2"
+        )
+    if encrypt != "none":
+        raise SpecError("backing with an encrypted overlay is not measured: use encrypt=none")
+    if how is not Measure.GUEST:
+        raise SpecError(f"backing runs guest cells only, not measure={how.value}: use measure=guest")
 
 
 def workload_params() -> tuple[str, ...]:

@@ -62,6 +62,20 @@ def add_parser(sub: Any) -> None:
     axes.add_argument("--lazy-refcounts", action="store_true", help="qcow2 lazy_refcounts=on")
     axes.add_argument("--compat", default=None, help="qcow2 compat: 1.1 or 0.10 (default: 1.1)")
     axes.add_argument(
+        "--extended-l2",
+        action="store_true",
+        help="qcow2 extended_l2=on (subclusters; clusters of 16K or more)",
+    )
+    axes.add_argument(
+        "--backing",
+        action="append",
+        default=None,
+        metavar="CHAIN",
+        help="the disk an overlay over a chain, e.g. depth=1,fill=50%%,pattern=scattered (keys: depth 1-3, "
+        "fill a share or a size, pattern sequential|scattered, format, cluster_size and extended_l2 of "
+        "the base); repeat the flag for several chains",
+    )
+    axes.add_argument(
         "--cache-state",
         default="fresh",
         help="fresh: a new image per sample; warm: a first unmeasured run on the image, then the "
@@ -159,6 +173,8 @@ def cells_from_args(args: argparse.Namespace) -> tuple[list[Cell], list[str]]:
     }
     if args.cluster_size:
         axes["cluster_size"] = split_list(args.cluster_size)
+    if args.backing:
+        axes["backing"] = list(args.backing)
     for name, values in axes.items():
         if not values:
             raise SpecError(f"--{name.replace('_', '-')} is empty: give at least one value")
@@ -167,6 +183,7 @@ def cells_from_args(args: argparse.Namespace) -> tuple[list[Cell], list[str]]:
         "size": args.size,
         "lazy_refcounts": args.lazy_refcounts,
         "compat": args.compat,
+        "extended_l2": args.extended_l2,
         **{name: getattr(args, name) for name in registry.params()},
     }
     return expand(axes, skip_format_mismatch=len(axes["format"]) > 1, **fixed)
@@ -202,6 +219,10 @@ def run_argv(cells: Sequence[Cell], *, repeat: int) -> list[str]:
         argv += ["--cluster-size", ",".join(format_size(size) for size in clusters)]
     if any(c.image.lazy_refcounts for c in qcow2):
         argv.append("--lazy-refcounts")
+    if any(c.image.extended_l2 for c in qcow2):
+        argv.append("--extended-l2")
+    for chain in dict.fromkeys(c.backing.spelled() for c in cells if c.backing is not None):
+        argv += ["--backing", chain]
     compat = sorted({str(c.image.compat) for c in qcow2 if c.image.compat not in (None, COMPAT[0])})
     if compat:
         argv += ["--compat", compat[0]]

@@ -21,11 +21,20 @@ from typing import Any
 from harness.compare.model import HeldCell, KeptCell
 from harness.gate.spec import GateSpec
 from harness.spec import format_size
-from harness.subject.policy import DRIVE_KEYS, FORMAT_SPECIFIC, IMAGE_KEYS, QEMU_DEFAULT, Completed, Policy
+from harness.subject.policy import (
+    DRIVE_KEYS,
+    FORMAT_SPECIFIC,
+    IMAGE_KEYS,
+    OVERLAY_KEYS,
+    QEMU_DEFAULT,
+    Completed,
+    Policy,
+)
 
 # the subject diff's names of the policy's keys (harness.compare.subject): drive keys bare
 IMAGE_PREFIX = "image "
 OPTION_PREFIX = "drive option "
+OVERLAY_PREFIX = "overlay "
 
 
 @dataclass(frozen=True)
@@ -106,8 +115,11 @@ def _view(done: Completed) -> dict[str, str]:
         "cluster_size": cell.image.cluster_size,
         "compat": cell.image.compat,
         "lazy_refcounts": cell.image.lazy_refcounts,
+        "extended_l2": cell.image.extended_l2,
     }
     view = {f"{IMAGE_PREFIX}{k}": _shown(k, image[k]) for k in IMAGE_KEYS}
+    if cell.backing is not None:  # an overlay's own options: what the policy's [overlay] sets
+        view.update({f"{OVERLAY_PREFIX}{k}": _shown(k, image[k]) for k in OVERLAY_KEYS})
     drive = {
         "cache": cell.drive.cache.value,
         "aio": cell.drive.aio.value,
@@ -127,6 +139,9 @@ def _differing(base: Policy, head: Policy) -> list[tuple[str, str, bool]]:
     for key in sorted(set(base.image) | set(head.image)):
         if base.image.get(key) != head.image.get(key):
             found.append((f"{IMAGE_PREFIX}{key}", key, True))
+    for key in sorted(set(base.overlay) | set(head.overlay)):
+        if base.overlay.get(key) != head.overlay.get(key):
+            found.append((f"{OVERLAY_PREFIX}{key}", key, False))
     bo, ho = dict(base.drive_options), dict(head.drive_options)
     for key in sorted(set(bo) | set(ho)):
         if bo.get(key) != ho.get(key):
@@ -156,6 +171,9 @@ def policy_reach(spec: GateSpec, base: Policy, head: Policy) -> PolicyReach:
             )
             if held is not None:
                 kept.append(KeptCell(name=gc.name, keeps=held.keeps, axis=held.axis, why=held.why))
+            elif what.startswith(OVERLAY_PREFIX) and done["head"][gc.name].cell.backing is None:
+                why = "the policy's [overlay] applies to cells with a backing chain only"
+                kept.append(KeptCell(name=gc.name, keeps=keeps, axis="no backing", why=why))
             elif key in gc.values:
                 kept.append(KeptCell(name=gc.name, keeps=keeps, axis="", why=f"the cell sets {key} itself"))
             elif image and key in FORMAT_SPECIFIC:

@@ -28,6 +28,8 @@ def cell_values(cell: Cell) -> dict[str, Any]:
         "lazy_refcounts": img.lazy_refcounts,
         "compat": img.compat,
         "encrypt": img.encrypt,
+        "extended_l2": img.extended_l2,
+        "backing": None if cell.backing is None else cell.backing.spelled(),
         "cache": drv.cache.value,
         "aio": drv.aio.value,
         "interface": drv.interface.value,

@@ -272,7 +272,7 @@ def run_cells(
             reason = unsupported_reason(cell, session.opts.work_dir, session.opts.binaries)
             if reason:
                 under = f" under QEMU {build.name}" if build.name else ""
-                raise UsageError(f"{cell.id}: {reason}{under}: use aio=threads")
+                raise UsageError(f"{cell.id}{under}: {reason}")
     records = []
     for number, cell in enumerate(cells, start=1):
         for build, session in sessions:

@@ -65,14 +65,36 @@ def encryption_problem(qemu_img: str, encrypt: str, work_dir: Path, runs_as: int
     return None
 
 
+@lru_cache(maxsize=4)
+def extended_l2_problem(qemu_img: str, work_dir: Path, runs_as: int | None = None) -> str | None:
+    """Why this qemu-img cannot create a qcow2 with ``extended_l2=on`` (QEMU 5.2 and later can), or None."""
+    from harness.sample.images import create
+    from harness.spec import make_cell
+
+    with tempfile.TemporaryDirectory(prefix=".diskbench-encrypt-l2-", dir=work_dir) as tmp:
+        spec = make_cell(format="qcow2", extended_l2=True, size="64M").image
+        try:
+            create(Path(tmp) / "probe.qcow2", spec, qemu_img=qemu_img, runs_as=runs_as)
+        except CommandError as exc:
+            return exc.message
+    return None
+
+
 def unsupported_reason(cell: Cell, work_dir: Path, binaries: Binaries) -> str | None:
-    """Why ``binaries`` cannot run ``cell`` here: aio modes other than threads and encryption are probed."""
+    """Why ``binaries`` cannot run ``cell`` here, with what to do instead: aio modes other than
+    threads, encryption and qcow2's extended L2 entries (of the image or its base) are probed."""
+    if cell.image.extended_l2 or (cell.backing is not None and cell.backing.extended_l2):
+        problem = extended_l2_problem(binaries.qemu_img, work_dir.resolve(), binaries.runs_as)
+        if problem is not None:
+            return f"extended_l2 does not work with this qemu-img: {problem}: drop extended_l2, or use QEMU 5.2 or later"
     if cell.image.encrypted:
         problem = encryption_problem(
             binaries.qemu_img, cell.image.encrypt, work_dir.resolve(), binaries.runs_as
         )
         if problem is not None:
-            return f"encrypt={cell.image.encrypt} does not work with this qemu-img: {problem}"
+            return (
+                f"encrypt={cell.image.encrypt} does not work with this qemu-img: {problem}: use encrypt=none"
+            )
     if cell.drive.aio is Aio.THREADS:
         return None
     problem = aio_problem(
@@ -80,7 +102,10 @@ def unsupported_reason(cell: Cell, work_dir: Path, binaries: Binaries) -> str | 
     )
     if problem is None:
         return None
-    return f"aio={cell.drive.aio.value} with cache={cell.drive.cache.value} does not work here: {problem}"
+    return (
+        f"aio={cell.drive.aio.value} with cache={cell.drive.cache.value} does not work here: {problem}: "
+        "use aio=threads"
+    )
 
 
 # -- probes: what a preset reports but cannot run ------------------------------------------------------

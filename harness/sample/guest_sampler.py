@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from harness.errors import GuestBuildError, HarnessError, ProtocolError
 from harness.host.workdir import image_path as sample_image_path
 from harness.record.model import Sample
-from harness.sample import images, snapshot
+from harness.sample import chain, images, snapshot
 from harness.sample.clean import clean_sample
 from harness.sample.pairing import Crossed, Pairing, meet
 from harness.sample.protocol import GuestReport, parse_ready, parse_report
@@ -112,6 +112,7 @@ def vm_config(cell: Cell, guest: Guest, opts: RunOptions, image: Path) -> VMConf
             # the policy's options this cell takes (qcow2's cache options not on a raw image)
             options=options_for(cell, opts.drive_options),
             key_secret=cell.image.encrypted,
+            backing=chain.drive_backing(cell, work_dir=opts.work_dir, binaries=opts.binaries),
         )
     )
     return VMConfig(
@@ -258,8 +259,8 @@ def cpu_delta(before: CpuTimes | None, after: CpuTimes | None) -> dict[str, floa
     }
 
 
-def _create_scratch(path: Path, cell: Cell, binaries: Binaries) -> None:
-    images.create(path, cell.image, qemu_img=binaries.qemu_img, runs_as=binaries.runs_as)
+def _create_scratch(path: Path, cell: Cell, opts: RunOptions) -> None:
+    chain.create_disk(path, cell, work_dir=opts.work_dir, binaries=opts.binaries)
 
 
 def boot_and_run(
@@ -297,7 +298,7 @@ def boot_and_run(
         plan=snapshot.SnapshotPlan(
             recipe_hash=guest.recipe_hash,
             scratch_path=scratch,
-            make_scratch=lambda path: _create_scratch(path, cell, opts.binaries),
+            make_scratch=lambda path: _create_scratch(path, cell, opts),
         ),
         boot_timeout_s=opts.boot_timeout_s,
         wait_ready=wait_ready,
@@ -443,8 +444,8 @@ def run_sample(
     )
     try:
         touch_guest(guest)
-        created = images.create(
-            image_path, cell.image, qemu_img=opts.binaries.qemu_img, runs_as=opts.binaries.runs_as
+        created = chain.create_disk(
+            image_path, cell, work_dir=opts.work_dir, binaries=opts.binaries, host=host
         )
         host["create_s"] = created.create_s
         host["allocated_before"] = created.allocated_bytes
@@ -514,6 +515,7 @@ def run_sample(
             qemu_img=opts.binaries.qemu_img,
             runs_as=opts.binaries.runs_as,
             encrypted=cell.image.encrypted,
+            backed=cell.backing is not None,
         )
         host["check"] = {"rc": check.returncode, "verdict": check.verdict, "report": check.report}
         host["allocated_after"] = images.allocated_bytes(image_path)
@@ -523,6 +525,7 @@ def run_sample(
             qemu_img=opts.binaries.qemu_img,
             runs_as=opts.binaries.runs_as,
             encrypted=cell.image.encrypted,
+            backed=cell.backing is not None,
         )
         host["wall_s"] = time.monotonic() - t0
         host["overhead_s"] = host["wall_s"] - run.boot_s - report.total_s

@@ -42,8 +42,11 @@ from harness.untrusted import toml_loads
 
 POLICY_FILE = "policy.toml"
 
-IMAGE_KEYS = ("format", "preallocation", "size", "cluster_size", "compat", "lazy_refcounts")
-FORMAT_SPECIFIC = ("preallocation", "cluster_size", "compat", "lazy_refcounts")
+IMAGE_KEYS = ("format", "preallocation", "size", "cluster_size", "compat", "lazy_refcounts", "extended_l2")
+FORMAT_SPECIFIC = ("preallocation", "cluster_size", "compat", "lazy_refcounts", "extended_l2")
+#: [overlay]: the qcow2 options of the images a platform creates over a base (cells with a
+#: backing chain take them before [image]'s)
+OVERLAY_KEYS = ("cluster_size", "extended_l2")
 DRIVE_KEYS = ("cache", "aio", "interface")
 # the TOML types each key takes (a bool is not an int here: lazy_refcounts = "off" is an error,
 # not a true string)
@@ -54,6 +57,7 @@ KEY_TYPES: Mapping[str, tuple[type, ...]] = {
     "cluster_size": (str, int),
     "compat": (str,),
     "lazy_refcounts": (bool,),
+    "extended_l2": (bool,),
     "cache": (str,),
     "aio": (str,),
     "interface": (str,),
@@ -247,6 +251,8 @@ class Policy:
     text: str = field(default="", compare=False, repr=False)
     # the QEMU the repository pins ([qemu]; harness.subject.qemu_pin), else the runner's
     qemu: QemuPin = field(default_factory=QemuPin)
+    # [overlay]: what cells with a backing chain take for their overlay (OVERLAY_KEYS)
+    overlay: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def digest(self) -> str:
@@ -255,6 +261,8 @@ class Policy:
             "image": dict(self.image),
             "drive": dict(self.drive),
             "options": sorted(self.drive_options),
+            # only when set: a policy without [overlay] keeps the digest it always had
+            **({"overlay": dict(self.overlay)} if self.overlay else {}),
         }
         return hashlib.sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()[:12]
 
@@ -279,6 +287,8 @@ class Policy:
             if key in FORMAT_SPECIFIC and fmt != self.format.value:
                 continue
             out[key] = value
+        if values.get("backing") not in (None, "", "none") and fmt == Format.QCOW2.value:
+            out.update(self.overlay)
         out.update(self.drive)
         held = []
         for key, fallback in DRIVE_FALLBACK.items():
@@ -338,6 +348,7 @@ class Policy:
             "drive_options": {k: v for k, v in self.drive_options},
             # only when pinned: a policy without [qemu] says what it always said
             **({"qemu": self.qemu.version} if self.qemu.pinned else {}),
+            **({"overlay": dict(self.overlay)} if self.overlay else {}),
         }
 
 
@@ -347,13 +358,18 @@ def parse_policy(text: str, *, source: str = POLICY_FILE) -> Policy:
         data = toml_loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{source}: not valid TOML ({exc}): fix the syntax") from None
-    unknown = sorted(set(data) - {"image", "drive", "description", "qemu"})
+    unknown = sorted(set(data) - {"image", "drive", "description", "qemu", "overlay"})
     if unknown:
         what = "table" if isinstance(data[unknown[0]], dict) else "key"
         raise SpecError(
-            f"{source}: unknown {what} {unknown[0]!r}: use description, [image], [drive] and [qemu]"
+            f"{source}: unknown {what} {unknown[0]!r}: use description, [image], [overlay], [drive] and [qemu]"
         )
     image = _table(data, "image", source)
+    overlay = _table(data, "overlay", source)
+    for key, value in overlay.items():
+        if key not in OVERLAY_KEYS:
+            raise SpecError(f"{source}: unknown [overlay] key {key!r}: use one of {', '.join(OVERLAY_KEYS)}")
+        _check_type("overlay", key, value, source)
     drive = dict(_table(data, "drive", source))
     options = drive.pop("options", {})
     for key in image:
@@ -383,7 +399,13 @@ def parse_policy(text: str, *, source: str = POLICY_FILE) -> Policy:
         description=description,
         text=text,
         qemu=parse_qemu_pin(data.get("qemu"), source),
+        overlay=overlay,
     )
+    if overlay:
+        try:  # the policy's own cell over a base takes its [overlay]
+            policy.complete({"workload": "dd", "dd_mib": 2, "format": "qcow2", "backing": "depth=1"})
+        except SpecError as exc:
+            raise SpecError(f"{source}: [overlay] {exc.message}") from None
     try:
         refusal = policy.own_refusal()
     except SpecError as exc:

@@ -8,6 +8,7 @@ FIO_TARGET=$(param fio_target both)
 FIO_SIZE_MIB=$(param fio_size_mib 64)
 FIO_IOS=$(param fio_ios 2000)
 FIO_FSYNC_IOS=$(param fio_fsync_ios 200)
+FIO_JOBS=$(param fio_jobs all)
 
 FIO=/tools/bin/fio
 
@@ -21,8 +22,16 @@ fio_tools() {
 fio_jobs() {
     sed -e "s|\${TARGET}|$1|g" -e "s|\${PREFIX}|$2|g" -e "s|\${SIZE}|${FIO_SIZE_MIB}M|g" \
         -e "s|\${IOS}|$FIO_IOS|g" -e "s|\${FSYNC_IOS}|$FIO_FSYNC_IOS|g" \
-        /usr/share/diskbench/fio.fio >"/tmp/$2jobs.fio" &&
-        "$FIO" --output-format=json --eta=never --output="$3" "/tmp/$2jobs.fio"
+        /usr/share/diskbench/fio.fio >"/tmp/$2jobs.fio" || return
+    # random: the 4 KiB random jobs only (fio runs the sections named, in the file's order)
+    set -- "$3" "/tmp/$2jobs.fio" "$2"
+    if [ "$FIO_JOBS" = random ]; then
+        set -- "$@" --section="$3rand-write-qd1" --section="$3rand-write-qd32" \
+            --section="$3rand-read-qd1" --section="$3rand-read-qd32"
+    fi
+    FJ_out=$1 FJ_jobs=$2
+    shift 3
+    "$FIO" --output-format=json --eta=never --output="$FJ_out" "$@" "$FJ_jobs"
 }
 fio_raw() { fio_jobs "$DISK" raw- /tmp/fio-raw.json; }
 fio_mkfs() { /sbin/mke2fs -q -F -t ext4 "$DISK"; }
@@ -36,6 +45,10 @@ run_workload() {
     case "$FIO_TARGET" in
         raw|file|both) ;;
         *) ERROR="setup failed: unsupported diskbench.fio_target=$FIO_TARGET"; return 1 ;;
+    esac
+    case "$FIO_JOBS" in
+        all|random) ;;
+        *) ERROR="setup failed: unsupported diskbench.fio_jobs=$FIO_JOBS"; return 1 ;;
     esac
     # the message goes into the report's JSON as it is: no quote, backslash or control character
     fio_tools >/tmp/tools.log 2>&1 || {

@@ -235,7 +235,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("host",),
     ("subject",),
     ("spec",),
-    ("workloads",),
+    ("workloads", "backing"),
     ("files", "paths", "progress", "sizes", "units", "untrusted", "data"),
     ("errors",),
 )

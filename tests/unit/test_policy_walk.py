@@ -42,6 +42,7 @@ KEY_VALUES: Mapping[str, tuple[Any, ...]] = {
     "cluster_size": ("512", "2M", 65536),
     "compat": COMPAT,
     "lazy_refcounts": (True, False),
+    "extended_l2": (True, False),
     "cache": tuple(c.value for c in Cache),
     "aio": tuple(a.value for a in Aio),
     "interface": tuple(i.value for i in Interface),

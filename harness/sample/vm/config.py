@@ -53,6 +53,9 @@ class Drive:
     key_secret: bool = False
     # False: only the -drive backend; the device is added later (hotplug after a restore)
     attach: bool = True
+    # an overlay's chain, (path, format) from the layer under it down to the base: each opened by
+    # the descriptor given here, never by the name the overlay holds (harness.sample.chain)
+    backing: tuple[tuple[Path, str], ...] = ()
 
     def argv(self) -> list[str]:
         opts = [
@@ -67,6 +70,9 @@ class Drive:
             opts.append("readonly=on")
         if self.key_secret:
             opts.append(f"encrypt.key-secret={SECRET_ID}")
+        for depth, (layer, layer_format) in enumerate(self.backing, 1):
+            node = "backing." * depth
+            opts += [f"{node}driver={layer_format}", f"{node}file.filename={option_value(str(layer))}"]
         opts += [f"{name}={value}" for name, value in self.options]
         dev = f"{self.node}-dev"
         args = ["-drive", ",".join(opts)]
@@ -199,7 +205,11 @@ class VMConfig:
 def handed_config(config: VMConfig, handoff: confine.Handoff) -> VMConfig:
     """``config`` with every file QEMU opens handed over through ``handoff``."""
     drives = [
-        replace(d, path=Path(handoff.read(d.path) if d.readonly else handoff.write(d.path)))
+        replace(
+            d,
+            path=Path(handoff.read(d.path) if d.readonly else handoff.write(d.path)),
+            backing=tuple((Path(handoff.read(layer)), fmt) for layer, fmt in d.backing),
+        )
         for d in config.drives
     ]
     return replace(
