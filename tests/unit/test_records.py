@@ -76,7 +76,7 @@ def test_bad_records_say_what_to_do(tmp_path: Path, content: str, message: str) 
 
 def test_table_shows_median_spread_and_failures() -> None:
     table = render_table([make_record()])
-    assert "[2/3 ok, accel tcg, 256 MiB, 1 vCPU]" in table
+    assert "[2/3 ok, accel tcg, guest RAM 256 MiB, 1 vCPU]" in table
     assert "total" in table and "4.50 s ± 15.7%" in table
     assert "sample 2: FAILED: no ready line from the guest within 5 s" in table
     lines = table.splitlines()

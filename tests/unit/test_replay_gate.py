@@ -362,9 +362,9 @@ def test_an_inconclusive_metric_without_rounds_to_decide_says_why() -> None:
 
     few = row(change_pct=82.5, ci_low=None, n_base=2, n_head=2)
     assert "has too few samples for an interval (2 + 2): run more rounds" in few[0]
-    edge = row(change_pct=5.1, ci_low=0.9, n_base=8, n_head=8)
+    edge = row(change_pct=5.1, ci_low=0.9, ci_high=9.5, n_base=8, n_head=8)
     assert "its change sits on the minimum effect" in edge[0]
-    far = row(change_pct=-40.0, ci_low=0.2, n_base=8, n_head=8)
+    far = row(change_pct=-40.0, ci_low=-70.0, ci_high=0.2, n_base=8, n_head=8)
     assert "would need more than 1000 rounds at this spread" in far[0]
 
 
