@@ -26,7 +26,7 @@ from harness.sample.clean import clean_sample
 from harness.sample.pairing import Crossed, Pairing, meet
 from harness.sample.protocol import GuestReport, parse_ready, parse_report
 from harness.sample.vm import PAYLOAD_SERIAL, TOOLS_SERIAL, Drive, Machine, VMConfig
-from harness.sample.vm.cpu import CpuTimes
+from harness.sample.vm.cpu import CpuTimes, alone_s
 from harness.spec import Aio, CacheState, Cell, Interface, Workload
 from harness.subject.binaries import Binaries
 from harness.subject.policy import options_for
@@ -212,7 +212,9 @@ def sample_metrics(report: GuestReport, host: dict[str, Any], aio: Aio = Aio.THR
     cpu = host.get("cpu")
     if isinstance(cpu, dict) and "workload_s" in host:
         metrics["host.workload_cpu_s"] = float(cpu["qemu_cpu_s"])
-        metrics["host.workload_alone_s"] = float(host["workload_s"]) - float(cpu["vcpu_wait_s"])
+        alone = alone_s(float(host["workload_s"]), float(cpu["vcpu_wait_s"]))
+        if alone is not None:
+            metrics["host.workload_alone_s"] = alone
     metrics.update(latency_metrics(host.get("latency_histograms", {}), host.get("blockstats", {})))
     return metrics
 
@@ -308,10 +310,12 @@ def boot_and_run(
         raised = together.join(vm.pid) if together is not None else False
         try:
             met = meet(together)
+            # the workload's time and its vCPU's waits start before the line is sent: once sent, the
+            # guest runs (and waits for a CPU) however late this thread is to read a clock
             cpu_before = vm.cpu_times()
-            vm.send_control(workload_line(cell, opts))
             sent_s = vm.elapsed_s
             sent_at_s = time.monotonic()
+            vm.send_control(workload_line(cell, opts))
             # every wait on the guest from here to its power-off sits within the workload's deadline
             deadline = sent_at_s + opts.workload_timeout_s
             vm.wait_event(

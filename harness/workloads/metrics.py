@@ -56,7 +56,8 @@ COMMON_METRICS: tuple[Metric, ...] = (
     seconds(
         "host.workload_alone_s",
         "host.workload_s less the time the guest's vCPUs waited for a host CPU (schedstat): "
-        "the workload's time had it had its CPU to itself",
+        "the workload's time had it had its CPU to itself (not given where the waits read over "
+        "the workload's window come to more than its time)",
     ),
     Metric(
         "host.written_bytes",

@@ -28,8 +28,9 @@ from harness.gate.run import guest_pairs
 from harness.paths import REPO_ROOT
 from harness.record import CellInfo, MachineInfo, Record, Sample
 from harness.rounds.session import MachineOptions, Session
-from harness.sample.guest_sampler import RunOptions
-from harness.sample.vm.cpu import cpu_times
+from harness.sample.guest_sampler import RunOptions, sample_metrics
+from harness.sample.protocol import GuestReport
+from harness.sample.vm.cpu import alone_s, cpu_times
 from harness.sample.vm.machine import _before_exec
 from harness.spec import Cell, Measure, make_cell
 from harness.subject.binaries import Binaries
@@ -223,6 +224,30 @@ def test_cpu_times_read_the_process_and_its_vcpu_threads(tmp_path: Path) -> None
     assert got is not None
     assert got.cpu_s == 4.0 and got.vcpu_run_s == 2.0 and got.vcpu_wait_s == 0.5
     assert cpu_times(7, proc) is None
+
+
+def _alone(workload_s: float, vcpu_wait_s: float) -> float | None:
+    report = GuestReport(
+        workload="dd", status="ok", phases=(), total_s=1.0, metrics={}, fsck_rc=0, kernel="6.1",
+        mem_kib=None, ncpu=1, error=None, clock=None, raw={},
+    )  # fmt: skip
+    host = {
+        "workload_s": workload_s,
+        "cpu": {"qemu_cpu_s": 2.5, "vcpu_run_s": 1.5, "vcpu_wait_s": vcpu_wait_s},
+    }
+    metrics = sample_metrics(report, host)
+    assert metrics["host.workload_cpu_s"] == 2.5
+    return metrics.get("host.workload_alone_s")
+
+
+def test_a_workloads_time_alone_is_its_time_less_its_vcpus_waits_within_its_window() -> None:
+    assert _alone(2.0, 0.5) == 1.5
+    assert _alone(2.0, 0.0) == 2.0 and _alone(2.0, 2.0) == 0.0
+    assert alone_s(2.0, 0.5) == 1.5
+    # waits that come to more than the workload's time were not all the workload's (the kernel adds a
+    # wait when it ends): not a figure that could read below zero
+    assert _alone(2.0, 2.19) is None and alone_s(2.0, 2.19) is None
+    assert _alone(2.0, -0.01) is None
 
 
 def _together(host: dict[str, Any] | None = None) -> Sample:

@@ -48,3 +48,18 @@ def cpu_times(pid: int, proc: Path = Path("/proc")) -> CpuTimes | None:
     except (OSError, ValueError, IndexError):
         return None
     return CpuTimes(cpu_s=cpu_s, vcpu_wait_s=wait_ns / 1e9, vcpu_run_s=run_ns / 1e9)
+
+
+def alone_s(workload_s: float, vcpu_wait_s: float) -> float | None:
+    """The workload's time less the time its vCPU waited for a CPU meanwhile: what it would have
+    taken with a CPU of its own, between 0 and ``workload_s``.
+
+    ``vcpu_wait_s`` must be read over the workload's window: the first reading before the host sends
+    the workload (the guest idles until then), the second after the guest powered off.  The kernel
+    adds a wait when it ends, so a wait that began before the first reading can land in the window;
+    where the waits then come to more than the workload's time, or less than nothing, the figure
+    cannot be measured: None.
+    """
+    if not 0.0 <= vcpu_wait_s <= workload_s:
+        return None
+    return workload_s - vcpu_wait_s
