@@ -193,34 +193,41 @@ def test_the_spec_says_how_a_guest_pair_shares_the_host() -> None:
 
 @may_raise
 def test_a_pairs_process_runs_above_the_hosts_other_work(spinners: list[Any]) -> None:
+    # the spinners run at the suite's own nice, whatever it is (CI may run the suite under `nice`);
+    # the pair's is 7 steps above both it and the host's other work (nice 0)
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    above = min(own, 0) - 7
+    if above < -20:
+        pytest.skip(f"the suite runs at nice {own}: no priority 7 steps above it is left")
     pid = spinners[0].pid
     deadline = time.monotonic() + 30
     while len(list(Path(f"/proc/{pid}/task").iterdir())) < 2:  # its second thread started
         assert time.monotonic() < deadline
         time.sleep(0.01)
-    pairing = Pairing(mode=Mode.SHARED, cpu=0, nice=-7)
+    assert os.getpriority(os.PRIO_PROCESS, pid) == own
+    pairing = Pairing(mode=Mode.SHARED, cpu=0, nice=above)
     raised = pairing.join(pid)
     tids = [int(t.name) for t in Path(f"/proc/{pid}/task").iterdir()]
-    assert len(tids) == 2 and all(os.getpriority(os.PRIO_PROCESS, t) == -7 for t in tids)
+    assert len(tids) == 2 and all(os.getpriority(os.PRIO_PROCESS, t) == above for t in tids)
     autogroup = Path(f"/proc/{pid}/autogroup")
     if autogroup.exists():
         if not raised:
-            _skip_where_the_host_refuses_an_autogroups_nice(autogroup)
-        assert autogroup.read_text().split()[-1] == "-7"
+            _skip_where_the_host_refuses_an_autogroups_nice(autogroup, above)
+        assert autogroup.read_text().split()[-1] == str(above)
     assert raised
-    # the partner, not joined, runs as it was started
-    assert os.getpriority(os.PRIO_PROCESS, spinners[1].pid) == 0
+    # the partner, not joined, runs as it was started: at the suite's own nice
+    assert os.getpriority(os.PRIO_PROCESS, spinners[1].pid) == own
     assert not pairing.join(2**22 + 7)  # gone: said, not raised
 
 
-def _skip_where_the_host_refuses_an_autogroups_nice(autogroup: Path) -> None:
+def _skip_where_the_host_refuses_an_autogroups_nice(autogroup: Path, nice: int) -> None:
     """Skip, naming the error, where this host refuses to set an autogroup's nice other than by
     the kernel's one change per 100 ms (a read-only /proc in a container): there the pair's
     priority cannot be raised, and saying so (False) is right.  A write the host takes returns."""
     deadline = time.monotonic() + 5
     while True:
         try:
-            autogroup.write_text("-7")
+            autogroup.write_text(str(nice))
         except BlockingIOError:
             assert time.monotonic() < deadline, "the kernel's one change per 100 ms never came"
             time.sleep(0.02)
