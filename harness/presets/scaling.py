@@ -11,7 +11,7 @@ from harness.errors import SpecError, UsageError
 from harness.spec import format_size, parse_size
 
 # what --scale can multiply, and how each is rounded (see scale_value)
-SCALABLE = ("size", "dd_mib", "bonnie_size_mib", "bonnie_files")
+SCALABLE = ("size", "dd_mib", "bonnie_size_mib", "bonnie_files", "fio_size_mib")
 MAX_SCALE = 100.0
 MIB = 1024**2
 _SCALE_NAME_RE = re.compile(r"^(?P<base>.+?)-scale(?P<scale>[0-9][0-9.e+-]*)$")

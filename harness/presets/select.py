@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from harness.backing import Backing, parse_backing
 from harness.errors import SpecError
 from harness.spec import Cell, axis_names, format_size
 from harness.sweep import QEMU_AXIS, canonical
@@ -52,9 +53,30 @@ def display_value(key: str, value: Any) -> str:
     """An axis value as a column shows it: sizes in their short binary spelling, unset as ``-``."""
     if value is None:
         return "-"
+    if key == "backing" and isinstance(value, str):
+        return _chain_words(value)
     if key in _SIZE_KEYS and isinstance(value, int) and not isinstance(value, bool):
         return format_size(value).upper()
     return str(value)
+
+
+def _chain_words(text: str) -> str:
+    """A chain as a column shows it: ``depth 2, fill 50% scattered``, the base's options where not the default."""
+    try:
+        chain = parse_backing(text, 1 << 60)
+    except SpecError:
+        return text
+    words = f"depth {chain.depth}, fill {chain.fill_text}"
+    if chain.pattern != "sequential":
+        words += f" {chain.pattern}"
+    default = Backing()
+    if (chain.format, chain.cluster_size, chain.extended_l2) != (
+        default.format,
+        default.cluster_size,
+        default.extended_l2,
+    ):
+        words += f" ({chain.slug.split('-', 4)[-1]} base)"
+    return words
 
 
 def parse_where(raw: Any, what: str) -> dict[str, tuple[Any, ...]]:

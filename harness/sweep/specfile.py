@@ -15,6 +15,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from harness.backing import parse_backing
 from harness.errors import SpecError
 from harness.files import read_input_text
 from harness.spec import (
@@ -129,9 +130,18 @@ def canonical(key: str, value: Any) -> Any:
             return value
     if isinstance(value, Enum):
         return str(value.value)
+    if key == "backing" and isinstance(value, str):
+        try:  # "depth=1" matches the chain it spells with every default said
+            return parse_backing(value, ANY_DISK).spelled().lower()
+        except SpecError:
+            return value.strip().lower()
     if isinstance(value, str):
         return value.strip().lower()
     return value
+
+
+#: a disk any fill fits, to spell a chain apart from a cell's own disk
+ANY_DISK = 1 << 60
 
 
 class Locator:

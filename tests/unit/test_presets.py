@@ -34,17 +34,28 @@ from harness.presets import (
 from harness.subject.binaries import Binaries
 from harness.sweep import expand_spec
 
-PRESETS = ("booth-2010", "cluster-size", "kvm-wiki-install", "mkfs-sparse", "preallocation")
+PRESETS = ("booth-2010", "cluster-size", "kvm-wiki-install", "mkfs-sparse", "preallocation", "subclusters")
 # the seeds' own numbers, from shared/seeds/NNN: the preset files must carry them as written
 SEED_NUMBERS = {
     "booth-2010": {"sparse qcow2": 223.0, "sparse raw": 15.3, "qcow2 metadata": 14.5, "fallocated raw": 14.8},
     "cluster-size": {"create 512": 101.889, "write 2M": 1.46358, "rate 64K": 79.0},
     "mkfs-sparse": {"sparse raw, first": 1200, "qcow2, first": 2340, "written raw, cold": 119},
     "kvm-wiki-install": {"qcow2 virtio none": 1115, "raw IDE writethrough": 444},
+    "subclusters": {
+        "2M on": 440,
+        "2M off": 100,
+        "512K on": 1000,
+        "64K on": 3000,
+        "32K on": 12000,
+        "32K off": 1300,
+        "4K off": 100,
+        "64K off": 1000,
+        "512K off": 300,
+    },
 }
 
 
-def test_the_five_seed_presets_are_there() -> None:
+def test_the_seed_presets_are_there() -> None:
     assert tuple(list_presets()) == PRESETS
 
 
@@ -173,7 +184,7 @@ def test_preset_list_shows_each_preset_with_scale_and_estimates(capsys: pytest.C
     for name in PRESETS:
         assert f"\n{name}  (seed " in "\n" + out
         assert f"diskbench sweep --preset {name} --scale " in out
-    assert out.count("estimate: TCG at --scale") == 5
+    assert out.count("estimate: TCG at --scale") == len(PRESETS)
     assert "scale 1: the seed's 100 GiB disk" in out
 
 
