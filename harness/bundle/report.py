@@ -77,7 +77,7 @@ def render_text(doc: dict[str, Any]) -> str:
         f"machine: {m.get('cpus')} CPUs ({m.get('cpus_usable')} usable, {m.get('crossed_slots')} crossed pair "
         f"slots), {m.get('cpu_model')}; memory {m.get('mem_total_mib')} MiB "
         f"({m.get('mem_available_mib')} available)",
-        f"system: {m.get('os')}, kernel {m.get('kernel')}; {m.get('python')}",
+        f"system: {m.get('os') or 'no /etc/os-release'}, kernel {m.get('kernel')}; {m.get('python')}",
         f"qemu: {m.get('qemu_version')} ({m.get('qemu')})",
         f"/dev/kvm: {'present' if kvm_dev.get('exists') else 'absent'}"
         + (f", mode {kvm_dev.get('mode')}, gid {kvm_dev.get('gid')}" if kvm_dev.get("exists") else "")
