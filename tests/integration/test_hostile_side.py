@@ -185,36 +185,50 @@ def _account_ids() -> tuple[int, int]:
     return acct.uid, acct.gid
 
 
-def test_a_qmp_socket_that_accepts_and_never_greets_ends_the_launch_at_its_deadline(
-    tmp_path: Path, qemu_reachable_dir: Path
-) -> None:
-    server = qemu_reachable_dir / "silent_qmp.py"
+def qmp_stand_in(directory: Path, name: str, after_accept: str) -> Machine:
+    """A machine whose "QEMU" listens on the QMP socket, accepts, then runs ``after_accept``
+    (Python) instead of greeting; its QMP deadline is 2 s."""
+    server = directory / f"{name}.py"
     server.write_text(
         "import socket, sys, time\n"
         "args = sys.argv[1:]\n"
         "path = args[args.index('-qmp') + 1].split(',')[0].removeprefix('unix:')\n"
         "s = socket.socket(socket.AF_UNIX); s.bind(path); s.listen(1)\n"
-        "conns = []\n"
-        "while True:\n"
-        "    conns.append(s.accept()[0])\n"
+        "conn = s.accept()[0]\n" + after_accept
     )
-    qemu = qemu_reachable_dir / "silent-qemu"
+    qemu = directory / name
     qemu.write_text(f'#!/bin/sh\nexec /usr/bin/python3 {server} "$@"\n')
     qemu.chmod(0o755)
-    kernel = qemu_reachable_dir / "kernel"
+    kernel = directory / "kernel"
     kernel.write_bytes(b"")
-    config = vm_config(
-        make_cell(**DD),
-        _FakeGuest(kernel),
-        options(str(qemu), tmp_path, tmp_path),
-        kernel,
-    )
-    vm = Machine(config, tmp_path / "log", qmp_timeout_s=2.0)
+    config = vm_config(make_cell(**DD), _FakeGuest(kernel), options(str(qemu), directory, directory), kernel)
+    return Machine(config, directory / f"{name}-log", qmp_timeout_s=2.0)
+
+
+def test_a_qmp_socket_that_accepts_and_never_greets_ends_the_launch_at_its_deadline(
+    qemu_reachable_dir: Path,
+) -> None:
+    vm = qmp_stand_in(qemu_reachable_dir, "silent-qemu", "time.sleep(3600)\n")
     t0 = time.monotonic()
     with pytest.raises(VMBootError, match="no greeting within 2 s"):
         vm.launch()
     assert time.monotonic() - t0 < 8
     assert vm.returncode is not None  # shut down on the way out
+
+
+def test_a_qemu_that_aborts_under_the_greeting_says_why_at_once(qemu_reachable_dir: Path) -> None:
+    # as QEMU does when KVM refuses its MSRs: the socket closes, the process ends with its reason
+    vm = qmp_stand_in(
+        qemu_reachable_dir,
+        "aborting-qemu",
+        "conn.close()\nprint('qemu: kvm_buf_set_msrs: Assertion failed.', file=sys.stderr)\nsys.exit(134)\n",
+    )
+    t0 = time.monotonic()
+    with pytest.raises(VMBootError) as caught:
+        vm.launch()
+    assert time.monotonic() - t0 < 5
+    assert "no greeting" not in caught.value.message
+    assert "QEMU exited with 134: qemu: kvm_buf_set_msrs: Assertion failed." in caught.value.message
 
 
 class _FakeGuest:

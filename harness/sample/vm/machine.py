@@ -214,9 +214,14 @@ class Machine:
         except Exception as exc:
             qmp.close()
             sock.close()
+            if isinstance(exc, TimeoutError):
+                what = f"QMP: no greeting within {qmp_timeout_s:g} s"
+            else:
+                # the socket closed under the greeting: QEMU is on its way out, and says why
+                self._wait_exit(min(2.0, max(deadline - time.monotonic(), 0.0)))
+                what = f"QMP connection failed ({type(exc).__name__}: {exc})"
             raise VMBootError(
-                f"QMP: no greeting within {qmp_timeout_s:g} s ({type(exc).__name__}: {exc}); "
-                f"{self._exit_summary()}",
+                f"{what}; {self._exit_summary()}",
                 argv=self.argv,
                 log_tail=self.stderr_tail(),
                 returncode=self.returncode,
