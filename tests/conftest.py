@@ -12,7 +12,25 @@ import pytest
 from harness.host.hostinfo import filesystem_type
 from harness.sample.images import MEMORY_FILESYSTEMS
 
-ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+TESTS = Path(__file__).resolve().parent
+ARTIFACTS = TESTS / "artifacts"
+# the fixtures a test asks for to boot a real guest, itself or through a command it runs
+GUEST_FIXTURES = frozenset({"guest"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tiers (pyproject's markers): ``guest`` on every test that asks for the built guest,
+    ``workflows`` and ``integration`` by directory; the workflow runs first, so that where the tests
+    are spread over CPUs (``-n 2``) the longest one does not start last."""
+    for item in items:
+        parts = item.path.resolve().relative_to(TESTS).parts if item.path.is_relative_to(TESTS) else ()
+        if parts[:1] == ("workflows",):
+            item.add_marker(pytest.mark.workflows)
+        if parts[:1] in (("integration",), ("faults",), ("workflows",)):
+            item.add_marker(pytest.mark.integration)
+        if GUEST_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.guest)
+    items.sort(key=lambda item: item.get_closest_marker("workflows") is None)
 
 
 @pytest.fixture(scope="session")

@@ -157,6 +157,7 @@ def boot(
     return [json.loads(line) for line in lines if line.strip()]
 
 
+@pytest.mark.guest  # boots the built guest itself (no `guest` fixture)
 def test_probe_boots_to_ready(artifacts: guest.GuestArtifacts, qemu_work: Path) -> None:
     events = boot(artifacts, qemu_work, "diskbench.workload=probe", timeout_s=120)
     # without a control port the guest takes its workload from the command line and says it starts
@@ -167,6 +168,7 @@ def test_probe_boots_to_ready(artifacts: guest.GuestArtifacts, qemu_work: Path) 
     assert "DISKBENCH-READY" in console
 
 
+@pytest.mark.guest  # boots the built guest itself (no `guest` fixture)
 def test_dd_reports_phases_and_rate(artifacts: guest.GuestArtifacts, qemu_work: Path) -> None:
     events = boot(artifacts, qemu_work, "diskbench.workload=dd diskbench.dd_mib=32", timeout_s=180)
     assert [e["event"] for e in events] == ["ready", "start", "report"]

@@ -7,6 +7,7 @@ subprocess, as a user or CI job would, with its results in a private storage.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -46,7 +47,13 @@ def _saved(storage: Path) -> list[Path]:
     return sorted(storage.glob("*/*.json"))
 
 
-def test_saved_runs_compare_and_the_gate_fails_on_a_regression(disk_dir: Path, tmp_path: Path) -> None:
+def test_saved_runs_compare_and_the_gate_fails_on_a_regression(
+    disk_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # run as a user would: not as a worker of this suite spread over CPUs (pytest -n), where
+    # pytest-benchmark, seeing the worker's environment, would measure and save nothing
+    for key in [k for k in os.environ if k.startswith("PYTEST_XDIST_")]:
+        monkeypatch.delenv(key)
     storage = tmp_path / "pytest-benchmark"
     for _ in range(2):
         saved = _bench(disk_dir, storage, "--benchmark-autosave")

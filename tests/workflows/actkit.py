@@ -323,6 +323,9 @@ class World:
             "GITHUB_STEP_SUMMARY",
         ):
             env.pop(key, None)
+        # nor this suite's own pytest (a worker's of `pytest -n`: a job's pytest would read it)
+        for key in [k for k in env if k.startswith("PYTEST_")]:
+            env.pop(key)
         self.summaries.mkdir(exist_ok=True)
         log = logs / f"{run_id}-{Path(workflow).name}.log"
         started = time.monotonic()

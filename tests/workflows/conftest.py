@@ -1,4 +1,6 @@
-"""Fixtures of the workflow tests: act, and a World (one stand-in GitHub) per module."""
+"""Fixtures of the workflow tests: act, and a World (one stand-in GitHub) per module.
+
+Every test here is marked ``workflows`` (tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -6,13 +8,6 @@ from pathlib import Path
 
 import pytest
 from actkit import act_binary
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    here = Path(__file__).resolve().parent
-    for item in items:
-        if here in Path(str(item.fspath)).resolve().parents:
-            item.add_marker(pytest.mark.workflows)
 
 
 @pytest.fixture(scope="session")
