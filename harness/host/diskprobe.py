@@ -28,8 +28,11 @@ FLUSH_PROBES = 24
 FIFO_PRIORITY = 10
 #: where SCHED_FIFO is refused (no CAP_SYS_NICE), the nice value of the processes and their autogroup
 FALLBACK_NICE = -19
-#: how long each of the ceiling's four measurements runs
+#: how long each of the ceiling's four measurements runs, and how many times the four are taken
+#: at most while a figure falls short (each figure's best counts: a moment's stall of the host,
+#: one sequential read at 4 MiB/s among 600-2500, is no ceiling of the path)
 PROBE_S = 0.5
+PROBE_TRIES = 3
 SMALL = 4096
 LARGE = 1 << 20
 
@@ -85,6 +88,16 @@ class Ceiling:
             f"{self.randread_iops:.0f} random 4 KiB reads/s, {self.randwrite_iops:.0f} writes/s, "
             f"{self.seq_read_mib_s:.0f} MiB/s sequential read, {self.seq_write_mib_s:.0f} MiB/s write "
             f"(queue depth 1, {how}, measured now)"
+        )
+
+    def best(self, other: Ceiling) -> Ceiling:
+        """Each figure the higher of the two measurements (a dip is the host's load, not the path)."""
+        return Ceiling(
+            randread_iops=max(self.randread_iops, other.randread_iops),
+            randwrite_iops=max(self.randwrite_iops, other.randwrite_iops),
+            seq_read_mib_s=max(self.seq_read_mib_s, other.seq_read_mib_s),
+            seq_write_mib_s=max(self.seq_write_mib_s, other.seq_write_mib_s),
+            throttled=self.throttled,
         )
 
     def as_dict(self) -> dict[str, float | bool]:

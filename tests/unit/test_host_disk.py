@@ -178,3 +178,19 @@ def test_the_summary_says_what_the_times_are_about_on_a_model() -> None:
     )
     assert regime_words("kvm", hdd).startswith("under KVM, the work dir on host disk model period-hdd")
     assert regime_words("kvm") == "under KVM"
+
+
+def test_a_ceiling_keeps_each_figures_best_measurement() -> None:
+    stalled = diskprobe.Ceiling(1073, 932, 4, 82)  # a moment's stall of the host: 4 MiB/s
+    again = diskprobe.Ceiling(900, 1100, 926, 60)
+    best = stalled.best(again)
+    assert (best.randread_iops, best.randwrite_iops, best.seq_read_mib_s, best.seq_write_mib_s) == (
+        1073,
+        1100,
+        926,
+        82,
+    )
+    assert diskprobe.out_of_reach(seq_mib_s=60, random_iops=150, ceiling_found=stalled) == [
+        "60 MiB/s (the path: 4)"
+    ]
+    assert diskprobe.out_of_reach(seq_mib_s=60, random_iops=150, ceiling_found=best) == []
