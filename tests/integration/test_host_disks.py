@@ -20,6 +20,8 @@ from harness.host import diskparts, diskprobe, hostdisk
 
 pytestmark = [
     pytest.mark.integration,
+    # its figures are the model's speed: never beside another test
+    pytest.mark.timed,
     pytest.mark.skipif(os.geteuid() != 0, reason="a host disk model needs root (loop device, mount)"),
     pytest.mark.skipif(not shutil.which("fio"), reason="fio is not installed: run scripts/setup.sh"),
 ]
