@@ -134,7 +134,14 @@ def test_the_installed_package_reads_its_own_data_outside_a_checkout(installed: 
     listed = _run(installed, diskbench, "sweep", "--preset", "list", cwd=outside)
     assert listed.returncode == 0, listed.stderr
     names = [line.split()[0] for line in listed.stdout.splitlines() if line and not line.startswith(" ")]
-    assert names == ["booth-2010", "cluster-size", "kvm-wiki-install", "mkfs-sparse", "preallocation"]
+    assert names == [
+        "booth-2010",
+        "cluster-size",
+        "kvm-wiki-install",
+        "mkfs-sparse",
+        "preallocation",
+        "subclusters",
+    ]
     assert "diskbench sweep --preset booth-2010 --scale" in listed.stdout
 
     # a preset's records, as a sweep of booth-2010 at scale 0.25 leaves them
