@@ -50,7 +50,13 @@ def add_parser(sub: Any) -> None:
     )
     gate.add_argument("--base", required=True, help="base revision (branch, tag or commit)")
     gate.add_argument("--head", required=True, help="head revision (branch, tag or commit)")
-    gate.add_argument("--spec", type=Path, default=GATE_SPEC, help="the gate spec: cells, rounds, budget")
+    gate.add_argument(
+        "--spec",
+        type=Path,
+        default=GATE_SPEC,
+        help="the gate spec: cells, rounds, budget (with --host-disk MODEL and no --spec: the model's own, "
+        "harness/data/gate-MODEL.toml, where there is one)",
+    )
     gate.add_argument("--repo", type=Path, default=Path("."), help="the git repository the revisions are of")
     gate.add_argument(
         "--out",
