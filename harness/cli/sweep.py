@@ -165,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
                     _records_dir(args.results_dir, spec.name, disk),
                 )
             )
-    return _report(results)
+    return _report(results, disks)
 
 
 def _records_dir(results_dir: Path, name: str, disk: str) -> Path:
@@ -183,13 +183,18 @@ def _host_disks(args: argparse.Namespace, spec: Any) -> tuple[str, ...]:
     return disks
 
 
-def _report(results: list[Any]) -> int:
-    """Every disk's records in one table (the disks side by side), then what ran and what failed."""
+def _report(results: list[Any], disks: tuple[str, ...]) -> int:
+    """Each disk's records in a table of its own (``diskbench report`` puts the disks side by
+    side), then what ran and what failed."""
     from harness.report import render
 
-    records = [r for result in results for r in result.records]
-    if records:
-        print(render(records), end="")
+    for disk, result in zip(disks, results, strict=True):
+        if result.records:
+            if len(disks) > 1:
+                print(f"host disk {disk}:")
+            print(render(result.records), end="")
+    if len(disks) > 1:
+        print(f"the disks side by side: diskbench report {results[0].directory}")
     code = ExitCode.OK
     for result in results:
         print(
