@@ -132,6 +132,21 @@ describe('renderMarkdown', () => {
     expect(renderMarkdown(loadComparison(file, MB), {maxChars: 60000})).toContain('**under TCG (emulation)')
   })
 
+  it('says the host disk model the work dir was on, as the summary does', () => {
+    const disk = 'period-hdd: 60 MiB/s, 150 IOPS, flush 10 ms, throttled by blkio'
+    const file = editedFixture(dir, 'unchanged.json', d => {
+      d.accel = 'tcg'
+      d.machine.host_disk = disk
+    })
+    const text = renderMarkdown(loadComparison(file, MB), {maxChars: 60000})
+    // the model's words made inert as every string of the document is
+    expect(text).toContain(
+      `**under TCG (emulation), the work dir on host disk model ${md(disk, 120)}: times are the guest's waits on that modelled disk and QEMU's emulation together, not a real disk's**`
+    )
+    expect(md(disk, 120)).toContain('period-hdd')
+    expect(text).not.toContain("times are about QEMU's emulation, not the disk")
+  })
+
   it('fits a huge comparison in the limit and says how many rows it left out', () => {
     const file = editedFixture(dir, 'regression.json', d => {
       const one = d.cells[0]

@@ -24674,7 +24674,7 @@ var ComparisonError = class extends Error {
     this.name = "ComparisonError";
   }
 };
-var MACHINE_KEYS = ["hostname", "cpu", "accel", "qemu_version", "host_kernel", "work_dir_fs"];
+var MACHINE_KEYS = ["hostname", "cpu", "accel", "qemu_version", "host_kernel", "work_dir_fs", "host_disk"];
 function loadComparison(path, maxBytes) {
   let size;
   try {
@@ -25178,7 +25178,7 @@ function compose(doc, ctx, keep, info2) {
   const lines = [];
   lines.push(`## diskbench gate: ${HEADLINE[doc.verdict]}${headlineChanges(doc)}`, "");
   const tally = ORDER.filter((v) => doc.counts[v] > 0).map((v) => v === "regression" || v === "changed" ? `**${doc.counts[v]} ${v}**` : `${doc.counts[v]} ${v}`).join(", ");
-  lines.push(`${doc.cellCount} cell${doc.cellCount === 1 ? "" : "s"}${tally ? ` (${tally})` : ""}, ${accelLine(doc.accel)}.`, "");
+  lines.push(`${doc.cellCount} cell${doc.cellCount === 1 ? "" : "s"}${tally ? ` (${tally})` : ""}, ${accelLine(doc.accel, hostDisk(doc))}.`, "");
   const seen = kindLine(doc.sensitivity);
   if (seen) {
     lines.push(`${seen} (a regression this large, alone, fails the gate 4 times in 5).`, "");
@@ -25499,7 +25499,20 @@ function headMismatch(doc, ctx) {
   const hex = /^[0-9a-f]{7,64}$/;
   return hex.test(rev) && hex.test(sha) && !rev.startsWith(sha) && !sha.startsWith(rev);
 }
-function accelLine(accel) {
+function hostDisk(doc) {
+  return doc.machine.find(([key]) => key === "host_disk")?.[1] ?? "";
+}
+function accelLine(accel, disk = "") {
+  if (disk) {
+    const on = `the work dir on host disk model ${md(disk, 120)}`;
+    if (accel === "tcg") {
+      return `**under TCG (emulation), ${on}: times are the guest's waits on that modelled disk and QEMU's emulation together, not a real disk's**`;
+    }
+    if (accel === "kvm") {
+      return `**under KVM, ${on}: times are about that modelled disk, not the runner's**`;
+    }
+    return `**accelerator ${md(accel, 40)}: unknown, ${on}: read the times with care**`;
+  }
   if (accel === "kvm") {
     return "under KVM";
   }

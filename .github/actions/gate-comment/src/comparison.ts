@@ -229,7 +229,7 @@ export class ComparisonError extends Error {
   }
 }
 
-const MACHINE_KEYS = ['hostname', 'cpu', 'accel', 'qemu_version', 'host_kernel', 'work_dir_fs'] as const
+const MACHINE_KEYS = ['hostname', 'cpu', 'accel', 'qemu_version', 'host_kernel', 'work_dir_fs', 'host_disk'] as const
 
 /** Reads and checks the file at `path`, refusing one over `maxBytes` before reading it. */
 export function loadComparison(path: string, maxBytes: number): Comparison {

@@ -64,7 +64,7 @@ function compose(doc: Comparison, ctx: RenderContext, keep: number, info: number
   const tally = ORDER.filter(v => doc.counts[v] > 0)
     .map(v => (v === 'regression' || v === 'changed' ? `**${doc.counts[v]} ${v}**` : `${doc.counts[v]} ${v}`))
     .join(', ')
-  lines.push(`${doc.cellCount} cell${doc.cellCount === 1 ? '' : 's'}${tally ? ` (${tally})` : ''}, ${accelLine(doc.accel)}.`, '')
+  lines.push(`${doc.cellCount} cell${doc.cellCount === 1 ? '' : 's'}${tally ? ` (${tally})` : ''}, ${accelLine(doc.accel, hostDisk(doc))}.`, '')
   const seen = kindLine(doc.sensitivity)
   if (seen) {
     lines.push(`${seen} (a regression this large, alone, fails the gate 4 times in 5).`, '')
@@ -472,7 +472,23 @@ export function headMismatch(doc: Comparison, ctx: RenderContext): boolean {
   return hex.test(rev) && hex.test(sha) && !rev.startsWith(sha) && !sha.startsWith(rev)
 }
 
-function accelLine(accel: string): string {
+/** The host disk model the work dir was on (the machine's `host_disk`), or '' for the runner's own disk. */
+function hostDisk(doc: Comparison): string {
+  return doc.machine.find(([key]) => key === 'host_disk')?.[1] ?? ''
+}
+
+/** What the times are about, as diskbench's own summary says it (compare/text.py regime_words). */
+function accelLine(accel: string, disk = ''): string {
+  if (disk) {
+    const on = `the work dir on host disk model ${md(disk, 120)}`
+    if (accel === 'tcg') {
+      return `**under TCG (emulation), ${on}: times are the guest's waits on that modelled disk and QEMU's emulation together, not a real disk's**`
+    }
+    if (accel === 'kvm') {
+      return `**under KVM, ${on}: times are about that modelled disk, not the runner's**`
+    }
+    return `**accelerator ${md(accel, 40)}: unknown, ${on}: read the times with care**`
+  }
   if (accel === 'kvm') {
     return 'under KVM'
   }
