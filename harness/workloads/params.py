@@ -104,22 +104,15 @@ def _no_outputs(workload: str) -> OutputParser:
 
 @dataclass(frozen=True)
 class WorkloadKind:
-    """A workload: its name, parameters and what needs more than one parameter.
+    """A workload, declared once: everything the harness, the reports and history know of it.
 
-    ``params`` are in the order of the cell id's workload part; ``told`` are
-    the ones the guest gets, in the order it gets them.  ``check`` sees the
-    values of every parameter and runs for every cell, whatever its workload
-    (a bad value is bad wherever it is given); ``check_disk`` runs for this
-    workload's cells only, with the disk's size in bytes.  ``estimate_s`` is a
-    prior for the workload's own seconds (its ``total_s``) under TCG, disk size given; planning
-    adds the guest's start and the host's part (:mod:`harness.sweep.planning`);
-    ``write_bytes`` what the guest writes at most besides the filesystem's own.
-    ``tools`` are the files it needs on the guest's tools drive;
-    ``check_outputs`` checks a report's outputs against the cell's values.  What the reports and
-    history show of it is declared here too, and registering a workload without ``words`` or
-    ``headlines`` is an error: ``words`` names it in titles, ``headlines`` are the (metric, label)
-    columns of a run's table (the first's spread shown), ``phases`` the guest's phases and
-    ``figures`` its own figures history tracks.
+    ``params`` in the cell id's order; ``told`` the ones the guest gets, in its order.  ``check``
+    sees every parameter's value for every cell; ``check_disk`` this workload's cells with the
+    disk's size in bytes.  ``estimate_s`` a TCG prior of its ``total_s``; ``write_bytes`` what
+    the guest writes at most besides the filesystem's own.  ``tools`` the files it needs on the
+    guest's tools drive; ``check_outputs`` checks a report's outputs against the cell's values.
+    ``words`` names it in titles and ``headlines`` are a run table's (metric, label) columns (both
+    required at registration); ``phases`` and ``figures`` are what history tracks of it.
     """
 
     name: str
