@@ -7,25 +7,25 @@ from collections.abc import Callable, Mapping, Sequence
 from harness.bisect.classify import CellVerdict
 from harness.bisect.search import Found, Outcome
 from harness.bisect.state import BisectState, Step
-from harness.compare.rules import CellResult, MetricResult
+from harness.compare.model import ComparedCell, Figures
 from harness.compare.text import pct
 from harness.compare.verdict import Kind
 
 
-def evidence_lines(cells: Sequence[CellResult]) -> list[str]:
-    """One line per cell of a gate run's :class:`~harness.compare.CellResult`: its verdict, rounds
+def evidence_lines(cells: Sequence[ComparedCell]) -> list[str]:
+    """One line per cell of a gate run's :class:`~harness.compare.ComparedCell`: its verdict, rounds
     and every gated metric's change with its interval and adjusted p."""
     lines = []
     for cell in cells:
         name = cell.cell.gate_name or cell.cell_id
         kind = "" if cell.kind is Kind.METRIC else f" ({cell.kind})"
-        figures = [_metric(m) for m in cell.metrics if m.ratio is not None]
+        figures = [_metric(m) for m in cell.metrics if m.head_over_base is not None]
         detail = "; ".join(figures) if figures else cell.reason
         lines.append(f"{name}: {cell.verdict}{kind} after {cell.rounds} round(s): {detail}")
     return lines
 
 
-def _metric(m: MetricResult) -> str:
+def _metric(m: Figures) -> str:
     p = m.p_adjusted if m.p_adjusted is not None else m.p_value
     ci = "" if m.ci_low is None or m.ci_high is None else f" [{pct(m.ci_low)}, {pct(m.ci_high)}]"
     return f"{m.change_text()}{ci}{'' if p is None else f' p={p:.2g}'} {m.verdict}"

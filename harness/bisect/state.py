@@ -17,7 +17,7 @@ from typing import Any
 
 from harness.bisect.classify import CellVerdict
 from harness.bisect.search import Outcome
-from harness.compare import CellResult, Kind, Verdict
+from harness.compare import ComparedCell, Kind, Verdict
 from harness.errors import UsageError
 from harness.files import write_json_atomic
 
@@ -155,8 +155,8 @@ def resume(found: BisectState | None, fresh: BisectState, out_dir: Path) -> Bise
     return found
 
 
-def cell_verdicts(cells: Sequence[CellResult]) -> dict[str, CellVerdict]:
-    """Gate name -> verdict of the :class:`~harness.compare.CellResult` of a gate run."""
+def cell_verdicts(cells: Sequence[ComparedCell]) -> dict[str, CellVerdict]:
+    """Gate name -> verdict of the :class:`~harness.compare.ComparedCell` of a gate run."""
     return {(c.cell.gate_name or c.cell_id): CellVerdict(verdict=c.verdict, kind=c.kind) for c in cells}
 
 

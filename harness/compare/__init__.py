@@ -33,10 +33,8 @@ from harness.compare.document import (
     validate_comparison,
 )
 from harness.compare.markdown import render_markdown
-from harness.compare.model import Comparison
+from harness.compare.model import ComparedCell, Comparison, Figures
 from harness.compare.rules import (
-    CellResult,
-    MetricResult,
     compare_cell,
     compare_family,
     compare_metric,
@@ -66,10 +64,10 @@ __all__ = [
     "STRUCTURAL_COUNTERS",
     "TESTS",
     "VERSION",
-    "CellResult",
+    "ComparedCell",
     "Comparison",
+    "Figures",
     "Kind",
-    "MetricResult",
     "Settings",
     "Verdict",
     "apply_canary",

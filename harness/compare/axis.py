@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from harness.compare.rules import CellResult
+from harness.compare.model import ComparedCell
 from harness.compare.verdict import Verdict
 
 # the axes of a cell that the comparison document flattens, in this order
@@ -20,11 +20,11 @@ SENTENCE_AXES = ("measure", *AXES)
 GUEST_ONLY = frozenset({"interface"})
 
 
-def _replayed(cell: CellResult) -> bool:
+def _replayed(cell: ComparedCell) -> bool:
     return cell.cell.measure == "replay"
 
 
-def _value(cell: CellResult, axis: str) -> Any:
+def _value(cell: ComparedCell, axis: str) -> Any:
     """The cell's value of ``axis``; a cell that names no measure is a guest cell."""
     value = cell.cell.axis(axis)
     return (value or "guest") if axis == "measure" else value
@@ -38,7 +38,7 @@ def _axis_text(axis: str, value: Any) -> str:
     return f"{axis}={value}"
 
 
-def axis_sentence(cells: Sequence[CellResult]) -> str | None:
+def axis_sentence(cells: Sequence[ComparedCell]) -> str | None:
     """One sentence naming every axis value that the regressed (else changed, else improved) cells share.
 
     Needs at least two such cells; the measure (guest or replay) is an axis too.  Among the values every one of them has

@@ -15,8 +15,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 
-from harness.compare.model import Canary
-from harness.compare.rules import CellResult, MetricResult, with_counters
+from harness.compare.model import Canary, ComparedCell, Figures
+from harness.compare.rules import with_counters
 from harness.compare.settings import Settings
 from harness.compare.text import pct
 from harness.compare.verdict import Kind, Verdict
@@ -25,7 +25,7 @@ from harness.compare.verdict import Kind, Verdict
 STRUCTURAL_UNITS = frozenset({"count", "ratio", "B"})
 
 
-def explainable(metric: MetricResult, change: float) -> bool:
+def explainable(metric: Figures, change: float) -> bool:
     """Whether the host's own move by ``change`` (after/before, of a throughput) could explain
     ``metric``'s change.
 
@@ -48,12 +48,12 @@ def explainable(metric: MetricResult, change: float) -> bool:
 
 
 def apply_canary(
-    cells: Sequence[CellResult],
+    cells: Sequence[ComparedCell],
     *,
     before_mib_s: float,
     after_mib_s: float,
     settings: Settings,
-) -> tuple[list[CellResult], Canary]:
+) -> tuple[list[ComparedCell], Canary]:
     """Void the time verdicts that the host's own disk moving during the run could explain.
 
     The canary is a plain write throughput of the runner's disk measured

@@ -26,7 +26,7 @@ from harness.compare.model import (
     Summary,
 )
 from harness.compare.pointers import Pointers, with_pointers
-from harness.compare.rules import CellResult, overall_verdict
+from harness.compare.rules import overall_verdict
 from harness.compare.screen import with_screen
 from harness.compare.settings import Settings
 from harness.compare.subject import cell_id_changes, subject_diff
@@ -48,28 +48,10 @@ __all__ = [
 ]
 
 
-def compared_cell(result: CellResult) -> ComparedCell:
-    """A cell of the comparison: ``result``'s verdict and figures, its short name and history graphs."""
-    return with_pointers(
-        ComparedCell(
-            cell_id=result.cell_id,
-            cell=result.cell,
-            verdict=result.verdict,
-            kind=result.kind,
-            reason=result.reason,
-            rounds=result.rounds,
-            base_ok=result.base_ok,
-            base_failed=result.base_failed,
-            head_ok=result.head_ok,
-            head_failed=result.head_failed,
-            metrics=tuple(r.figures() for r in result.metrics),
-            counters=tuple(r.figures() for r in result.counters),
-            information=tuple(r.figures() for r in result.information),
-            counter_verdict=result.counter_verdict,
-            time_verdict=result.time_verdict or result.verdict,
-            note=result.note,
-        )
-    )
+def compared_cell(result: ComparedCell) -> ComparedCell:
+    """A cell as the comparison holds it: its time verdict said (``verdict`` where None), its short
+    name and history graphs."""
+    return with_pointers(replace(result, time_verdict=result.time_verdict or result.verdict))
 
 
 @dataclass(frozen=True)
@@ -84,7 +66,7 @@ class Context:
 
 
 def build_comparison(
-    cells: Sequence[CellResult],
+    cells: Sequence[ComparedCell],
     *,
     settings: Settings,
     base: Side,
@@ -191,7 +173,9 @@ class PolicyReach(Protocol):
     def untouched(self) -> tuple[str, ...]: ...
 
 
-def with_policy_reach(comparison: Comparison, cells: Sequence[CellResult], reach: PolicyReach) -> Comparison:
+def with_policy_reach(
+    comparison: Comparison, cells: Sequence[ComparedCell], reach: PolicyReach
+) -> Comparison:
     """``comparison`` with where each difference of the policies applied (a gate's ``reach``, see
     :mod:`harness.gate.reach`): each policy line of the subject diff gets the cells it applied to
     and the ones that kept another value (``reach``, and ``where`` in words), the summary the cells
@@ -221,7 +205,7 @@ def with_policy_reach(comparison: Comparison, cells: Sequence[CellResult], reach
     return replace(comparison, summary=summary)
 
 
-def sensitivity(cells: Sequence[CellResult]) -> tuple[SensitivityRow, ...]:
+def sensitivity(cells: Sequence[ComparedCell]) -> tuple[SensitivityRow, ...]:
     """Per cell and gated metric: the smallest change it could have caught (percent) at its
     rounds, never below the metric's minimum effect (a counter with no spread "sees" 0 %, but
     nothing below the minimum effect ever fails), and for an inconclusive metric about how many
@@ -234,7 +218,7 @@ def sensitivity(cells: Sequence[CellResult]) -> tuple[SensitivityRow, ...]:
             metric=m.metric,
             rounds=min(m.n_base, m.n_head),
             verdict=m.verdict,
-            could_see_pct=_at_least_effect(m.figures().could_see_pct, m.min_effect),
+            could_see_pct=_at_least_effect(m.could_see_pct, m.min_effect),
             rounds_to_decide=m.rounds_to_decide,
         )
         for c in cells

@@ -13,7 +13,7 @@ from harness.compare.paired import bootstrap_pairs_ci, pairs_ratio
 from harness.compare.power import could_see, rounds_to_decide
 from harness.compare.settings import Settings
 from harness.compare.stats import _inverse, _median, _ratio, bootstrap_ratio_ci
-from harness.compare.text import _finite, _p_is, format_value, pct
+from harness.compare.text import _finite, _p_is, pct
 from harness.compare.verdict import Verdict
 from harness.workloads import metric_info
 
@@ -31,111 +31,6 @@ class Alone:
 NOTHING_SHRINKS = Alone()
 
 
-@dataclass(frozen=True)
-class MetricResult:
-    """The comparison of one metric of one cell.
-
-    ``ratio`` is median(head)/median(base) (``inf`` when base's median is 0 and
-    head's is not; ``None`` without samples); ``ci_low``/``ci_high`` its
-    bootstrap interval, in the same head/base orientation; both are ``None``
-    when a side has fewer than ``min_samples`` samples.  ``p_value`` is the
-    p of the settings' test (``Settings.test``).
-    """
-
-    metric: str
-    unit: str
-    higher_is_better: bool
-    n_base: int
-    n_head: int
-    median_base: float | None
-    median_head: float | None
-    ratio: float | None
-    ci_low: float | None
-    ci_high: float | None
-    p_value: float | None
-    min_effect: float
-    verdict: Verdict
-    reason: str
-    paired: bool = False
-    # the p value adjusted for the family of tests (Holm); None when judged with alpha_per_test
-    p_adjusted: float | None = None
-    # the smallest change this comparison would have caught (harness.compare.power), a fraction
-    could_see: float | None = None
-    # for an inconclusive metric: about how many rounds per side would decide it (None: not in reach)
-    rounds_to_decide: int | None = None
-    # every pair ran at the same moment: ratio, interval and test are the pairs' log ratios'
-    together: bool = False
-    # sharing one CPU shrinks a change (harness.sample.pairing): ratio and interval are the pairs'
-    # scaled on logs by this factor, the size alone of a CPU-bound change (a change that makes the
-    # guest wait can read smaller still); ``measured_ratio`` is the pairs' own
-    shrink: float = 1.0
-    measured_ratio: float | None = None
-    # why this metric is shown but not gated ("" when it is gated)
-    information: str = ""
-    # a guest pair taken crossed: what it reads of a change's size alone, at least and at most, on
-    # logs (Settings.crossed_reads), and the minimum effect as it reads it at least (the edge of
-    # every verdict of the figure)
-    reads: tuple[float, float] | None = None
-
-    @property
-    def crossed_effect(self) -> float | None:
-        """A crossed pair's edge: the minimum effect as the pair reads it at least (None: not crossed)."""
-        return None if self.reads is None else round(read_effect(self.min_effect, self.reads), 6)
-
-    def alone_range(self) -> tuple[float, float] | None:
-        """A crossed pair's ratio as the range of sizes alone it reads as (None: not crossed)."""
-        if self.reads is None or self.ratio is None:
-            return None
-        return alone_range(self.ratio, self.reads)
-
-    def figures(self) -> Figures:
-        """As the comparison writes it: figures that are not finite (a median of 0 as divisor)
-        become None, the ratio and its interval also as percent changes."""
-
-        def change(value: float | None) -> float | None:
-            v = _finite(value)
-            return None if v is None else round((v - 1.0) * 100.0, 4)
-
-        alone = self.alone_range()
-        return Figures(
-            metric=self.metric,
-            unit=self.unit,
-            higher_is_better=self.higher_is_better,
-            paired=self.paired,
-            together=self.together,
-            shrink=self.shrink if self.together and self.shrink != 1.0 else None,
-            measured_change_pct=change(self.measured_ratio) if self.together and self.shrink != 1.0 else None,
-            information=self.information or None,
-            alone_low_pct=change(alone[0]) if alone is not None else None,
-            alone_high_pct=change(alone[1]) if alone is not None else None,
-            crossed_effect=self.crossed_effect,
-            n_base=self.n_base,
-            n_head=self.n_head,
-            median_base=_finite(self.median_base),
-            median_head=_finite(self.median_head),
-            ratio=_finite(self.ratio),
-            change_pct=change(self.ratio),
-            ci_low=_finite(self.ci_low),
-            ci_high=_finite(self.ci_high),
-            ci_low_pct=change(self.ci_low),
-            ci_high_pct=change(self.ci_high),
-            p_value=_finite(self.p_value),
-            p_adjusted=_finite(self.p_adjusted),
-            min_effect=self.min_effect,
-            verdict=self.verdict,
-            reason=self.reason,
-            could_see_pct=None if self.could_see is None else round(self.could_see * 100.0, 2),
-            rounds_to_decide=self.rounds_to_decide,
-        )
-
-    def change_text(self) -> str:
-        """``"host.write_amplification +2.6% (1.001 → 1.027)"``."""
-        return (
-            f"{self.metric} {pct(self.ratio)} "
-            f"({format_value(self.median_base, self.unit)} → {format_value(self.median_head, self.unit)})"
-        )
-
-
 def compare_metric(
     metric: str,
     base: Sequence[float],
@@ -146,8 +41,9 @@ def compare_metric(
     p_adjusted: float | None = None,
     together: bool = False,
     alone: Alone = NOTHING_SHRINKS,
-) -> MetricResult:
-    """The verdict of one metric from base's and head's values, oriented so that "worse" > 1.
+) -> Figures:
+    """The verdict of one metric from base's and head's values, oriented so that "worse" > 1, as
+    the figures the comparison holds (a figure that is not finite, a median of 0 as divisor, is None).
 
     ``paired``: ``base[i]`` and ``head[i]`` are of round i (unequal lengths compare unpaired);
     ``together`` (with ``paired``): they ran at the same moment, and the test is that of the pairs'
@@ -171,32 +67,45 @@ def compare_metric(
     median_head = _median(h) if h else None
     ratio = _ratio(median_head, median_base) if median_base is not None and median_head is not None else None
     need = settings.min_samples
-    result = MetricResult(
+    result = Figures(
         metric=metric,
         unit=info.unit,
         higher_is_better=info.higher_is_better,
+        paired=paired,
         n_base=len(b),
         n_head=len(h),
-        median_base=median_base,
-        median_head=median_head,
-        ratio=ratio,
-        ci_low=None,
-        ci_high=None,
-        p_value=None,
+        median_base=_finite(median_base),
+        median_head=_finite(median_head),
+        ratio=_finite(ratio),
+        change_pct=_change(ratio),
         min_effect=m,
         verdict=Verdict.INCONCLUSIVE,
         reason=f"n too small: base {len(b)}, head {len(h)} samples, need {need} each",
-        paired=paired,
     )
     if ratio is None or len(b) < need or len(h) < need:
         return result
-    together = together and paired
+    return _decided(result, b, h, settings=settings, p_adjusted=p_adjusted, alone=alone, together=together)
+
+
+def _decided(
+    result: Figures,
+    b: list[float],
+    h: list[float],
+    *,
+    settings: Settings,
+    p_adjusted: float | None,
+    alone: Alone,
+    together: bool,
+) -> Figures:
+    """:func:`compare_metric`'s figures of a metric with enough samples on both sides: its test,
+    its interval (of the pairs' log ratios where ``together``), its verdict and why."""
+    m = result.min_effect
+    together = together and result.paired
     shrink = alone.shrink
     reads = alone.reads if together else None
     read_m = m if reads is None else read_effect(m, reads)
-    if reads is not None:
-        result = replace(result, reads=reads)
     evidence = weigh(b, h, settings=settings, p_adjusted=p_adjusted, together=together)
+    measured = None
     if together:
         # the pairs' own ratio and its interval: each side's values keep the host's noise
         measured = pairs_ratio(b, h)
@@ -204,10 +113,15 @@ def compare_metric(
             b, h, confidence=settings.confidence, n=settings.bootstrap, seed=settings.seed
         )
         ratio, lo, hi = (_alone(v, shrink) for v in (measured, lo, hi))
-        result = replace(result, ratio=ratio, together=True, shrink=shrink, measured_ratio=measured)
     else:
+        ratio = _ratio(_median(h), _median(b))
         lo, hi = bootstrap_ratio_ci(
-            b, h, confidence=settings.confidence, n=settings.bootstrap, seed=settings.seed, paired=paired
+            b,
+            h,
+            confidence=settings.confidence,
+            n=settings.bootstrap,
+            seed=settings.seed,
+            paired=result.paired,
         )
     constant = len(set(b)) == 1 and set(b) == set(h)
     verdict, reason = _decide(
@@ -216,21 +130,11 @@ def compare_metric(
         hi,
         evidence,
         effects=Effect(m, read_m),
-        higher_is_better=info.higher_is_better,
+        higher_is_better=result.higher_is_better,
         settings=settings,
         constant=b[0] if constant else None,
     )
-    if reads is not None:
-        a_lo, a_hi = alone_range(ratio, reads)
-        reason += (
-            f" (crossed: a change reads {reads[0]:g}-{reads[1]:g} times its size alone on logs:"
-            f" {pct(ratio)} is {pct(a_lo)} to {pct(a_hi)} alone)"
-        )
-    if together and shrink != 1.0:
-        reason += (
-            f" (the size alone of a CPU-bound change: {pct(result.measured_ratio)} as measured together "
-            f"on one CPU, x{shrink:g} on logs; a slower device can read smaller still)"
-        )
+    reason += _reason_notes(ratio, measured, alone=Alone(shrink, reads), together=together)
     if p_adjusted is not None and evidence.significant and evidence.route == "t":
         # the t route's p for Holm is the level it rejects at: its adjusted p is at most alpha
         reason += (
@@ -238,21 +142,69 @@ def compare_metric(
         )
     elif p_adjusted is not None:
         reason += f" (Holm-adjusted {_p_is(p_adjusted)}, family alpha {settings.alpha:g})"
-    decided = replace(
+    crossed = None if reads is None else round(read_effect(m, reads), 6)
+    interval = _Interval(ratio, lo, hi, result.n_base, result.n_head, m, crossed)
+    seen = could_see(interval, settings)
+    scaled = together and shrink != 1.0
+    ends = None if reads is None else alone_range(ratio, reads)
+    return replace(
         result,
-        ci_low=lo,
-        ci_high=hi,
-        p_value=evidence.p,
+        together=together,
+        shrink=shrink if scaled else None,
+        measured_change_pct=_change(measured) if scaled else None,
+        alone_low_pct=None if ends is None else _change(ends[0]),
+        alone_high_pct=None if ends is None else _change(ends[1]),
+        crossed_effect=crossed,
+        ratio=_finite(ratio),
+        change_pct=_change(ratio),
+        ci_low=_finite(lo),
+        ci_high=_finite(hi),
+        ci_low_pct=_change(lo),
+        ci_high_pct=_change(hi),
+        p_value=_finite(evidence.p),
+        p_adjusted=_finite(p_adjusted),
         verdict=verdict,
         reason=reason,
-        p_adjusted=p_adjusted,
+        could_see_pct=round(seen * 100.0, 2) if math.isfinite(seen) else None,
+        rounds_to_decide=rounds_to_decide(interval, settings) if verdict is Verdict.INCONCLUSIVE else None,
     )
-    seen = could_see(decided, settings)
-    return replace(
-        decided,
-        could_see=seen if math.isfinite(seen) else None,
-        rounds_to_decide=rounds_to_decide(decided, settings) if verdict is Verdict.INCONCLUSIVE else None,
-    )
+
+
+class _Interval(NamedTuple):
+    """A metric's ratio and interval as measured (not finite where a median is 0), for
+    :mod:`harness.compare.power`."""
+
+    ratio: float
+    ci_low: float
+    ci_high: float
+    n_base: int
+    n_head: int
+    min_effect: float
+    crossed_effect: float | None
+
+
+def _reason_notes(ratio: float, measured: float | None, *, alone: Alone, together: bool) -> str:
+    """What a verdict's reason adds for a crossed pair (the sizes alone its ratio reads as) and for
+    a pair sharing one CPU (the shrink its ratio was scaled by)."""
+    notes = ""
+    if alone.reads is not None:
+        a_lo, a_hi = alone_range(ratio, alone.reads)
+        notes += (
+            f" (crossed: a change reads {alone.reads[0]:g}-{alone.reads[1]:g} times its size alone on logs:"
+            f" {pct(ratio)} is {pct(a_lo)} to {pct(a_hi)} alone)"
+        )
+    if together and alone.shrink != 1.0:
+        notes += (
+            f" (the size alone of a CPU-bound change: {pct(measured)} as measured together "
+            f"on one CPU, x{alone.shrink:g} on logs; a slower device can read smaller still)"
+        )
+    return notes
+
+
+def _change(value: float | None) -> float | None:
+    """A ratio as a percent change, None where it is not finite."""
+    v = _finite(value)
+    return None if v is None else round((v - 1.0) * 100.0, 4)
 
 
 def read_effect(m: float, reads: tuple[float, float]) -> float:

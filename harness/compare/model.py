@@ -24,11 +24,13 @@ How each part reads and writes its JSON object is :mod:`harness.compare.jsonpart
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from harness.compare.jsonpart import JsonObject, JsonPart
+from harness.compare.text import format_value, pct
 from harness.compare.verdict import Kind, Verdict
 from harness.record.model import MachineInfo, SubjectInfo
 
@@ -102,6 +104,23 @@ class Figures(JsonPart):
         """The rounds both sides have: the smaller of their samples."""
         return min(self.n_base, self.n_head)
 
+    @property
+    def head_over_base(self) -> float | None:
+        """``ratio``, or where the document holds null for it while both medians are known (base's
+        median 0, head's not) the infinite ratio it stands for; None without samples."""
+        if self.ratio is not None or self.median_base is None or self.median_head is None:
+            return self.ratio
+        if self.median_base == 0:
+            return 1.0 if self.median_head == 0 else math.copysign(math.inf, self.median_head)
+        return self.median_head / self.median_base
+
+    def change_text(self) -> str:
+        """``"host.write_amplification +2.6% (1.001 → 1.027)"``."""
+        return (
+            f"{self.metric} {pct(self.head_over_base)} "
+            f"({format_value(self.median_base, self.unit)} → {format_value(self.median_head, self.unit)})"
+        )
+
 
 @dataclass(frozen=True, kw_only=True)
 class FlatCell(JsonPart):
@@ -133,7 +152,14 @@ class FlatCell(JsonPart):
 @dataclass(frozen=True, kw_only=True)
 class ComparedCell(JsonPart):
     """One cell of a comparison: its verdict, where it comes from and why, its samples, every
-    figure (gated metrics, then counters), the counters' note, its short name and history graphs."""
+    figure (gated metrics, then counters), the counters' note, its short name and history graphs.
+
+    ``time_verdict`` is the verdict of the gated metrics and failures (None on a cell not yet in a
+    document: the same as ``verdict``); ``counter_verdict`` that of the structural counters:
+    ``changed`` when one moved beyond its threshold, else the worst of theirs.  ``verdict`` is the
+    time verdict, except that a ``changed`` counter turns anything short of a regression or an
+    error into ``changed`` (kind ``counter``).  ``note`` ties counters and time together
+    ("explained by: ..." or "structural change: ...")."""
 
     cell_id: str
     cell: FlatCell = field(default_factory=FlatCell)
@@ -149,7 +175,7 @@ class ComparedCell(JsonPart):
     counters: tuple[Figures, ...] = ()
     # figures shown beside the gated ones, never deciding; each says why it is not gated
     information: tuple[Figures, ...] = ()
-    counter_verdict: Verdict | None = None
+    counter_verdict: Verdict | None = Verdict.UNCHANGED
     time_verdict: Verdict | None = None
     note: str = ""
     title: str | None = None

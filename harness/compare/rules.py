@@ -5,20 +5,18 @@ One metric's verdict is :mod:`harness.compare.metric`'s (re-exported here)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from harness.compare.evidence import family_p
-from harness.compare.metric import Alone, MetricResult, compare_metric
-from harness.compare.model import FlatCell
+from harness.compare.metric import Alone, compare_metric
+from harness.compare.model import ComparedCell, Figures, FlatCell
 from harness.compare.settings import Settings
 from harness.compare.stats import holm_adjust
 from harness.compare.verdict import Kind, Verdict, worst
 from harness.record.model import CellInfo, Record, Sample
 
 __all__ = [
-    "CellResult",
-    "MetricResult",
     "compare_cell",
     "compare_family",
     "compare_metric",
@@ -33,38 +31,6 @@ __all__ = [
 
 
 # --- one cell -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CellResult:
-    """The comparison of one cell: its verdict, where it comes from, every metric's figures.
-
-    ``time_verdict`` is the verdict of the gated metrics (and failures);
-    ``counter_verdict`` that of the structural counters: ``changed`` when one
-    moved beyond its threshold, else the worst of theirs.  ``verdict`` is the
-    cell's: the time verdict, except that a ``changed`` counter turns anything
-    short of a regression or an error into ``changed`` (kind ``counter``): a
-    change of the IO itself is never folded into inconclusive.  ``note`` ties
-    counters and time together ("explained by: ..." or "structural change: ...").
-    """
-
-    cell_id: str
-    cell: FlatCell
-    verdict: Verdict
-    kind: Kind
-    reason: str
-    rounds: int = 0
-    base_ok: int = 0
-    base_failed: int = 0
-    head_ok: int = 0
-    head_failed: int = 0
-    metrics: tuple[MetricResult, ...] = ()
-    counters: tuple[MetricResult, ...] = ()
-    counter_verdict: Verdict = Verdict.UNCHANGED
-    note: str = ""
-    time_verdict: Verdict | None = None  # None: the same as ``verdict``
-    # figures shown beside the gated ones, never deciding: each says why it is not gated
-    information: tuple[MetricResult, ...] = ()
 
 
 def _workload_slug(workload: Mapping[str, Any]) -> str:
@@ -225,7 +191,7 @@ def compare_cell(
     *,
     settings: Settings,
     p_adjusted: Mapping[str, float] | None = None,
-) -> CellResult:
+) -> ComparedCell:
     """The verdict of one cell from the samples of base and head (a record's ``samples``).
 
     ``p_adjusted``: metric -> its Holm-adjusted p in the family (see
@@ -264,11 +230,13 @@ def compare_cell(
         else:
             verdict, kind = Verdict.ERROR, Kind.BASE_FAILED
             reason = f"{base_text}: nothing to compare head with; {head_text}"
-        return CellResult(**common, verdict=verdict, kind=kind, reason=reason, counter_verdict=Verdict.ERROR)
+        return ComparedCell(
+            **common, verdict=verdict, kind=kind, reason=reason, counter_verdict=Verdict.ERROR
+        )
 
     mixed = None if settings.mix_starts else mixed_starts(base_ok, head_ok)
     if mixed:
-        return CellResult(
+        return ComparedCell(
             **common,
             verdict=Verdict.ERROR,
             kind=Kind.MIXED_START,
@@ -276,7 +244,7 @@ def compare_cell(
             counter_verdict=Verdict.ERROR,
         )
 
-    def run(names: Sequence[str], *, adjusted: Mapping[str, float] | None) -> tuple[MetricResult, ...]:
+    def run(names: Sequence[str], *, adjusted: Mapping[str, float] | None) -> tuple[Figures, ...]:
         results = []
         for name in names:
             if not (_present(name, base_ok) or _present(name, head_ok)):
@@ -300,11 +268,13 @@ def compare_cell(
     metrics = run(gated, adjusted=p_adjusted)
     counters = run(_counters(settings, gated), adjusted=p_adjusted)
     shown = settings.information_for(cell.get("gate_name"))
-    information = tuple(replace(m, information=shown[m.metric]) for m in run(list(shown), adjusted=None))
+    information = tuple(
+        replace(m, information=shown[m.metric] or None) for m in run(list(shown), adjusted=None)
+    )
     counter_verdict = _counter_verdict(counters)
     if not metrics:
         return with_counters(
-            CellResult(
+            ComparedCell(
                 **common,
                 verdict=Verdict.INCONCLUSIVE,
                 kind=Kind.NO_METRIC,
@@ -325,7 +295,7 @@ def compare_cell(
     if partial:
         reason += f" ({'; '.join(partial)})"
     return with_counters(
-        CellResult(
+        ComparedCell(
             **common,
             verdict=verdict,
             kind=Kind.METRIC,
@@ -344,14 +314,14 @@ def _counters(settings: Settings, gated: Sequence[str] | None = None) -> list[st
     return [c for c in settings.counters if c not in gated]
 
 
-def _counter_verdict(counters: Sequence[MetricResult]) -> Verdict:
+def _counter_verdict(counters: Sequence[Figures]) -> Verdict:
     """``changed`` when a counter moved either way beyond its threshold, else the worst of them."""
     if any(c.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT) for c in counters):
         return Verdict.CHANGED
     return worst(c.verdict for c in counters)
 
 
-def with_counters(result: CellResult) -> CellResult:
+def with_counters(result: ComparedCell) -> ComparedCell:
     """A ``changed`` counter makes the cell ``changed`` unless its time regressed."""
     if result.counter_verdict is not Verdict.CHANGED or result.verdict in (Verdict.REGRESSION, Verdict.ERROR):
         return result
@@ -367,7 +337,7 @@ def with_counters(result: CellResult) -> CellResult:
     )
 
 
-def _note(verdict: Verdict, counters: Sequence[MetricResult]) -> str:
+def _note(verdict: Verdict, counters: Sequence[Figures]) -> str:
     """Counters that moved with the time explain it; counters that moved on their own are news."""
     changed = [c for c in counters if c.verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT)]
     if not changed:
@@ -379,7 +349,7 @@ def _note(verdict: Verdict, counters: Sequence[MetricResult]) -> str:
     return "structural change: " + "; ".join(c.change_text() for c in changed)
 
 
-def needs_more_rounds(result: CellResult) -> bool:
+def needs_more_rounds(result: ComparedCell) -> bool:
     """Whether more rounds could decide this cell: its time verdict is inconclusive from the statistics.
 
     Not for failures, missing records, cells without a gated metric, or a
@@ -394,14 +364,15 @@ def needs_more_rounds(result: CellResult) -> bool:
     return any(_counter_pending(c) for c in result.counters)
 
 
-def _counter_pending(counter: MetricResult) -> bool:
-    if counter.verdict is not Verdict.INCONCLUSIVE or counter.ratio is None:
+def _counter_pending(counter: Figures) -> bool:
+    ratio = counter.head_over_base
+    if counter.verdict is not Verdict.INCONCLUSIVE or ratio is None:
         return False
     m = counter.min_effect
-    return not 1.0 / (1.0 + m) < counter.ratio < 1.0 + m
+    return not 1.0 / (1.0 + m) < ratio < 1.0 + m
 
 
-def overall_verdict(cells: Sequence[CellResult]) -> Verdict:
+def overall_verdict(cells: Sequence[ComparedCell]) -> Verdict:
     """The worst cell's verdict (:data:`~harness.compare.verdict.SEVERITY`); unchanged for none."""
     return worst(c.verdict for c in cells)
 
@@ -420,7 +391,7 @@ def _group(records: Sequence[Record]) -> dict[str, tuple[CellInfo, list[Sample]]
 
 def compare_records(
     base: Sequence[Record], head: Sequence[Record], *, settings: Settings
-) -> list[CellResult]:
+) -> list[ComparedCell]:
     """Every cell of either side, sorted by id; a cell on one side only is an error (kind ``missing``)."""
     base_cells, head_cells = _group(base), _group(head)
     if settings.comparisons == 1:
@@ -444,7 +415,7 @@ def compare_records(
             ok = len(_ok(samples))
             counts: dict[str, Any] = {f"{other}_ok": ok, f"{other}_failed": len(samples) - ok}
             results.append(
-                CellResult(
+                ComparedCell(
                     cell_id=cell_id,
                     cell=flatten_cell(cell),
                     verdict=Verdict.ERROR,
@@ -465,7 +436,7 @@ def compare_family(
     groups: Sequence[tuple[CellInfo, Sequence[Sample], Sequence[Sample]]],
     *,
     settings: Settings,
-) -> list[CellResult]:
+) -> list[ComparedCell]:
     """Compare cells, each ``(cell, base samples, head samples)``, as one family of tests.
 
     With ``settings.correction == "holm"`` every test (``settings.test``, see

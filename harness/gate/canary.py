@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from harness.compare import CellResult, Settings, apply_canary
+from harness.compare import ComparedCell, Settings, apply_canary
 from harness.compare.model import Canary
 from harness.errors import InfraError
 
@@ -51,8 +51,8 @@ def host_canary(work_dir: Path, *, repeats: int = 5, mib: int = CANARY_MIB) -> l
 
 
 def judge_canary(
-    results: Sequence[CellResult], before: Sequence[float], after: Sequence[float], settings: Settings
-) -> tuple[list[CellResult], Canary]:
+    results: Sequence[ComparedCell], before: Sequence[float], after: Sequence[float], settings: Settings
+) -> tuple[list[ComparedCell], Canary]:
     """The host moved only if the medians differ by more than the minimum effect *and* the
     ranges of the canary's own repeats do not overlap: its own noise is not a move of the host."""
     before_s, after_s = statistics.median(before), statistics.median(after)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from harness.compare import (
-    CellResult,
+    ComparedCell,
     Kind,
     Settings,
     Verdict,
@@ -121,7 +121,7 @@ class Stop:
 class Rounds:
     """The comparison after the last round, and why the rounds stopped."""
 
-    results: list[CellResult]
+    results: list[ComparedCell]
     stopped: str
 
 
@@ -178,7 +178,7 @@ def run_rounds(
         options=options,
         started=started,
     )
-    results: list[CellResult] = []
+    results: list[ComparedCell] = []
     round_s: list[float] = []
     number = 1
     while True:
@@ -480,12 +480,12 @@ def _run_one(
 
 def _compare_all(
     spec: GateSpec, sides: Mapping[str, GateSide], settings: Settings, tally: _Tally
-) -> list[CellResult]:
+) -> list[ComparedCell]:
     """Every cell of the spec compared: by the statistics where both sides have records, a
     regression where head timed out, an error where a side has none (the budget ran out)."""
     groups = []
     names = []
-    own: dict[str, CellResult] = {}
+    own: dict[str, ComparedCell] = {}
     for gc in spec.cells:
         base_rec = sides["base"].records.get(gc.name)
         head_rec = sides["head"].records.get(gc.name)
@@ -501,7 +501,7 @@ def _compare_all(
             missing = " and ".join(
                 label for label, rec in (("base", base_rec), ("head", head_rec)) if rec is None
             )
-            own[gc.name] = CellResult(
+            own[gc.name] = ComparedCell(
                 cell_id=head_cell.id,
                 cell=flatten_cell(cell),
                 verdict=Verdict.ERROR,
@@ -522,10 +522,10 @@ def _compare_all(
 
 def _timed_out_result(
     cell: CellInfo, base: Record | None, head: Record | None, deadline_s: float
-) -> CellResult:
+) -> ComparedCell:
     base_samples = list(base.samples) if base is not None else []
     head_samples = list(head.samples) if head is not None else []
-    return CellResult(
+    return ComparedCell(
         cell_id=str(cell.id),
         # flat axes, as compare_cell writes every other cell: the document's shape, the short name
         cell=flatten_cell(cell),

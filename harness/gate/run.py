@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from harness.compare import CellResult, Kind, Settings, Verdict, build_comparison, render_markdown
+from harness.compare import ComparedCell, Kind, Settings, Verdict, build_comparison, render_markdown
 from harness.compare.comparison import write_comparison
 from harness.compare.document import Context, with_policy_reach
 from harness.compare.model import Budget, Canary, Comparison, Side
@@ -45,7 +45,7 @@ class GateResult:
     out_dir: Path
     comparison: Comparison
     markdown: str
-    cells: list[CellResult]
+    cells: list[ComparedCell]
 
     @property
     def exit_code(self) -> int:
@@ -249,8 +249,8 @@ def guest_pairs(
 
 
 def with_stream_notes(
-    results: Sequence[CellResult], streams: GateStreams, sides: Mapping[str, GateSide]
-) -> list[CellResult]:
+    results: Sequence[ComparedCell], streams: GateStreams, sides: Mapping[str, GateSide]
+) -> list[ComparedCell]:
     """``results`` with the structural change of each replay cell whose head records another stream;
     a cell whose head recording ran past its cap is ``changed`` with that reason (a regression stays
     one), one whose head recording ran past its deadline ``head-timed-out``."""

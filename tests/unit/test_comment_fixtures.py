@@ -152,7 +152,7 @@ def derived_qemu_upgrade(real: Comparison) -> Comparison:
             alone=alone,
             p_adjusted=p_adjusted,
         )
-        figures = result.figures()
+        figures = result
         assert figures.verdict is Verdict.REGRESSION, figures.reason
         cells.append(
             replace(

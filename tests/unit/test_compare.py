@@ -14,7 +14,7 @@ import pytest
 
 from harness.cli import main
 from harness.compare import (
-    CellResult,
+    ComparedCell,
     Kind,
     Settings,
     Verdict,
@@ -258,8 +258,8 @@ def test_equal_constant_counters_are_unchanged_even_at_zero() -> None:
 def test_a_counter_rising_from_zero_is_a_regression_with_a_json_safe_ratio() -> None:
     result = compare_metric("host.flushes", [0.0] * 6, [5.0] * 6, settings=SETTINGS, paired=True)
     assert result.verdict is Verdict.REGRESSION
-    assert result.ratio == math.inf
-    data = result.figures().to_json()
+    assert result.ratio is None and result.head_over_base == math.inf
+    data = result.to_json()
     assert data["ratio"] is None and data["change_pct"] is None
     json.dumps(data, allow_nan=False)
 
@@ -386,7 +386,7 @@ def test_cell_axes_are_flattened() -> None:
 # --- many cells -----------------------------------------------------------------------------------
 
 
-def regressed_cell(seed: int = 20, **axes: Any) -> CellResult:
+def regressed_cell(seed: int = 20, **axes: Any) -> ComparedCell:
     return compare_cell(
         cell_info(**axes),
         samples(gauss(seed, 8, 100.0, 0.02)),
@@ -395,7 +395,7 @@ def regressed_cell(seed: int = 20, **axes: Any) -> CellResult:
     )
 
 
-def steady_cell(seed: int = 30, **axes: Any) -> CellResult:
+def steady_cell(seed: int = 30, **axes: Any) -> ComparedCell:
     return compare_cell(
         cell_info(**axes),
         samples(gauss(seed, 8, 100.0, 0.005)),
@@ -409,7 +409,7 @@ def later(rows: list[Sample]) -> list[Sample]:
     return [replace(row, index=(row.index or 0) + 100) for row in rows]
 
 
-def unpaired_regressed_cell(seed: int = 20) -> CellResult:
+def unpaired_regressed_cell(seed: int = 20) -> ComparedCell:
     """A cell whose head is slower by about 20 %, its samples taken in rounds of their own."""
     return compare_cell(
         cell_info(),
@@ -892,9 +892,9 @@ def test_cli_compares_single_record_files(tmp_path: Path) -> None:
 
 def test_axis_sentence_names_every_value_the_regressed_cells_share() -> None:
     # the gate's two writeback-ide cells regressed; a replayed writeback cell and an ide cell did not
-    def cell(name: str, cache: str, interface: str, verdict: Verdict, measure: str = "guest") -> CellResult:
+    def cell(name: str, cache: str, interface: str, verdict: Verdict, measure: str = "guest") -> ComparedCell:
         axes = FlatCell(format="raw", cache=cache, interface=interface, measure=measure)
-        return CellResult(cell_id=name, cell=axes, verdict=verdict, kind=Kind.METRIC, reason="")
+        return ComparedCell(cell_id=name, cell=axes, verdict=verdict, kind=Kind.METRIC, reason="")
 
     cells = [
         cell("wb-ide-dd", "writeback", "ide", Verdict.REGRESSION),

@@ -57,7 +57,7 @@ def test_the_band_and_the_size_alone_are_written() -> None:
     result = compare_metric(
         METRIC, base, head, settings=settings, paired=True, together=True, alone=Alone(reads=READS)
     )
-    figures = result.figures()
+    figures = result
     assert figures.crossed_effect == pytest.approx(1.05**0.35 - 1, abs=1e-6)
     assert figures.alone_low_pct is not None and figures.alone_high_pct is not None
     measured = figures.change_pct
@@ -72,7 +72,7 @@ def test_the_band_and_the_size_alone_are_written() -> None:
     as_json = figures.to_json()
     assert {"alone_low_pct", "alone_high_pct", "crossed_effect"} <= set(as_json)
     # a figure not crossed writes none of them
-    plain = compare_metric(METRIC, base, head, settings=settings, paired=True, together=True).figures()
+    plain = compare_metric(METRIC, base, head, settings=settings, paired=True, together=True)
     assert not {"alone_low_pct", "alone_high_pct", "crossed_effect"} & set(plain.to_json())
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from harness.compare import CellResult, Kind, MetricResult, Settings, Verdict
+from harness.compare import ComparedCell, Figures, Kind, Settings, Verdict
 from harness.compare.model import FlatCell
 from harness.errors import SpecError
 from harness.gate import (
@@ -146,8 +146,8 @@ def test_command_line_settings_win_over_the_spec_only_when_given() -> None:
     assert given.metrics == ("total_s",) and given.min_effect == pytest.approx(0.03)
 
 
-def _regressed() -> CellResult:
-    return CellResult(
+def _regressed() -> ComparedCell:
+    return ComparedCell(
         cell_id="c",
         cell=FlatCell(),
         verdict=Verdict.REGRESSION,
@@ -159,7 +159,7 @@ def _regressed() -> CellResult:
         head_ok=4,
         head_failed=0,
         metrics=(
-            MetricResult(
+            Figures(
                 metric="total_s",
                 unit="s",
                 higher_is_better=False,

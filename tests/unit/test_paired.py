@@ -102,7 +102,7 @@ def test_the_host_canary_never_voids_a_metric_judged_on_pairs_taken_together() -
     together = compare_metric(
         "replay.write_p50_ms", base, head, settings=settings, paired=True, together=True
     )
-    assert together.together and together.figures().to_json()["together"] is True
+    assert together.together and together.to_json()["together"] is True
     # the host 30 % slower would explain +12 % on two samples; not on pairs taken together
     assert not explainable(together, 0.7)
     assert not explainable(copy(together, together=False), 0.7)  # paired by round: nor then
@@ -111,13 +111,12 @@ def test_the_host_canary_never_voids_a_metric_judged_on_pairs_taken_together() -
 
 def test_the_axis_sentence_never_names_the_bus_of_replayed_cells() -> None:
     from harness.compare.axis import axis_sentence
-    from harness.compare.model import FlatCell
-    from harness.compare.rules import CellResult
+    from harness.compare.model import ComparedCell, FlatCell
     from harness.compare.verdict import Kind
 
-    def cell(name: str, interface: str, measure: str, verdict: Verdict) -> CellResult:
+    def cell(name: str, interface: str, measure: str, verdict: Verdict) -> ComparedCell:
         axes = FlatCell(format="qcow2", cache="none", interface=interface, measure=measure)
-        return CellResult(cell_id=name, cell=axes, verdict=verdict, kind=Kind.METRIC, reason="")
+        return ComparedCell(cell_id=name, cell=axes, verdict=verdict, kind=Kind.METRIC, reason="")
 
     cells = [
         cell("a.replay", "virtio-blk", "replay", Verdict.REGRESSION),

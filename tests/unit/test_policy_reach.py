@@ -15,7 +15,14 @@ from typing import Any
 import pytest
 
 from harness.cli import main
-from harness.compare import CellResult, Comparison, Settings, build_comparison, compare_cell, render_markdown
+from harness.compare import (
+    ComparedCell,
+    Comparison,
+    Settings,
+    build_comparison,
+    compare_cell,
+    render_markdown,
+)
 from harness.compare.document import with_policy_reach
 from harness.compare.model import Side
 from harness.compare.text_table import render_text
@@ -181,7 +188,7 @@ def test_a_sweeps_plan_says_which_cells_keep_the_fallback() -> None:
 # -- what the gate's comparison says -------------------------------------------------------------
 
 
-def _results(spec_cells: dict[str, Any], base_cells: dict[str, Any], slower: set[str]) -> list[CellResult]:
+def _results(spec_cells: dict[str, Any], base_cells: dict[str, Any], slower: set[str]) -> list[ComparedCell]:
     """A synthetic comparison of every cell: head 25 % slower in ``slower``, alike elsewhere."""
     results = []
     for name, cell in spec_cells.items():

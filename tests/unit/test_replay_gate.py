@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from harness.compare import Kind as CellKind
-from harness.compare import MetricResult, Settings, Verdict
+from harness.compare import Settings, Verdict
 from harness.compare.markdown import sensitivity_lines
 from harness.compare.model import ComparedCell, Figures, SensitivityRow
 from harness.compare.power import could_see, could_see_text, rounds_to_decide
@@ -254,9 +254,20 @@ def test_the_default_gate_has_replay_cells_over_format_preallocation_and_cache()
     assert {c.workload.name for c in cells} == {"fio"} and spec.replay_together
 
 
-def _result(ratio: float, lo: float, hi: float, n: int = 8, m: float = 0.05) -> MetricResult:
-    return MetricResult(
-        "replay.wall_s", "s", False, n, n, 1.0, ratio, ratio, lo, hi, 0.5, m, Verdict.INCONCLUSIVE, ""
+def _result(ratio: float, lo: float, hi: float, n: int = 8, m: float = 0.05) -> Figures:
+    return Figures(
+        metric="replay.wall_s",
+        unit="s",
+        n_base=n,
+        n_head=n,
+        median_base=1.0,
+        median_head=ratio,
+        ratio=ratio,
+        ci_low=lo,
+        ci_high=hi,
+        p_value=0.5,
+        min_effect=m,
+        verdict=Verdict.INCONCLUSIVE,
     )
 
 

@@ -65,16 +65,15 @@ def test_the_axis_sentence_of_a_qemu_upgrade_names_the_guest_cells_not_a_preallo
     """The default gate's eight cells, QEMU 7.2 against 10.0: the five guest cells regressed, the
     replay cells did not; five of the six preallocation=off cells are the guest cells."""
     from harness.compare.axis import axis_sentence
-    from harness.compare.model import FlatCell
-    from harness.compare.rules import CellResult
+    from harness.compare.model import ComparedCell, FlatCell
     from harness.compare.verdict import Kind
 
-    def cell(axes: str, measure: str | None, verdict: Verdict) -> CellResult:
+    def cell(axes: str, measure: str | None, verdict: Verdict) -> ComparedCell:
         fmt, prealloc, cache, bus, workload = axes.split()
         flat = FlatCell(
             format=fmt, preallocation=prealloc, cache=cache, interface=bus, workload=workload, measure=measure
         )
-        return CellResult(cell_id=axes, cell=flat, verdict=verdict, kind=Kind.METRIC, reason="")
+        return ComparedCell(cell_id=axes, cell=flat, verdict=verdict, kind=Kind.METRIC, reason="")
 
     slower = Verdict.REGRESSION
     cells = [
