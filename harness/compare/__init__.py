@@ -35,11 +35,14 @@ from harness.compare.document import (
 from harness.compare.markdown import render_markdown
 from harness.compare.model import ComparedCell, Comparison, Figures
 from harness.compare.rules import (
+    Family,
     compare_cell,
     compare_family,
     compare_metric,
     compare_records,
     flatten_cell,
+    judge_family,
+    judge_records,
     needs_more_rounds,
     overall_verdict,
 )
@@ -66,6 +69,7 @@ __all__ = [
     "VERSION",
     "ComparedCell",
     "Comparison",
+    "Family",
     "Figures",
     "Kind",
     "Settings",
@@ -84,6 +88,8 @@ __all__ = [
     "format_p",
     "format_value",
     "holm_adjust",
+    "judge_family",
+    "judge_records",
     "mann_whitney_u",
     "needs_more_rounds",
     "overall_verdict",

@@ -75,10 +75,10 @@ def compare_paths(
     warnings = identity_warnings(base_records, head_records)
     for warning in warnings:
         warn(f"diskbench: WARNING: {warning}")
-    cells = compare.compare_records(base_records, head_records, settings=settings)
+    family = compare.judge_records(base_records, head_records, settings=settings)
     comparison = compare.build_comparison(
-        cells,
-        settings=settings,
+        family.cells,
+        settings=family.settings,
         base=side_info(str(base), base_records),
         head=side_info(str(head), head_records),
         machine=head_records[0].machine,

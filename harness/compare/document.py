@@ -77,6 +77,8 @@ def build_comparison(
 ) -> Comparison:
     """The comparison (schema ``diskbench-comparison`` version 2, docs/comparison.md).
 
+    ``settings``: those the cells were judged with (a family's, :class:`~harness.compare.rules.Family`),
+    written as they are.
     ``pointers``: the history pages' URL and the command that reproduces the comparison, for the
     summary and the comment (each cell gets its short name and history graphs whatever they are).
     Each cell's ``lead`` and ``summary.screen`` say what every summary shows first and in which
@@ -87,16 +89,6 @@ def build_comparison(
         counts[cell.verdict.value] += 1
     verdict = overall_verdict(cells)
     compared = tuple(compared_cell(c) for c in cells)
-    if settings.correction == "holm":
-        # the family Holm's correction was applied to: the tests that can fail the comparison
-        family = [
-            m
-            for c in cells
-            for m in (*c.metrics, *(c.counters if settings.changed_fails else ()))
-            if m.p_adjusted is not None
-        ]
-        if family:
-            settings = replace(settings, comparisons=len(family))
     context = context or Context()
     warnings, canary, budget = context.warnings, context.canary, context.budget
     pointers = context.pointers or Pointers()

@@ -5,8 +5,8 @@ One metric's verdict is :mod:`harness.compare.metric`'s (re-exported here)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, NamedTuple
 
 from harness.compare.evidence import family_p
 from harness.compare.metric import Alone, compare_metric
@@ -17,11 +17,14 @@ from harness.compare.verdict import Kind, Verdict, worst
 from harness.record.model import CellInfo, Record, Sample
 
 __all__ = [
+    "Family",
     "compare_cell",
     "compare_family",
     "compare_metric",
     "compare_records",
     "flatten_cell",
+    "judge_family",
+    "judge_records",
     "mixed_starts",
     "needs_more_rounds",
     "overall_verdict",
@@ -392,21 +395,19 @@ def _group(records: Sequence[Record]) -> dict[str, tuple[CellInfo, list[Sample]]
 def compare_records(
     base: Sequence[Record], head: Sequence[Record], *, settings: Settings
 ) -> list[ComparedCell]:
-    """Every cell of either side, sorted by id; a cell on one side only is an error (kind ``missing``)."""
+    """:func:`judge_records`' cells."""
+    return judge_records(base, head, settings=settings).cells
+
+
+def judge_records(base: Sequence[Record], head: Sequence[Record], *, settings: Settings) -> Family:
+    """Every cell of either side, sorted by id, the cells of both compared as one family
+    (:func:`judge_family`); a cell on one side only is an error (kind ``missing``)."""
     base_cells, head_cells = _group(base), _group(head)
-    if settings.comparisons == 1:
-        both = len(set(base_cells) & set(head_cells))
-        settings = replace(settings, comparisons=max(both, 1) * len(settings.metrics))
     common = sorted(set(base_cells) & set(head_cells))
-    compared = dict(
-        zip(
-            common,
-            compare_family(
-                [(base_cells[i][0], base_cells[i][1], head_cells[i][1]) for i in common], settings=settings
-            ),
-            strict=True,
-        )
+    family = judge_family(
+        [(base_cells[i][0], base_cells[i][1], head_cells[i][1]) for i in common], settings=settings
     )
+    compared = dict(zip(common, family.cells, strict=True))
     results = []
     for cell_id in sorted(set(base_cells) | set(head_cells)):
         if cell_id not in head_cells or cell_id not in base_cells:
@@ -429,7 +430,27 @@ def compare_records(
             )
             continue
         results.append(compared[cell_id])
-    return results
+    return Family(results, family.settings)
+
+
+@dataclass(frozen=True)
+class Family:
+    """Cells compared as one family of tests, and the settings they were judged with: under
+    Holm's correction ``settings.comparisons`` is the number of tests made that can fail the
+    comparison (at least 1), the one count of it that a comparison writes."""
+
+    cells: list[ComparedCell]
+    settings: Settings
+
+
+class _Test(NamedTuple):
+    """One test of a family: its cell's place in the groups (``at``), the metric, the values, together."""
+
+    at: int
+    name: str
+    base: list[float]
+    head: list[float]
+    together: bool
 
 
 def compare_family(
@@ -437,45 +458,65 @@ def compare_family(
     *,
     settings: Settings,
 ) -> list[ComparedCell]:
+    """:func:`judge_family`'s cells."""
+    return judge_family(groups, settings=settings).cells
+
+
+def judge_family(
+    groups: Sequence[tuple[CellInfo, Sequence[Sample], Sequence[Sample]]],
+    *,
+    settings: Settings,
+) -> Family:
     """Compare cells, each ``(cell, base samples, head samples)``, as one family of tests.
 
     With ``settings.correction == "holm"`` every test (``settings.test``, see
-    :mod:`harness.compare.evidence`) whose verdict can fail the comparison
-    (each gated metric of each cell, and each counter when ``changed_fails``)
-    is one member of a family that shares ``settings.alpha``: their p values
-    (:func:`~harness.compare.evidence.family_p`) are adjusted with Holm's step-down
-    (:func:`~harness.compare.stats.holm_adjust`) and a test is significant when
-    its adjusted p is below alpha.  Counters that cannot fail it form a family
-    of their own.  ``comparisons`` becomes the number of tests of the failing
-    family (tests need ``min_samples`` on both sides; a failed side tests
-    nothing).  With ``"bonferroni"`` each test is judged at ``alpha_per_test``.
+    :mod:`harness.compare.evidence`) whose verdict can fail the comparison (each gated metric of
+    each cell, and each counter when ``changed_fails``) is one member of a family that shares
+    ``settings.alpha``: their p values (:func:`~harness.compare.evidence.family_p`) are adjusted
+    with Holm's step-down (:func:`~harness.compare.stats.holm_adjust`).  Counters that cannot fail
+    it form a family of their own.  A test needs ``min_samples`` on both sides; a failed side tests
+    nothing.  With ``"bonferroni"`` each test is judged at ``alpha_per_test`` as given.
     """
     if settings.correction != "holm":
-        return [compare_cell(c, b, h, settings=settings) for c, b, h in groups]
-    families: dict[bool, list[tuple[int, str, list[float], list[float], bool]]] = {True: [], False: []}
-    for index, (_, base, head) in enumerate(groups):
+        return Family([compare_cell(c, b, h, settings=settings) for c, b, h in groups], settings)
+    families = _family_tests(groups, settings)
+    adjusted: list[dict[str, float]] = [{} for _ in groups]
+    for tests in families.values():
+        # each test's p knows the levels of its family (Holm's alpha/m .. alpha)
+        sized = _sized(settings, tests)
+        p_values = [family_p(t.base, t.head, sized, together=t.together) for t in tests]
+        for test, p_adj in zip(tests, holm_adjust(p_values), strict=True):
+            adjusted[test.at][test.name] = p_adj
+    settings = _sized(settings, families[True])
+    cells = [
+        compare_cell(cell, base, head, settings=settings, p_adjusted=adjusted[index])
+        for index, (cell, base, head) in enumerate(groups)
+    ]
+    return Family(cells, settings)
+
+
+def _family_tests(
+    groups: Sequence[tuple[CellInfo, Sequence[Sample], Sequence[Sample]]], settings: Settings
+) -> dict[bool, list[_Test]]:
+    """The tests a family of cells makes, by whether their verdict can fail the comparison."""
+    families: dict[bool, list[_Test]] = {True: [], False: []}
+    for index, (cell, base, head) in enumerate(groups):
         base_ok, head_ok = _ok(base), _ok(head)
         if _fails(len(base_ok), len(base)) or _fails(len(head_ok), len(head)):
             continue
-        gated = settings.gated_for(groups[index][0].get("gate_name"))
+        gated = settings.gated_for(cell.get("gate_name"))
         for name in (*gated, *_counters(settings, gated)):
             b, h, _paired, together = _pairs(name, base_ok, head_ok)
             if len(b) < settings.min_samples or len(h) < settings.min_samples:
                 continue
             fails = name in gated or settings.changed_fails
-            families[fails].append((index, name, b, h, together))
-    adjusted: list[dict[str, float]] = [{} for _ in groups]
-    for tests in families.values():
-        # each test's p knows the levels of its family (Holm's alpha/m .. alpha)
-        sized = replace(settings, comparisons=max(len(tests), 1))
-        p_values = [family_p(b, h, sized, together=t) for _i, _n, b, h, t in tests]
-        for (index, name, _b, _h, _t), p_adj in zip(tests, holm_adjust(p_values), strict=True):
-            adjusted[index][name] = p_adj
-    settings = replace(settings, comparisons=max(len(families[True]), 1))
-    return [
-        compare_cell(cell, base, head, settings=settings, p_adjusted=adjusted[index])
-        for index, (cell, base, head) in enumerate(groups)
-    ]
+            families[fails].append(_Test(index, name, b, h, together))
+    return families
+
+
+def _sized(settings: Settings, tests: Sequence[_Test]) -> Settings:
+    """``settings`` for a family of ``tests`` (at least one)."""
+    return replace(settings, comparisons=max(len(tests), 1))
 
 
 def start_kind(sample: Sample) -> str:

@@ -29,11 +29,12 @@ from pathlib import Path
 
 from harness.compare import (
     ComparedCell,
+    Family,
     Kind,
     Settings,
     Verdict,
-    compare_family,
     flatten_cell,
+    judge_family,
     needs_more_rounds,
 )
 from harness.gate.options import GateOptions
@@ -119,10 +120,12 @@ class Stop:
 
 @dataclass(frozen=True)
 class Rounds:
-    """The comparison after the last round, and why the rounds stopped."""
+    """The comparison after the last round, the settings it was judged with (the family's size
+    of tests made, :class:`~harness.compare.rules.Family`), and why the rounds stopped."""
 
     results: list[ComparedCell]
     stopped: str
+    settings: Settings
 
 
 def stop_before(
@@ -199,7 +202,8 @@ def run_rounds(
         if stop is not None:
             if stop.over_budget:
                 progress(f"gate: {stop.reason}; {len(pending_names)} cell(s) stay as they are")
-            return Rounds(results=_compare_all(spec, sides, settings, tally), stopped=stop.reason)
+            family = _compare_all(spec, sides, settings, tally)
+            return Rounds(results=family.cells, stopped=stop.reason, settings=family.settings)
         eta = _eta(
             elapsed_s=time.monotonic() - started,
             round_s=round_s,
@@ -215,7 +219,7 @@ def run_rounds(
         t0 = time.monotonic()
         play(number, pending_names)
         round_s.append(time.monotonic() - t0)
-        results = _compare_all(spec, sides, settings, tally)
+        results = _compare_all(spec, sides, settings, tally).cells
         number += 1
 
 
@@ -478,9 +482,7 @@ def _run_one(
     side.records[name] = record
 
 
-def _compare_all(
-    spec: GateSpec, sides: Mapping[str, GateSide], settings: Settings, tally: _Tally
-) -> list[ComparedCell]:
+def _compare_all(spec: GateSpec, sides: Mapping[str, GateSide], settings: Settings, tally: _Tally) -> Family:
     """Every cell of the spec compared: by the statistics where both sides have records, a
     regression where head timed out, an error where a side has none (the budget ran out)."""
     groups = []
@@ -512,12 +514,13 @@ def _compare_all(
             groups.append((cell, base_rec.samples, head_rec.samples))
             names.append(gc.name)
     # every cell x gated metric (and counter, when changed fails) is one test of the family
-    compared = dict(zip(names, compare_family(groups, settings=settings), strict=True)) if groups else {}
+    family = judge_family(groups, settings=settings)
+    compared = dict(zip(names, family.cells, strict=True))
     results = []
     for gc in spec.cells:
         result = own.get(gc.name) or compared[gc.name]
         results.append(replace(result, rounds=tally.rounds_of[gc.name]))
-    return results
+    return Family(results, family.settings)
 
 
 def _timed_out_result(

@@ -74,8 +74,6 @@ def run_gate(
     """
     repo = repo_toplevel(repo)
     machine = options.machine
-    # every cell x gated metric is one test of the family that shares alpha
-    settings = replace(settings, comparisons=len(spec.cells) * len(settings.metrics))
     started = time.monotonic()
 
     def vet(label: str, policy: Policy) -> None:
@@ -112,9 +110,6 @@ def run_gate(
             settings,
             base_guest=sides["base"].session.guest.recipe_hash,
             head_guest=sides["head"].session.guest.recipe_hash,
-        )
-        judge = replace(
-            judge, settings=replace(judge.settings, comparisons=len(spec.cells) * len(judge.settings.metrics))
         )
         settings = judge.settings
         for warning in judge.warnings:
@@ -291,10 +286,10 @@ def comparison_document(
     elapsed_s: float,
     pointers: Pointers | None = None,
 ) -> Comparison:
-    """The comparison of a gate: the verdicts (``played.results``, decided by ``judge.settings``),
+    """The comparison of a gate: the verdicts (``played.results``, decided by ``played.settings``),
     both sides, the canary and the budget used; with guests that differ, the guest's own word
     (``guest_word``) and a warning that says so."""
-    settings, results = judge.settings, played.results
+    settings, results = played.settings, played.results
     comparison = build_comparison(
         results,
         settings=settings,

@@ -15,6 +15,7 @@ from harness.compare import (
     compare_family,
     compare_records,
     holm_adjust,
+    judge_records,
     mann_whitney_u,
     needs_more_rounds,
     render_markdown,
@@ -122,13 +123,19 @@ def flush_records(head_flushes: float, *, head_cache: str = "none") -> tuple[lis
 def test_a_change_only_in_the_counters_ends_as_changed_and_fails() -> None:
     base, head = flush_records(0.0)
     settings = Settings(metrics=("total_s", "dev.write_p90_ms"))
-    cells = compare_records(base, head, settings=settings)
+    family = judge_records(base, head, settings=settings)
+    cells = family.cells
     assert [c.verdict for c in cells] == [Verdict.CHANGED]
     assert cells[0].kind is Kind.COUNTER
     assert cells[0].time_verdict is Verdict.UNCHANGED
     assert cells[0].reason.startswith("the IO changed: host.flushes -100.0% (18 → 0)")
     value = build_comparison(
-        cells, settings=settings, base=Side(), head=Side(), machine=MachineInfo(MACHINE), created_at="x"
+        cells,
+        settings=family.settings,
+        base=Side(),
+        head=Side(),
+        machine=MachineInfo(MACHINE),
+        created_at="x",
     )
     doc = value.to_json()
     assert doc["verdict"] == "changed"

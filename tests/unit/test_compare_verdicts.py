@@ -16,6 +16,7 @@ from harness.compare import (
     build_comparison,
     compare_family,
     compare_metric,
+    judge_family,
     render_markdown,
 )
 from harness.compare.evidence import RANK_GUARD, figures, holm_levels, t_share
@@ -47,12 +48,17 @@ def family_of_31(head_of_first: list[float], *, test: str = "rank-yuen", rounds:
             (CellInfo(make_cell(workload="dd", dd_mib=2 * i + 4).as_dict()), samples(b), samples(h))
         )
     settings = Settings(metrics=(FIO,), counters=(), test=test)
-    cells = compare_family(groups, settings=settings)
+    family = judge_family(groups, settings=settings)
     doc = build_comparison(
-        cells, settings=settings, base=Side(), head=Side(), machine=MachineInfo(), created_at="x"
+        family.cells,
+        settings=family.settings,
+        base=Side(),
+        head=Side(),
+        machine=MachineInfo(),
+        created_at="x",
     ).to_json()
     assert doc["settings"]["comparisons"] == 31
-    return cells
+    return family.cells
 
 
 def test_a_x4_change_with_complete_separation_and_ties_is_a_regression_in_a_family_of_31() -> None:
