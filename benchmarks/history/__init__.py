@@ -13,6 +13,8 @@ only read its figures.
   matrix's axes (``matrix.Dd.track_total_s`` ...).
 - :mod:`history.policy`: the same figures of the policy's own cell
   (``policy.Dd.track_total_s`` ...).
+- :mod:`history.linked`: the same figures of the policy's overlay over a
+  populated base, per chain (``linked.Fio.track_host_write_amplification``).
 
 Run it with ``diskbench history``, which names the asv machine after the
 accelerator and tells the suite (``DISKBENCH_ASV_MACHINE``).

@@ -330,6 +330,49 @@ def policy_cell(spec: SweepSpec, policy: Any, workload: str, values: Mapping[str
     return cell
 
 
+# -- the linked images ----------------------------------------------------------------
+
+#: The linked-image cells (docs/linked-images.md), one per chain: the policy's qcow2 as a fresh
+#: overlay over a base whose first 32 MiB are written, fio's 4 KiB random jobs alone over them,
+#: writes first, so that the first write to each cluster copies the rest of it from the base (the
+#: gate's policy-overlay-fio).  The overlay takes the policy's [overlay] (cluster_size,
+#: extended_l2); format and preallocation are its own, as a chain needs them.
+LINKED_WORKLOAD = "fio"
+LINKED_CHAINS = ("depth=1,fill=32M",)
+LINKED_VALUES: Mapping[str, Any] = {
+    "format": "qcow2",
+    "preallocation": "off",
+    "fio_jobs": "random",
+    "fio_target": "raw",
+    "fio_size_mib": 32,
+}
+
+
+def linked_groups(spec: SweepSpec) -> list[Group]:
+    """The linked images' class: the fio workload, one line per chain (``backing``); none where the
+    matrix has no fio cells (a small matrix stays small)."""
+    if LINKED_WORKLOAD not in spec_workloads(spec):
+        return []
+    return [Group(LINKED_WORKLOAD, ("backing",), (LINKED_CHAINS,))]
+
+
+def linked_cell(spec: SweepSpec, policy: Any, workload: str, values: Mapping[str, Any]) -> Cell | None:
+    """The policy's overlay over one chain (``values["backing"]``), with the spec's workload
+    parameters; None where the measured commit's harness has no backing chains (a gap)."""
+    keys = workload_keys()
+    chosen = {k: v for k, v in spec.params.items() if k in keys}
+    chosen.update(LINKED_VALUES)
+    chosen.update(values)
+    chosen["workload"] = workload
+    try:
+        if policy is None:
+            return make_cell(**chosen)
+        cell: Cell = policy.cell(**chosen)
+    except (SpecError, TypeError):
+        return None
+    return cell
+
+
 # -- figures of records ---------------------------------------------------------------
 
 
@@ -368,7 +411,7 @@ def lookup(data: Mapping[str, Any], kind: str, workload: str, key: Sequence[Any]
 def benchmark_class(group: Group, kind: str, module: str, params: Mapping[str, Any] | None = None) -> type:
     """A class of ``track_*`` benchmarks, one per figure of ``group``'s workload.
 
-    ``kind`` is ``"matrix"`` or ``"policy"``: which cells of ``setup_cache``'s
+    ``kind`` is ``"matrix"``, ``"policy"`` or ``"linked"``: which cells of ``setup_cache``'s
     result the benchmarks read.  Each benchmark carries its unit and an
     explicit version, so results survive edits of the suite that do not
     change what a figure means.

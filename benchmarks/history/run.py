@@ -103,7 +103,8 @@ def moved(*names: str) -> Any:
 
 
 def setup_cache() -> dict[str, Any]:
-    """Run every cell of the history matrix and the policy's cells; return their figures."""
+    """Run every cell of the history matrix, the policy's cells and the linked images; return their
+    figures."""
     from harness.guest import build_guest
     from harness.progress import Progress
     from harness.report import render
@@ -135,7 +136,11 @@ def setup_cache() -> dict[str, Any]:
         )
 
     plan = sweep.expand_spec(spec, policy=policy) if policy is not None else sweep.expand_spec(spec)
-    index: dict[str, dict[str, dict[tuple[str, ...], str | None]]] = {"matrix": {}, "policy": {}}
+    index: dict[str, dict[str, dict[tuple[str, ...], str | None]]] = {
+        "matrix": {},
+        "policy": {},
+        "linked": {},
+    }
     cells: dict[str, Any] = {}
     for group in layout.matrix_groups(spec):
         slot = index["matrix"].setdefault(group.workload, {})
@@ -150,9 +155,16 @@ def setup_cache() -> dict[str, Any]:
             cell = layout.policy_cell(spec, policy, group.workload, values)
             slot[key] = cell.id
             cells.setdefault(cell.id, cell)
+    for group in layout.linked_groups(spec):
+        slot = index["linked"].setdefault(group.workload, {})
+        for key, values in group.combinations():
+            linked = layout.linked_cell(spec, policy, group.workload, values)
+            slot[key] = linked.id if linked is not None else None
+            if linked is not None:
+                cells.setdefault(linked.id, linked)
     log(
         f"commit {commit[:12]} on {machine}: {len(plan.cells)} matrix cells of {spec.source} and the "
-        f"policy's cells: {len(cells)} distinct cells x {repeat} repeats"
+        f"policy's and the linked images' cells: {len(cells)} distinct cells x {repeat} repeats"
     )
 
     records_root = Path(environ.get(layout.ENV_RECORDS) or env_dir(environ) / "diskbench-records")
