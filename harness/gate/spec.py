@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from harness.compare import STRUCTURAL_COUNTERS, Settings, parse_percent, parse_rule
+from harness.compare import Settings, parse_percent, parse_rule
 from harness.compare.settings import crossed_reads_ok
 from harness.errors import SpecError, UsageError
 from harness.files import read_input_text
@@ -26,27 +26,6 @@ from harness.untrusted import toml_loads
 from harness.workloads import metric_info
 
 GATE_SPEC = package_data("gate.toml")
-SPEC_KEYS = (
-    "name",
-    "description",
-    "rounds",
-    "max_rounds",
-    "budget_min",
-    "metrics",
-    "min_effect",
-    "rules",
-    "counters",
-    "changed_fails",
-    "replay_samples",
-    "replay_passes",
-    "replay_together",
-    "guest_together",
-    "guest_pairing",
-    "guest_samples",
-    "crossed_reads",
-    "guest_pairs_at_once",
-    "host_disk",
-)
 SPEC_KEYS_TABLES = ("params", "cells", "information")
 # what a cell of the spec may say beside its axes: its own gated metrics, whether its pair runs together
 CELL_GATE_KEYS = ("metrics", "together")
@@ -78,18 +57,22 @@ class GateCell:
 
 @dataclass(frozen=True)
 class GateSpec:
+    """A gate spec as parsed: its cells, rounds and budget, and how it decides, whose defaults are
+    :class:`~harness.compare.settings.Settings`'; every field but ``source`` and ``cells`` is a
+    key of the file (:data:`SPEC_KEYS`, :data:`SPEC_KEYS_TABLES`)."""
+
     name: str
     source: str
     cells: tuple[GateCell, ...]
+    description: str = ""
     rounds: int = 4
     max_rounds: int = 10
     budget_min: float = 60.0
-    metrics: tuple[str, ...] = ("total_s",)
-    min_effect: float = 0.05
+    metrics: tuple[str, ...] = Settings.metrics
+    min_effect: float = Settings.min_effect
     rules: Mapping[str, float] = field(default_factory=dict)
-    description: str = ""
-    counters: tuple[str, ...] = STRUCTURAL_COUNTERS
-    changed_fails: bool = True
+    counters: tuple[str, ...] = Settings.counters
+    changed_fails: bool = Settings.changed_fails
     #: a replay cell's samples per round and side (cheap: many more rounds in the same time)
     replay_samples: int = 1
     #: passes of the stream in one replay sample (each a fresh image and qemu-io)
@@ -107,7 +90,7 @@ class GateSpec:
     information: Mapping[str, str] = field(default_factory=dict)
     #: what a crossed guest pair reads of a change's size alone on logs, at least and at most, as
     #: calibrated on the runner (benchmarks/calibrate_guest_pairs.py): Settings.crossed_reads
-    crossed_reads: tuple[float, float] = Settings().crossed_reads
+    crossed_reads: tuple[float, float] = Settings.crossed_reads
     #: the most crossed guest pairs that run at the same moment, each on two CPUs of its own
     #: (harness.sample.pairing.crossed_slots); None ("auto"): as many as the runner's CPUs give
     guest_pairs_at_once: int | None = None
@@ -133,6 +116,10 @@ class GateSpec:
     def replay_cells(self) -> list[str]:
         """The names of the cells measured by replay."""
         return [c.name for c in self.cells if c.replayed]
+
+
+#: the keys a gate spec's file may have at its top, and those that are tables
+SPEC_KEYS = tuple(f.name for f in fields(GateSpec) if f.name not in ("source", "cells", *SPEC_KEYS_TABLES))
 
 
 def parse_gate_spec(text: str, *, source: str = "<gate spec>") -> GateSpec:
@@ -182,14 +169,14 @@ def parse_gate_spec(text: str, *, source: str = "<gate spec>") -> GateSpec:
             raise SpecError(f"{source}: {key} = {value!r}: use a whole number of 1 or more")
         return value
 
-    rounds = integer("rounds", 4)
-    max_rounds = integer("max_rounds", max(rounds, 10))
+    rounds = integer("rounds", GateSpec.rounds)
+    max_rounds = integer("max_rounds", max(rounds, GateSpec.max_rounds))
     if max_rounds < rounds:
         raise SpecError(f"{source}: max_rounds {max_rounds} is below rounds {rounds}: raise max_rounds")
-    budget = data.get("budget_min", 60)
+    budget = data.get("budget_min", GateSpec.budget_min)
     if not isinstance(budget, int | float) or isinstance(budget, bool) or budget <= 0:
         raise SpecError(f"{source}: budget_min = {budget!r}: use a positive number of minutes")
-    metrics = _metric_list(data.get("metrics", ["total_s"]), f"{source}: metrics")
+    metrics = _metric_list(data.get("metrics", list(Settings.metrics)), f"{source}: metrics")
     if not metrics:
         raise SpecError(f'{source}: metrics must be a list of metric names such as ["total_s"]')
     information = data.get("information", {})
@@ -208,10 +195,14 @@ def parse_gate_spec(text: str, *, source: str = "<gate spec>") -> GateSpec:
             raise SpecError(exc.message) from None
         rules[name] = effect
     try:
-        min_effect = parse_percent(str(data.get("min_effect", "5%")), what=f"{source}: min_effect")
+        min_effect = (
+            parse_percent(str(data["min_effect"]), what=f"{source}: min_effect")
+            if "min_effect" in data
+            else Settings.min_effect
+        )
     except UsageError as exc:
         raise SpecError(exc.message) from None
-    counters = data.get("counters", list(STRUCTURAL_COUNTERS))
+    counters = data.get("counters", list(Settings.counters))
     if not isinstance(counters, list) or not all(isinstance(c, str) for c in counters):
         raise SpecError(f'{source}: counters must be a list of metric names such as ["host.flushes"]')
     for name in counters:
@@ -219,7 +210,7 @@ def parse_gate_spec(text: str, *, source: str = "<gate spec>") -> GateSpec:
             metric_info(name)
         except UsageError as exc:
             raise SpecError(f"{source}: counters: {exc.message}") from None
-    changed_fails = data.get("changed_fails", True)
+    changed_fails = data.get("changed_fails", Settings.changed_fails)
     if not isinstance(changed_fails, bool):
         raise SpecError(f"{source}: changed_fails = {changed_fails!r}: use true or false")
     together = _flag(data.get("replay_together", False), f"{source}: replay_together")
@@ -240,14 +231,16 @@ def parse_gate_spec(text: str, *, source: str = "<gate spec>") -> GateSpec:
         replay_passes=integer("replay_passes", 1),
         replay_together=bool(together),
         guest_together=bool(_flag(data.get("guest_together", False), f"{source}: guest_together")),
-        guest_pairing=_pairing(data.get("guest_pairing", Mode.CROSSED.value), f"{source}: guest_pairing"),
+        guest_pairing=_pairing(
+            data.get("guest_pairing", GateSpec.guest_pairing.value), f"{source}: guest_pairing"
+        ),
         information=dict(information),
         guest_samples=integer("guest_samples", 1),
         guest_pairs_at_once=_at_once(
             data.get("guest_pairs_at_once", "auto"), f"{source}: guest_pairs_at_once"
         ),
         crossed_reads=_reads(
-            data.get("crossed_reads", list(Settings().crossed_reads)), f"{source}: crossed_reads"
+            data.get("crossed_reads", list(Settings.crossed_reads)), f"{source}: crossed_reads"
         ),
         host_disk=_host_disk(data.get("host_disk"), f"{source}:{loc.line_of('', 'host_disk')}: host_disk"),
     )
