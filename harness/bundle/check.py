@@ -27,7 +27,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.bundle.report import cpu_model, gate_summary, kvm_modules, meminfo_mib, os_name, render_text
+from harness.bundle.report import (
+    cpu_flag,
+    cpu_model,
+    gate_summary,
+    kvm_modules,
+    meminfo_mib,
+    os_name,
+    render_text,
+)
 from harness.errors import HarnessError, InfraError, VMError
 from harness.files import write_text_atomic
 from harness.host import confine, proc
@@ -214,6 +222,7 @@ def machine_facts(qemu: str, work_dir: Path) -> dict[str, Any]:
         "cpus_usable": usable,
         "crossed_slots": len(crossed_slots()),
         "cpu_model": cpu_model(_read("/proc/cpuinfo")),
+        "virtualized": cpu_flag(_read("/proc/cpuinfo"), "hypervisor"),
         "mem_total_mib": mem.get("MemTotal"),
         "mem_available_mib": mem.get("MemAvailable"),
         "kernel": f"{platform.release()} {platform.version()}",
@@ -252,6 +261,28 @@ def ensure_account() -> str | None:
         argv += ["--groups", "kvm"]
     proc.run([*argv, confine.ACCOUNT], timeout_s=60)
     return f"created the system account {confine.ACCOUNT!r} that runs QEMU ({' '.join(argv[1:])})"
+
+
+def ensure_kvm_access(dev: str = "/dev/kvm") -> str | None:
+    """As root, where ``dev`` is root's group only (a host without udev), what ``scripts/setup.sh``
+    does: the group ``kvm`` (created where missing) reads and writes it, and QEMU's account is a
+    member. What was done, or None (not root, no device, or already given)."""
+    if os.geteuid() != 0 or not os.path.exists(dev) or os.stat(dev).st_gid != 0:
+        return None
+    done = []
+    if not proc.run(["getent", "group", "kvm"], timeout_s=30, check=False).ok:
+        proc.run(["groupadd", "--system", "kvm"], timeout_s=60)
+        done.append("created the group kvm")
+    shutil.chown(dev, group="kvm")
+    os.chmod(dev, os.stat(dev).st_mode | 0o060)
+    done.append(f"gave {dev} to the group kvm (read-write; until the device is made again)")
+    try:
+        confine.account()
+    except InfraError:
+        return "; ".join(done)
+    proc.run(["usermod", "--append", "--groups", "kvm", confine.ACCOUNT], timeout_s=60)
+    done.append(f"added {confine.ACCOUNT!r} to it")
+    return "; ".join(done)
 
 
 # -- boots ---------------------------------------------------------------------------------------
@@ -463,6 +494,9 @@ def run_check(opts: CheckOptions, *, progress: Callable[[str], None]) -> dict[st
     created = step("account", ensure_account)
     if created:
         doc["prepared"].append(created)
+    granted = step("kvm-access", ensure_kvm_access)
+    if granted:
+        doc["prepared"].append(granted)
     guest = step("guest", build_guest)
     if guest is not None:
         doc["guest"] = {"recipe_hash": guest.recipe_hash, "kernel": guest.kernel_version}
@@ -480,6 +514,12 @@ def run_check(opts: CheckOptions, *, progress: Callable[[str], None]) -> dict[st
     tcg_boots = bool((doc.get("tcg") or {}).get("boots"))
     if doc.get("kvm") and not kvm_boots:
         doc["kvm"]["advice"] = advice(doc["kvm"]["error"] or "")
+        if (doc.get("machine") or {}).get("virtualized") and "no ready line" in (doc["kvm"]["error"] or ""):
+            doc["kvm"]["advice"] = (
+                "this machine is itself a virtual machine (its CPUs say 'hypervisor'): its nested KVM "
+                "starts the guest but the guest never reaches ready; run on a host with KVM on bare "
+                "metal or with nested virtualization enabled; " + doc["kvm"]["advice"]
+            )
     doc["accel"] = "kvm" if kvm_boots else "tcg" if tcg_boots else None
     doc["samples"] = []
     doc["gate"] = None

@@ -24,6 +24,15 @@ def cpu_model(text: str) -> str | None:
     return None
 
 
+def cpu_flag(text: str, flag: str) -> bool:
+    """Whether the first CPU of ``/proc/cpuinfo`` has ``flag`` among its ``flags`` (pure)."""
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "flags":
+            return flag in value.split()
+    return False
+
+
 def kvm_modules(text: str) -> list[str]:
     """The loaded modules of ``/proc/modules`` whose name starts with ``kvm`` (pure)."""
     return sorted(line.split()[0] for line in text.splitlines() if line.startswith("kvm"))
@@ -76,7 +85,8 @@ def render_text(doc: dict[str, Any]) -> str:
         f"{doc.get('elapsed_s')} s of {doc.get('deadline_s'):.0f}",
         f"machine: {m.get('cpus')} CPUs ({m.get('cpus_usable')} usable, {m.get('crossed_slots')} crossed pair "
         f"slots), {m.get('cpu_model')}; memory {m.get('mem_total_mib')} MiB "
-        f"({m.get('mem_available_mib')} available)",
+        f"({m.get('mem_available_mib')} available)"
+        + ("; itself a virtual machine (its CPUs say 'hypervisor')" if m.get("virtualized") else ""),
         f"system: {m.get('os') or 'no /etc/os-release'}, kernel {m.get('kernel')}; {m.get('python')}",
         f"qemu: {m.get('qemu_version')} ({m.get('qemu')})",
         f"/dev/kvm: {'present' if kvm_dev.get('exists') else 'absent'}"

@@ -3,6 +3,7 @@ program, the self-extracting entry on a small payload, the check's text, and bad
 
 from __future__ import annotations
 
+import grp
 import io
 import lzma
 import os
@@ -13,10 +14,19 @@ from pathlib import Path
 
 import pytest
 
+from harness.bundle.check import ensure_kvm_access
 from harness.bundle.entry import ENTRY_NAME, entry_header
 from harness.bundle.natives import LOADER, Program, install_programs, parse_ldd, wrapper_script
 from harness.bundle.python import runtime_distributions
-from harness.bundle.report import cpu_model, gate_summary, kvm_modules, meminfo_mib, os_name, render_text
+from harness.bundle.report import (
+    cpu_flag,
+    cpu_model,
+    gate_summary,
+    kvm_modules,
+    meminfo_mib,
+    os_name,
+    render_text,
+)
 from harness.cli import main
 
 LDD = """\
@@ -139,6 +149,8 @@ def test_machine_files_are_read_as_the_check_says_them() -> None:
         "AMD EPYC 9654 96-Core Processor"
     )
     assert kvm_modules("kvm_amd 1 0 - Live\nkvm 2 1 kvm_amd\next4 3 0\n") == ["kvm", "kvm_amd"]
+    cpuinfo = "processor\t: 0\nflags\t\t: fpu vme hypervisor lahf_lm\n\nprocessor\t: 1\nflags\t\t: fpu vmx\n"
+    assert cpu_flag(cpuinfo, "hypervisor") and not cpu_flag(cpuinfo, "vmx") and not cpu_flag("", "hypervisor")
     assert os_name('NAME="Debian"\nPRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\n') == (
         "Debian GNU/Linux 12 (bookworm)"
     )
@@ -180,7 +192,13 @@ def test_the_check_text_says_what_was_found_and_the_verdict() -> None:
         "started_at": "2026-11-27T23:00:00Z",
         "elapsed_s": 150.2,
         "deadline_s": 240.0,
-        "machine": {"cpus": 2, "cpus_usable": 2, "crossed_slots": 1, "kvm": {"exists": True, "mode": "660"}},
+        "machine": {
+            "cpus": 2,
+            "cpus_usable": 2,
+            "crossed_slots": 1,
+            "virtualized": True,
+            "kvm": {"exists": True, "mode": "660"},
+        },
         "tcg": {"boots": True, "seconds": 6.4},
         "kvm": {
             "boots": False,
@@ -194,11 +212,25 @@ def test_the_check_text_says_what_was_found_and_the_verdict() -> None:
     }
     text = render_text(doc)
     assert "tcg: a guest boots, ready in 6.4 s" in text
+    assert "available); itself a virtual machine (its CPUs say 'hypervisor')" in text
     assert "kvm: no guest boots: a guest did not boot under KVM: QEMU exited with 1" in text
     assert "1 pairs at once on 1 CPU pair slots): verdict unchanged, exit 0" in text
     assert "  raw dd: unchanged after 3 rounds" in text
     assert "  b: inconclusive after 3 rounds" in text
     assert text.endswith("check: ok\n")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="gives a device to a group: root only")
+def test_a_device_of_roots_group_only_is_given_to_kvm_as_setup_does(tmp_path: Path) -> None:
+    dev = tmp_path / "kvm"
+    dev.write_text("")
+    dev.chmod(0o600)
+    os.chown(dev, 0, 0)
+    done = ensure_kvm_access(str(dev))
+    assert done is not None and f"gave {dev} to the group kvm" in done
+    assert dev.stat().st_gid == grp.getgrnam("kvm").gr_gid
+    assert dev.stat().st_mode & 0o777 == 0o660
+    assert ensure_kvm_access(str(dev)) is None  # given already: nothing to do
 
 
 @pytest.mark.parametrize(
