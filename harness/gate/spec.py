@@ -131,6 +131,53 @@ def parse_gate_spec(text: str, *, source: str = "<gate spec>") -> GateSpec:
     loc = Locator(text)
     for key in data:
         _known_key(key, SPEC_KEYS + SPEC_KEYS_TABLES, f"{source}:{loc.line_of('', key)}")
+    cells = _gate_cells(data, source, loc)
+
+    def integer(key: str, default: int) -> int:
+        value = data.get(key, default)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise SpecError(f"{source}: {key} = {value!r}: use a whole number of 1 or more")
+        return value
+
+    rounds = integer("rounds", GateSpec.rounds)
+    max_rounds = integer("max_rounds", max(rounds, GateSpec.max_rounds))
+    if max_rounds < rounds:
+        raise SpecError(f"{source}: max_rounds {max_rounds} is below rounds {rounds}: raise max_rounds")
+    budget = data.get("budget_min", GateSpec.budget_min)
+    if not isinstance(budget, int | float) or isinstance(budget, bool) or budget <= 0:
+        raise SpecError(f"{source}: budget_min = {budget!r}: use a positive number of minutes")
+    decision = _decision(data, source)
+    together = _flag(data.get("replay_together", False), f"{source}: replay_together")
+    return GateSpec(
+        name=str(data.get("name", "gate")),
+        source=source,
+        cells=cells,
+        rounds=rounds,
+        max_rounds=max_rounds,
+        budget_min=float(budget),
+        description=str(data.get("description", "")),
+        **decision,
+        replay_samples=integer("replay_samples", 1),
+        replay_passes=integer("replay_passes", 1),
+        replay_together=bool(together),
+        guest_together=bool(_flag(data.get("guest_together", False), f"{source}: guest_together")),
+        guest_pairing=_pairing(
+            data.get("guest_pairing", GateSpec.guest_pairing.value), f"{source}: guest_pairing"
+        ),
+        guest_samples=integer("guest_samples", 1),
+        guest_pairs_at_once=_at_once(
+            data.get("guest_pairs_at_once", "auto"), f"{source}: guest_pairs_at_once"
+        ),
+        crossed_reads=_reads(
+            data.get("crossed_reads", list(Settings.crossed_reads)), f"{source}: crossed_reads"
+        ),
+        host_disk=_host_disk(data.get("host_disk"), f"{source}:{loc.line_of('', 'host_disk')}: host_disk"),
+    )
+
+
+def _gate_cells(data: Mapping[str, Any], source: str, loc: Locator) -> tuple[GateCell, ...]:
+    """The spec's ``[[cells]]``, each completed by ``[params]``: named apart, every key known,
+    every cell a valid one; errors name the file, the line and the cell."""
     params = data.get("params", {})
     if not isinstance(params, dict):
         raise SpecError(f"{source}:{loc.line_of('params')}: params must be a table ([params])")
@@ -162,20 +209,12 @@ def parse_gate_spec(text: str, *, source: str = "<gate spec>") -> GateSpec:
         except TypeError as exc:
             raise SpecError(f"{source}: cells[{number}] ({name}): unknown key: {exc}") from None
         cells.append(cell)
+    return tuple(cells)
 
-    def integer(key: str, default: int) -> int:
-        value = data.get(key, default)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise SpecError(f"{source}: {key} = {value!r}: use a whole number of 1 or more")
-        return value
 
-    rounds = integer("rounds", GateSpec.rounds)
-    max_rounds = integer("max_rounds", max(rounds, GateSpec.max_rounds))
-    if max_rounds < rounds:
-        raise SpecError(f"{source}: max_rounds {max_rounds} is below rounds {rounds}: raise max_rounds")
-    budget = data.get("budget_min", GateSpec.budget_min)
-    if not isinstance(budget, int | float) or isinstance(budget, bool) or budget <= 0:
-        raise SpecError(f"{source}: budget_min = {budget!r}: use a positive number of minutes")
+def _decision(data: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """How the spec decides, as GateSpec's fields: ``metrics``, ``information``, ``rules``,
+    ``min_effect``, ``counters`` and ``changed_fails``, each checked (Settings' where absent)."""
     metrics = _metric_list(data.get("metrics", list(Settings.metrics)), f"{source}: metrics")
     if not metrics:
         raise SpecError(f'{source}: metrics must be a list of metric names such as ["total_s"]')
@@ -213,37 +252,14 @@ def parse_gate_spec(text: str, *, source: str = "<gate spec>") -> GateSpec:
     changed_fails = data.get("changed_fails", Settings.changed_fails)
     if not isinstance(changed_fails, bool):
         raise SpecError(f"{source}: changed_fails = {changed_fails!r}: use true or false")
-    together = _flag(data.get("replay_together", False), f"{source}: replay_together")
-    return GateSpec(
-        name=str(data.get("name", "gate")),
-        source=source,
-        cells=tuple(cells),
-        rounds=rounds,
-        max_rounds=max_rounds,
-        budget_min=float(budget),
-        metrics=tuple(metrics),
-        min_effect=min_effect,
-        rules=rules,
-        description=str(data.get("description", "")),
-        counters=tuple(counters),
-        changed_fails=changed_fails,
-        replay_samples=integer("replay_samples", 1),
-        replay_passes=integer("replay_passes", 1),
-        replay_together=bool(together),
-        guest_together=bool(_flag(data.get("guest_together", False), f"{source}: guest_together")),
-        guest_pairing=_pairing(
-            data.get("guest_pairing", GateSpec.guest_pairing.value), f"{source}: guest_pairing"
-        ),
-        information=dict(information),
-        guest_samples=integer("guest_samples", 1),
-        guest_pairs_at_once=_at_once(
-            data.get("guest_pairs_at_once", "auto"), f"{source}: guest_pairs_at_once"
-        ),
-        crossed_reads=_reads(
-            data.get("crossed_reads", list(Settings.crossed_reads)), f"{source}: crossed_reads"
-        ),
-        host_disk=_host_disk(data.get("host_disk"), f"{source}:{loc.line_of('', 'host_disk')}: host_disk"),
-    )
+    return {
+        "metrics": tuple(metrics),
+        "min_effect": min_effect,
+        "rules": rules,
+        "counters": tuple(counters),
+        "changed_fails": changed_fails,
+        "information": dict(information),
+    }
 
 
 def _host_disk(value: Any, what: str) -> str | None:
