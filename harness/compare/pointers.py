@@ -5,12 +5,15 @@ that reproduces it, and what to do about an inconclusive cell.  Pure.
   ``qcow2 writeback ide · dd 64M``.  Image and drive first (format, a preallocation other
   than ``off``, a cluster size other than 64 KiB, lazy refcounts, LUKS; cache mode, bus, an
   aio other than ``threads``), then the workload with its first parameter, then a cache state
-  other than ``fresh`` and ``replay`` for a replay cell.  The full id stays beside it.
+  other than ``fresh`` and ``replay`` for a replay cell; an overlay says its chain after the
+  image (``qcow2 extended_l2 over d1 32M none virtio-blk · fio raw``: depth and fill, read from
+  the id).  The full id stays beside it.
 * **History graph** (:func:`history_graph`): the asv pages' address of the metric's graph
   for the cell's format, cache mode and bus, as ``benchmarks/history`` names it:
   ``matrix.Dd.track_total_s?p-format='qcow2'&p-cache='writeback'&p-interface='ide'``
   (asv keeps a parameter's value as its ``repr``).  The history matrix measures fresh guest
-  cells only: a replay or warm/cold cell has none.  With the pages' URL
+  cells only: a replay or warm/cold cell has none, nor has an overlay (the history's linked
+  images are a class of their own, with a chain and workload of their own).  With the pages' URL
   (:func:`graph_url`) it is a link.
 * **Inconclusive** (:func:`inconclusive_sentence`): what it means and what to do, from the
   figures :mod:`harness.compare.power` gives (could see, rounds to decide).
@@ -40,6 +43,8 @@ HISTORY_AXES = ("format", "cache", "interface")
 _INVERSES = {"MiB/s": "gib", "KiB/s": "gib", "1/s": "op"}
 _RATE_SUFFIX = re.compile(r"(^|_)((mib|kib)_)?per_s$")
 _SIZE = re.compile(r"^(\d+)([kmgt])$")
+#: an overlay's chain in a cell id's image part (harness.backing.Backing.slug)
+_CHAIN = re.compile(r"-over-d(?P<depth>\d+)-f(?P<fill>\d+(?:pct|[kmgt])?)-(?P<pattern>[a-z]+)-")
 _PAGES_URL = re.compile(r"^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%/+-]*)?$")
 
 
@@ -89,7 +94,13 @@ def short_name(cell: FlatCell, cell_id: str = "") -> str:
     if fmt == "qcow2" and isinstance(cluster, int) and cluster != DEFAULT_CLUSTER_SIZE:
         image.append(f"cluster {_binary(cluster)}")
     head = cell_id.split(".")[0]
-    image += [word for part, word in (("lazy", "lazy refcounts"), ("luks", "luks")) if f"-{part}-" in head]
+    own, _, _ = head.partition("-over-")
+    image += [
+        word
+        for part, word in (("lazy", "lazy refcounts"), ("luks", "luks"), ("l2ext", "extended_l2"))
+        if f"-{part}-" in f"{own}-"
+    ]
+    image += _chain_words(head)
     drive = [str(cell.cache), str(cell.interface or "?")]
     if cell.aio not in (None, "threads"):
         drive.append(f"aio={cell.aio}")
@@ -99,6 +110,17 @@ def short_name(cell: FlatCell, cell_id: str = "") -> str:
     if cell.measure not in (None, "guest"):
         parts.append(str(cell.measure))
     return SEPARATOR.join(parts)
+
+
+def _chain_words(head: str) -> list[str]:
+    """``...-over-d1-f32m-sequential-qcow2-cs64k`` -> ``["over", "d1", "32M"]`` (``scattered`` after)."""
+    chain = _CHAIN.search(f"{head}-")
+    if chain is None:
+        return []
+    fill = chain["fill"]
+    fill = f"{fill[:-3]}%" if fill.endswith("pct") else fill.upper()
+    words = ["over", f"d{chain['depth']}", fill]
+    return words if chain["pattern"] == "sequential" else [*words, chain["pattern"]]
 
 
 def _binary(size: int) -> str:
@@ -140,10 +162,13 @@ def workload_class(slug: str) -> str:
     return "".join(part.capitalize() for part in re.split(r"[^A-Za-z0-9]+", name))
 
 
-def history_graph(cell: FlatCell, metric: str) -> str | None:
+def history_graph(cell: FlatCell, metric: str, cell_id: str = "") -> str | None:
     """The fragment of the asv pages that shows ``metric`` of the history matrix's cell with this
-    cell's format, cache mode and bus; None for a cell the history does not measure."""
+    cell's format, cache mode and bus; None for a cell the matrix does not measure (``cell_id``
+    says whether it is an overlay)."""
     if cell.measure not in (None, "guest") or cell.cache_state not in (None, "fresh"):
+        return None
+    if _CHAIN.search(f"{cell_id.split('.')[0]}-"):
         return None
     values = [cell.axis(axis) for axis in HISTORY_AXES]
     workload = cell.workload
@@ -163,7 +188,7 @@ def graph_url(pages_url: str, fragment: str) -> str:
 
 def with_pointers(cell: ComparedCell) -> ComparedCell:
     """A document cell with its ``title`` and ``history`` (metric -> graph fragment)."""
-    history = {m.metric: history_graph(cell.cell, m.metric) for m in cell.figures if m.metric}
+    history = {m.metric: history_graph(cell.cell, m.metric, cell.cell_id) for m in cell.figures if m.metric}
     return replace(
         cell,
         title=short_name(cell.cell, cell.cell_id),

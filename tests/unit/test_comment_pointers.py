@@ -78,6 +78,14 @@ def flat(**axes: Any) -> tuple[FlatCell, str]:
             {"format": "qcow2", "cache": "writethrough", "workload": "dd", "dd_mib": 64, "measure": "replay"},
             "qcow2 writethrough virtio-blk · dd 64M · replay",
         ),
+        (
+            {"cache": "none", "workload": "fio", "fio_target": "raw", "backing": "depth=1,fill=32M"},
+            "qcow2 over d1 32M none virtio-blk · fio raw",
+        ),
+        (
+            {"extended_l2": True, "workload": "dd", "backing": "depth=2,fill=50%,pattern=scattered"},
+            "qcow2 extended_l2 over d2 50% scattered writeback virtio-blk · dd 256M",
+        ),
     ],
 )
 def test_a_short_name_says_the_cells_parts_and_leaves_out_the_defaults(
@@ -102,6 +110,12 @@ def test_the_history_graph_is_asvs_benchmark_and_parameters() -> None:
     # the history measures fresh guest cells only
     assert history_graph(flat(workload="dd", measure="replay")[0], "total_s") is None
     assert history_graph(flat(workload="dd", cache_state="cold")[0], "total_s") is None
+    # an overlay is not the matrix's cell of its format, cache mode and bus
+    overlay, overlay_id = flat(workload="dd", backing="depth=1")
+    assert (
+        history_graph(overlay, "total_s") is not None
+        and history_graph(overlay, "total_s", overlay_id) is None
+    )
     assert graph_url(PAGES, "matrix.Dd.track_total_s") == PAGES + "#matrix.Dd.track_total_s"
     assert graph_url(PAGES + "index.html", "x") == PAGES + "index.html#x"
 
