@@ -11,7 +11,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from harness.compare import Settings, parse_percent, parse_rule
 from harness.compare.settings import crossed_reads_ok
@@ -156,7 +156,7 @@ def parse_gate_spec(text: str, *, source: str = "<gate spec>") -> GateSpec:
         max_rounds=max_rounds,
         budget_min=float(budget),
         description=str(data.get("description", "")),
-        **decision,
+        **decision._asdict(),
         replay_samples=integer("replay_samples", 1),
         replay_passes=integer("replay_passes", 1),
         replay_together=bool(together),
@@ -175,7 +175,7 @@ def parse_gate_spec(text: str, *, source: str = "<gate spec>") -> GateSpec:
     )
 
 
-def _gate_cells(data: Mapping[str, Any], source: str, loc: Locator) -> tuple[GateCell, ...]:
+def _gate_cells(data: Mapping[str, object], source: str, loc: Locator) -> tuple[GateCell, ...]:
     """The spec's ``[[cells]]``, each completed by ``[params]``: named apart, every key known,
     every cell a valid one; errors name the file, the line and the cell."""
     params = data.get("params", {})
@@ -212,8 +212,19 @@ def _gate_cells(data: Mapping[str, Any], source: str, loc: Locator) -> tuple[Gat
     return tuple(cells)
 
 
-def _decision(data: Mapping[str, Any], source: str) -> dict[str, Any]:
-    """How the spec decides, as GateSpec's fields: ``metrics``, ``information``, ``rules``,
+class _Decision(NamedTuple):
+    """How a gate spec decides, as GateSpec's fields of the same names."""
+
+    metrics: tuple[str, ...]
+    min_effect: float
+    rules: dict[str, float]
+    counters: tuple[str, ...]
+    changed_fails: bool
+    information: dict[str, str]
+
+
+def _decision(data: Mapping[str, object], source: str) -> _Decision:
+    """How the spec ``data`` (its TOML document) decides: ``metrics``, ``information``, ``rules``,
     ``min_effect``, ``counters`` and ``changed_fails``, each checked (Settings' where absent)."""
     metrics = _metric_list(data.get("metrics", list(Settings.metrics)), f"{source}: metrics")
     if not metrics:
@@ -252,14 +263,7 @@ def _decision(data: Mapping[str, Any], source: str) -> dict[str, Any]:
     changed_fails = data.get("changed_fails", Settings.changed_fails)
     if not isinstance(changed_fails, bool):
         raise SpecError(f"{source}: changed_fails = {changed_fails!r}: use true or false")
-    return {
-        "metrics": tuple(metrics),
-        "min_effect": min_effect,
-        "rules": rules,
-        "counters": tuple(counters),
-        "changed_fails": changed_fails,
-        "information": dict(information),
-    }
+    return _Decision(tuple(metrics), min_effect, rules, tuple(counters), changed_fails, dict(information))
 
 
 def _host_disk(value: Any, what: str) -> str | None:
