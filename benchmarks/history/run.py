@@ -190,12 +190,16 @@ def setup_cache() -> dict[str, Any]:
             **extra,
         )
     else:
+        # the host disk model `diskbench history --host-disk` put the work dir on: the records say it
+        disk = environ.get("DISKBENCH_HOST_DISK", "").strip()
+        on_model = {"host_disk": disk} if disk and "host_disk" in MachineOptions.__dataclass_fields__ else {}
         where = MachineOptions(
             binaries=binaries["binaries"],
             work_dir=work_dir,
             results_dir=results_dir,
             accel=choice.accel,
             start="cold",
+            **on_model,
         )
         session = open_session(
             caches,

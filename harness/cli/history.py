@@ -9,7 +9,8 @@ from typing import Any
 from harness.cli import history_changes as changes_parser
 from harness.cli.common import binaries_environ, err
 from harness.errors import ExitCode
-from harness.history.asvrun import HistoryOptions, run_history
+from harness.history.asvrun import NATIVE, HistoryOptions, run_history
+from harness.host.hostdisk import check_usable, names
 from harness.paths import REPO_ROOT, default_work_dir
 
 
@@ -67,6 +68,13 @@ def add_parser(sub: Any) -> None:
     history.add_argument(
         "--repeat", type=int, default=None, metavar="N", help="samples per cell (default: the spec's repeat)"
     )
+    history.add_argument(
+        "--host-disk",
+        default=NATIVE,
+        metavar="NAME",
+        help="put the work dir on a host disk model for the run (root only; docs/host-disks.md): "
+        f"{', '.join(names())}; its series go to the asv machine HOST-NAME-ACCEL (default: native)",
+    )
     sub_history = history.add_subparsers(dest="history_command", metavar="{changes}")
     changes_parser.add_parser(sub_history)
 
@@ -74,6 +82,8 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if getattr(args, "history_command", None) == "changes":
         return changes_parser.run(args)
+    if not args.publish_only:
+        check_usable(args.host_disk)
     result = run_history(
         HistoryOptions(
             config=args.config,
@@ -88,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
             spec=args.spec,
             repeat=args.repeat,
             suite_environ=binaries_environ(args.binaries),
+            host_disk=args.host_disk,
         ),
         log=err,
     )

@@ -24,6 +24,7 @@ Parsing the config, machine names and ranges is pure; the rest runs git and asv.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -50,6 +51,9 @@ Log = Callable[[str], None]
 
 ACCELS = ("kvm", "tcg")
 ENV_MACHINE = "DISKBENCH_ASV_MACHINE"
+#: the host disk model the suite's work dir lies on (set only for a model, never the native disk)
+ENV_HOST_DISK = "DISKBENCH_HOST_DISK"
+NATIVE = "native"
 ENV_RECORDS = "DISKBENCH_HISTORY_RECORDS"
 ENV_SPEC = "DISKBENCH_HISTORY_SPEC"
 ENV_REPEAT = "DISKBENCH_HISTORY_REPEAT"
@@ -154,11 +158,19 @@ def derive_config(config: AsvConfig, *, repo: Path) -> dict[str, Any]:
 # -- machine names and ranges -----------------------------------------------------------
 
 
-def machine_name(hostname: str, accel: str) -> str:
-    """``vm`` under TCG -> ``vm-tcg``: the accelerator is part of the machine's identity."""
+def machine_name(hostname: str, accel: str, host_disk: str = NATIVE) -> str:
+    """``vm`` under TCG -> ``vm-tcg``; on a host disk model ``vm-period-hdd-tcg``: the accelerator
+    and the model are part of the machine's identity, so their series never mix."""
     if accel not in ACCELS:
         raise UsageError(f"accel {accel!r}: use one of {', '.join(ACCELS)}")
-    return f"{hostname}-{accel}"
+    return f"{hostname}-{accel}" if host_disk == NATIVE else f"{hostname}-{host_disk}-{accel}"
+
+
+def disk_of_machine(name: str, models: Sequence[str]) -> str:
+    """The host disk model an asv machine name says (``vm-period-hdd-tcg`` -> ``period-hdd``),
+    else the native disk."""
+    stem = name.rsplit("-", 1)[0]
+    return next((m for m in models if stem.endswith(f"-{m}")), NATIVE)
 
 
 def accel_of_machine(name: str) -> str | None:
@@ -167,13 +179,23 @@ def accel_of_machine(name: str) -> str | None:
     return suffix if suffix in ACCELS else None
 
 
-def check_machine(name: str, accel: str) -> str:
-    """A ``--machine`` name must end in the accelerator that works here."""
+def check_machine(name: str, accel: str, host_disk: str = NATIVE) -> str:
+    """A ``--machine`` name must end in the accelerator that works here, after the host disk model
+    its records are taken on (none for the native disk)."""
+    from harness.host import hostdisk
+
     theirs = accel_of_machine(name)
+    said = disk_of_machine(name, hostdisk.names()) if theirs is not None else host_disk
+    if said != host_disk:
+        where = f"the host disk model {host_disk}" if host_disk != NATIVE else "the native disk"
+        raise UsageError(
+            f"--machine {name} names the host disk {said}, but this history runs on {where}: "
+            f"use {machine_name(name.rsplit('-', 1)[0].removesuffix(f'-{said}'), theirs or accel, host_disk)}"
+        )
     if theirs is None:
         raise UsageError(
             f"--machine {name}: end the name in -kvm or -tcg (this host runs guests under {accel}), "
-            f"e.g. {machine_name(name, accel)}"
+            f"e.g. {machine_name(name, accel, host_disk)}"
         )
     if theirs != accel:
         raise UsageError(
@@ -293,6 +315,7 @@ class HistoryOptions:
     spec: Path | None = None
     repeat: int | None = None
     suite_environ: Mapping[str, str] = field(default_factory=dict)
+    host_disk: str = NATIVE
 
 
 def run_history(options: HistoryOptions, *, log: Log = lambda _msg: None) -> HistoryResult:
@@ -324,22 +347,34 @@ def run_history(options: HistoryOptions, *, log: Log = lambda _msg: None) -> His
             hashes = select_commits(tracked, conf.branch, commits=options.commits, range_=options.range_)
             here = options.accel or detect_accel(log, options.binaries)
             name = (
-                check_machine(options.machine, here)
+                check_machine(options.machine, here, options.host_disk)
                 if options.machine
-                else machine_name(socket.gethostname(), here)
+                else machine_name(socket.gethostname(), here, options.host_disk)
             )
             log(f"history: {len(hashes)} commit(s) of {tracked} on asv machine {name}; asv log: {log_path}")
             _asv(asv, ["machine", "--config", str(config_path), *machine_args(name)], log_path, "asv machine")
             hashfile = Path(tmp) / "commits.txt"
             hashfile.write_text("\n".join(hashes) + "\n", encoding="utf-8")
+            work_dir = (options.work_dir or default_work_dir()).resolve()
+            records = conf.results_dir.parent / "history"
             env = {
                 **options.suite_environ,
                 **matrix,
                 ENV_MACHINE: name,
-                ENV_RECORDS: str(conf.results_dir.parent / "history"),
-                "DISKBENCH_WORK_DIR": str((options.work_dir or default_work_dir()).resolve()),
+                ENV_RECORDS: str(records),
+                "DISKBENCH_WORK_DIR": str(work_dir),
             }
-            with LogFollower(log_path, log):
+            model: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+            if options.host_disk != NATIVE:
+                from harness.host import hostdisk, workdir
+
+                # the model built under the work dir for the whole run; the suite's images on it
+                work_dir.mkdir(parents=True, exist_ok=True)
+                records.mkdir(parents=True, exist_ok=True)
+                model = workdir.hold(records, work_dir, host_disk=options.host_disk, progress=log)
+                env["DISKBENCH_WORK_DIR"] = str(hostdisk.model_dir(work_dir, options.host_disk))
+                env[ENV_HOST_DISK] = options.host_disk
+            with model, LogFollower(log_path, log):
                 _asv(
                     asv,
                     [

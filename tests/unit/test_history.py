@@ -52,6 +52,26 @@ def test_a_machine_name_of_the_other_accelerator_is_refused() -> None:
         history.check_machine("bench", "kvm")
 
 
+def test_a_host_disk_model_is_part_of_the_machine_name_and_never_mixes_with_native() -> None:
+    assert history.machine_name("vm", "tcg", "period-hdd") == "vm-period-hdd-tcg"
+    assert history.machine_name("vm", "tcg", "native") == "vm-tcg"
+    assert history.check_machine("vm-period-hdd-tcg", "tcg", "period-hdd") == "vm-period-hdd-tcg"
+    with pytest.raises(
+        UsageError, match=r"names the host disk native, .* model period-hdd: use vm-period-hdd-tcg"
+    ):
+        history.check_machine("vm-tcg", "tcg", "period-hdd")
+    with pytest.raises(UsageError, match=r"names the host disk period-hdd, .* the native disk: use vm-tcg"):
+        history.check_machine("vm-period-hdd-tcg", "tcg")
+    with pytest.raises(UsageError, match=r"e\.g\. bench-period-hdd-kvm"):
+        history.check_machine("bench", "kvm", "period-hdd")
+
+
+def test_history_refuses_an_unknown_host_disk_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["history", "--host-disk", "floppy"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "floppy" in err and "period-hdd" in err
+
+
 def test_the_suite_reads_the_same_suffix_and_refuses_without_one(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("vm-tcg", "vm-kvm", "vm", "a-b-kvm"):
         assert layout.accel_of_machine(name) == history.accel_of_machine(name)
