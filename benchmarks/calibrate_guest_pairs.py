@@ -2,7 +2,7 @@
 size an injected slowdown reads as, from long runs resampled into many gates.
 
     # run: every round takes, for each arm, a pair (base, arm) in each mode
-    .venv/bin/python benchmarks/calibrate_guest_pairs.py run --cell workload=dd --rounds 12 \\
+    .venv/bin/python benchmarks/calibrate_guest_pairs.py run --cell workload=dd --rounds 12 [--host-disk period-hdd] \\
         --modes apart,together --out OUT aa "thr:throttling.bps-write=N"
     # the spreads, the effects and the verdicts of gates drawn from the rounds (8 pairs, then one
     # more while unclear up to 12, as the gate's rounds and max_rounds)
@@ -32,6 +32,7 @@ share of regressions and unchanged.  Draws share pairs: the rates describe this 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import random
@@ -47,6 +48,7 @@ from harness.compare.metric import Alone
 from harness.compare.paired import bootstrap_pairs_ci, pairs_ratio
 from harness.compare.rules import OWN_CPU_FIGURES, taken_together
 from harness.guest import build_guest
+from harness.host import workdir
 from harness.rounds.cell import new_run_id
 from harness.sample.guest_sampler import RunOptions, run_sample
 from harness.sample.pairing import PAIR_NICE, SWAP_S, Mode, Pairing
@@ -135,7 +137,14 @@ def run(args: argparse.Namespace) -> None:
     rng = random.Random(args.seed + len(done))
     first = max((d["round"] for d in done), default=-1) + 1
     lock = threading.Lock()
-    with tempfile.TemporaryDirectory(prefix="diskbench-calpairs-", dir="/var/tmp") as tmp:
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="diskbench-calpairs-", dir="/var/tmp"))
+        (Path(tmp) / "work").mkdir()
+        # the work dir on the host disk model (built for the run, torn down after it): each
+        # guest's image lies on it, each QEMU with a disk of the model to itself, as in a gate
+        stack.enter_context(
+            workdir.hold(Path(tmp) / "results", Path(tmp) / "work", host_disk=args.host_disk, progress=print)
+        )
 
         def sample(
             number: int,
@@ -355,6 +364,7 @@ def main() -> None:
     r.add_argument("--nice", type=int, default=PAIR_NICE, help="a pair's QEMU processes' nice value")
     r.add_argument("--swap-ms", type=float, default=SWAP_S * 1000, help="a crossed pair's swap period")
     r.add_argument("--out", type=Path, required=True)
+    r.add_argument("--host-disk", default="native", help="the host disk model the images lie on")
     r.add_argument("arms", nargs="+")
     a = sub.add_parser("analyse")
     a.add_argument("out", type=Path)
