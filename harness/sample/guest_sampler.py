@@ -23,16 +23,16 @@ from harness.host.workdir import image_path as sample_image_path
 from harness.record.model import Sample
 from harness.sample import chain, images, snapshot
 from harness.sample.clean import clean_sample
+from harness.sample.host_figures import BLOCKSTATS_FIELDS, PROC_IO_FIELDS, cpu_delta, delta, sample_metrics
 from harness.sample.pairing import Crossed, Pairing, meet
 from harness.sample.protocol import GuestReport, parse_ready, parse_report
 from harness.sample.vm import PAYLOAD_SERIAL, TOOLS_SERIAL, Drive, Machine, VMConfig
-from harness.sample.vm.cpu import CpuTimes, alone_s
 from harness.spec import Aio, CacheState, Cell, Interface, Workload
 from harness.subject.binaries import Binaries
 from harness.subject.policy import options_for
 from harness.untrusted import STRING_CHARS
 from harness.workloads import parse_outputs
-from harness.workloads.latency import BOUNDARIES_NS, histograms_from_blockstats, latency_metrics
+from harness.workloads.latency import BOUNDARIES_NS, histograms_from_blockstats
 
 DISK_NODE = "disk0"
 
@@ -147,78 +147,6 @@ def workload_line(cell: Cell, opts: RunOptions) -> str:
     return " ".join([*cell.workload.kernel_args(), *extra])
 
 
-# QMP blockstats fields kept per sample (as deltas between ready and power-off)
-BLOCKSTATS_FIELDS = (
-    "rd_bytes",
-    "wr_bytes",
-    "rd_operations",
-    "wr_operations",
-    "flush_operations",
-    "rd_total_time_ns",
-    "wr_total_time_ns",
-    "flush_total_time_ns",
-    "wr_merged",
-    "rd_merged",
-    "unmap_operations",
-    "unmap_bytes",
-    "failed_rd_operations",
-    "failed_wr_operations",
-    "failed_flush_operations",
-)
-PROC_IO_FIELDS = ("rchar", "wchar", "syscr", "syscw", "read_bytes", "write_bytes")
-
-
-def delta(before: dict[str, Any], after: dict[str, Any], fields: tuple[str, ...]) -> dict[str, int]:
-    return {f: int(after.get(f, 0)) - int(before.get(f, 0)) for f in fields if f in after}
-
-
-def host_counters(blockstats: dict[str, int], qemu_io: dict[str, int], aio: Aio) -> dict[str, float]:
-    """The low-noise figures: what the guest asked for vs what QEMU really did.
-
-    ``guest_written_bytes`` is what the guest's device saw (``wr_bytes``);
-    ``written_bytes`` what QEMU wrote to the host while the workload ran:
-    with ``aio=threads`` the bytes of its write calls (``wchar``, which
-    counts every rewrite of a qcow2 metadata block); with ``native`` and
-    ``io_uring`` the writes bypass those counters, so the bytes the kernel
-    accounted to storage (``write_bytes``) stand in.  Their ratio is the write
-    amplification of the format and cache mode.  Flushes are the guest's
-    flush requests at the device.
-    """
-    figures: dict[str, float] = {}
-    guest_bytes = blockstats.get("wr_bytes")
-    if guest_bytes is not None:
-        figures["host.guest_written_bytes"] = float(guest_bytes)
-        figures["host.flushes"] = float(blockstats.get("flush_operations", 0))
-    key = "wchar" if aio is Aio.THREADS else "write_bytes"
-    if key in qemu_io:
-        figures["host.written_bytes"] = float(qemu_io[key])
-        if aio is Aio.THREADS:
-            figures["host.write_calls"] = float(qemu_io.get("syscw", 0))
-        if guest_bytes:
-            figures["host.write_amplification"] = qemu_io[key] / guest_bytes
-    return figures
-
-
-def sample_metrics(report: GuestReport, host: dict[str, Any], aio: Aio = Aio.THREADS) -> dict[str, float]:
-    """Flat figures of one sample: seconds unless the name says otherwise."""
-    metrics = {f"phase.{name}_s": secs for name, secs in report.phase_seconds().items()}
-    metrics["total_s"] = report.total_s
-    for key, value in report.metrics.items():
-        metrics[key] = value
-    for key in ("boot_s", "workload_s", "overhead_s", "create_s"):
-        if key in host:
-            metrics[f"host.{key}"] = float(host[key])
-    metrics.update(host_counters(host.get("blockstats", {}), host.get("qemu_io", {}), aio))
-    cpu = host.get("cpu")
-    if isinstance(cpu, dict) and "workload_s" in host:
-        metrics["host.workload_cpu_s"] = float(cpu["qemu_cpu_s"])
-        alone = alone_s(float(host["workload_s"]), float(cpu["vcpu_wait_s"]))
-        if alone is not None:
-            metrics["host.workload_alone_s"] = alone
-    metrics.update(latency_metrics(host.get("latency_histograms", {}), host.get("blockstats", {})))
-    return metrics
-
-
 @dataclass
 class GuestRun:
     """What one boot of the guest gave: its report event and the host's view."""
@@ -248,17 +176,6 @@ class GuestRun:
     crossed: Crossed | None = None
     # whether QEMU ran at the pair's raised priority (harness.sample.pairing.PAIR_NICE)
     raised: bool = False
-
-
-def cpu_delta(before: CpuTimes | None, after: CpuTimes | None) -> dict[str, float] | None:
-    """QEMU's CPU time and its vCPUs' run and wait times between two readings."""
-    if before is None or after is None:
-        return None
-    return {
-        "qemu_cpu_s": after.cpu_s - before.cpu_s,
-        "vcpu_run_s": after.vcpu_run_s - before.vcpu_run_s,
-        "vcpu_wait_s": after.vcpu_wait_s - before.vcpu_wait_s,
-    }
 
 
 def _create_scratch(path: Path, cell: Cell, opts: RunOptions) -> None:
@@ -306,75 +223,90 @@ def boot_and_run(
         wait_ready=wait_ready,
     ) as started:
         vm = started.vm
-        ready = started.ready
         raised = together.join(vm.pid) if together is not None else False
         try:
-            met = meet(together)
-            # the workload's time and its vCPU's waits start before the line is sent: once sent, the
-            # guest runs (and waits for a CPU) however late this thread is to read a clock
-            cpu_before = vm.cpu_times()
-            sent_s = vm.elapsed_s
-            sent_at_s = time.monotonic()
-            vm.send_control(workload_line(cell, opts))
-            # every wait on the guest from here to its power-off sits within the workload's deadline
-            deadline = sent_at_s + opts.workload_timeout_s
-            vm.wait_event(
-                "start",
-                timeout_s=min(opts.boot_timeout_s, deadline - time.monotonic()),
-                what="workload start",
-                limit_s=min(opts.boot_timeout_s, opts.workload_timeout_s),
-            )
-            boot_s = vm.elapsed_s
-            if opts.latency_histograms:
-                # setting the boundaries resets the counts: the histograms hold the workload's IO only
-                (disk,) = [d for d in config.drives if d.node == DISK_NODE]
-                vm.set_latency_histograms(disk, BOUNDARIES_NS)
-            stats_before = vm.blockstats(DISK_NODE)
-            io_before = vm.proc_io()
-            event = vm.wait_event(
-                "report",
-                timeout_s=deadline - time.monotonic(),
-                what="workload report",
-                limit_s=opts.workload_timeout_s,
-            )
-            # -no-shutdown keeps QEMU alive after the guest powers off, to read its counters; a guest
-            # that does not power off by the deadline fails the sample (GuestTimeout)
-            vm.wait_guest_stopped(timeout_s=deadline - time.monotonic())
-            # the workload as the host clocks it: from the line the host sent to the guest's
-            # power-off, whatever the guest says of its own time or when it reports
-            workload_s = vm.elapsed_s - sent_s
-            cpu = cpu_delta(cpu_before, vm.cpu_times())
-            crossed = together.leave(vm.pid) if together is not None else None
-            stats_after = vm.blockstats(DISK_NODE)
-            io_after = vm.proc_io()
-            histograms = histograms_from_blockstats(stats_after) if opts.latency_histograms else {}
-            if together is not None:
-                # the partner's workload runs on: nothing of this side's goes on meanwhile
-                together.end(timeout_s=opts.workload_timeout_s)
-            return GuestRun(
-                argv=vm.argv,
-                ready=ready,
-                event=event,
-                boot_s=boot_s,
-                workload_s=workload_s,
-                stopped=True,
-                start=started.start,
-                start_fallback=started.fallback,
-                blockstats=delta(stats_before, stats_after, BLOCKSTATS_FIELDS),
-                qemu_io=delta(io_before, io_after, PROC_IO_FIELDS),
-                garbage=vm.garbage(),
-                console_tail=vm.console_tail(),
-                latency_histograms={word: h.as_dict() for word, h in histograms.items()},
-                cpu=cpu,
-                met=met,
-                sent_at_s=sent_at_s if together is not None else None,
-                cpus=vm.cpus() if together is not None else None,
-                crossed=crossed,
-                raised=raised,
-            )
+            return _run_workload(started, config, cell, opts, together=together, raised=raised)
         finally:
             if together is not None:
                 together.leave(vm.pid)
+
+
+def _run_workload(
+    started: snapshot.Started,
+    config: VMConfig,
+    cell: Cell,
+    opts: RunOptions,
+    *,
+    together: Pairing | None,
+    raised: bool,
+) -> GuestRun:
+    """:func:`boot_and_run`'s measured part, on a guest ``started`` and ready: send the workload
+    (with the partner's, where ``together``), wait for its report and the power-off within the
+    workload's deadline, read QEMU's counters before and after; ``raised``: the pair's nice was set."""
+    vm = started.vm
+    met = meet(together)
+    # the workload's time and its vCPU's waits start before the line is sent: once sent, the
+    # guest runs (and waits for a CPU) however late this thread is to read a clock
+    cpu_before = vm.cpu_times()
+    sent_s = vm.elapsed_s
+    sent_at_s = time.monotonic()
+    vm.send_control(workload_line(cell, opts))
+    # every wait on the guest from here to its power-off sits within the workload's deadline
+    deadline = sent_at_s + opts.workload_timeout_s
+    vm.wait_event(
+        "start",
+        timeout_s=min(opts.boot_timeout_s, deadline - time.monotonic()),
+        what="workload start",
+        limit_s=min(opts.boot_timeout_s, opts.workload_timeout_s),
+    )
+    boot_s = vm.elapsed_s
+    if opts.latency_histograms:
+        # setting the boundaries resets the counts: the histograms hold the workload's IO only
+        (disk,) = [d for d in config.drives if d.node == DISK_NODE]
+        vm.set_latency_histograms(disk, BOUNDARIES_NS)
+    stats_before = vm.blockstats(DISK_NODE)
+    io_before = vm.proc_io()
+    event = vm.wait_event(
+        "report",
+        timeout_s=deadline - time.monotonic(),
+        what="workload report",
+        limit_s=opts.workload_timeout_s,
+    )
+    # -no-shutdown keeps QEMU alive after the guest powers off, to read its counters; a guest
+    # that does not power off by the deadline fails the sample (GuestTimeout)
+    vm.wait_guest_stopped(timeout_s=deadline - time.monotonic())
+    # the workload as the host clocks it: from the line the host sent to the guest's
+    # power-off, whatever the guest says of its own time or when it reports
+    workload_s = vm.elapsed_s - sent_s
+    cpu = cpu_delta(cpu_before, vm.cpu_times())
+    crossed = together.leave(vm.pid) if together is not None else None
+    stats_after = vm.blockstats(DISK_NODE)
+    io_after = vm.proc_io()
+    histograms = histograms_from_blockstats(stats_after) if opts.latency_histograms else {}
+    if together is not None:
+        # the partner's workload runs on: nothing of this side's goes on meanwhile
+        together.end(timeout_s=opts.workload_timeout_s)
+    return GuestRun(
+        argv=vm.argv,
+        ready=started.ready,
+        event=event,
+        boot_s=boot_s,
+        workload_s=workload_s,
+        stopped=True,
+        start=started.start,
+        start_fallback=started.fallback,
+        blockstats=delta(stats_before, stats_after, BLOCKSTATS_FIELDS),
+        qemu_io=delta(io_before, io_after, PROC_IO_FIELDS),
+        garbage=vm.garbage(),
+        console_tail=vm.console_tail(),
+        latency_histograms={word: h.as_dict() for word, h in histograms.items()},
+        cpu=cpu,
+        met=met,
+        sent_at_s=sent_at_s if together is not None else None,
+        cpus=vm.cpus() if together is not None else None,
+        crossed=crossed,
+        raised=raised,
+    )
 
 
 def prime(
@@ -448,104 +380,16 @@ def run_sample(
     )
     try:
         touch_guest(guest)
-        created = chain.create_disk(
-            image_path, cell, work_dir=opts.work_dir, binaries=opts.binaries, host=host
-        )
-        host["create_s"] = created.create_s
-        host["allocated_before"] = created.allocated_bytes
-        if created.retries:
-            host["create_retries"] = list(created.retries)
-        if cell.cache_state is not CacheState.FRESH:
-            prime(cell, guest, opts, image_path, log_dir, host)
-        host["resident_before"] = images.resident_bytes(image_path)
+        _prepare_image(cell, guest, opts, image_path, log_dir, host)
         run = boot_and_run(cell, guest, opts, image_path, log_dir, together=together)
-        if together is not None:
-            host["together"] = {
-                "cpu": together.cpu,
-                "met": run.met,
-                "cpus": run.cpus,
-                "sent_at_s": run.sent_at_s,
-                "mode": together.how.value,
-                "nice": together.nice if run.raised else 0,
-            }
-            if run.crossed is not None:
-                host["together"]["crossed"] = run.crossed.as_dict()
-                # a move refused leaves the sides where the scheduler put them: not a crossed pair
-                if not run.crossed.ok:
-                    host["together"]["met"] = False
-        if run.cpu is not None:
-            host["cpu"] = run.cpu
-        sample = replace(sample, argv=run.argv, guest_ready=run.ready, report=run.event)
-        host.update(
-            boot_s=run.boot_s,
-            workload_s=run.workload_s,
-            guest_stopped=run.stopped,
-            start=run.start,
-            blockstats=run.blockstats,
-            qemu_io=run.qemu_io,
-        )
-        if run.latency_histograms:
-            host["latency_histograms"] = run.latency_histograms
-        if run.start_fallback:
-            host["start_fallback"] = run.start_fallback
-        if run.garbage:
-            raise ProtocolError(
-                f"guest sent {len(run.garbage)} line(s) that are not JSON: {run.garbage[0][:80]!r}"
-            )
-        report = parse_report(run.event, workload=cell.workload.name.value)
-        try:
-            extra_metrics, extra_fields = parse_outputs(report.workload, report.outputs)
-            check_outputs(cell, report.outputs)
-        except ProtocolError as exc:
-            if report.status == "ok":
-                raise
-            # the guest failed and says why below; what it sent of its outputs adds to that
-            report = replace(report, error=f"{report.error or 'no reason given'} ({exc.message})")
-            extra_metrics, extra_fields = {}, {}
-        sample = replace(sample, details=extra_fields)
-        outputs = run.event.get("outputs")
-        if extra_fields and isinstance(outputs, dict):
-            # an output the record could keep only cut (fio's JSON) is kept parsed, not as a stub
-            outputs = {
-                k: f"[{len(v)} chars, parsed into the sample's fields]"
-                if isinstance(v, str) and len(v) > STRING_CHARS
-                else v
-                for k, v in outputs.items()
-            }
-            sample = replace(sample, report={**run.event, "outputs": outputs})
-        check = images.check(
-            image_path,
-            cell.image.format,
-            qemu_img=opts.binaries.qemu_img,
-            runs_as=opts.binaries.runs_as,
-            encrypted=cell.image.encrypted,
-            backed=cell.backing is not None,
-        )
-        host["check"] = {"rc": check.returncode, "verdict": check.verdict, "report": check.report}
-        host["allocated_after"] = images.allocated_bytes(image_path)
-        host["map_after"] = images.mapped_bytes(
-            image_path,
-            cell.image.format,
-            qemu_img=opts.binaries.qemu_img,
-            runs_as=opts.binaries.runs_as,
-            encrypted=cell.image.encrypted,
-            backed=cell.backing is not None,
-        )
+        sample = _with_run(sample, run, together, host)
+        report, extra_metrics, sample = _with_report(sample, run, cell)
+        check = _check_image(image_path, cell, opts, host)
         host["wall_s"] = time.monotonic() - t0
         host["overhead_s"] = host["wall_s"] - run.boot_s - report.total_s
         host["written_bytes_source"] = "wchar" if cell.drive.aio is Aio.THREADS else "write_bytes"
         sample = replace(sample, metrics=sample_metrics(report, host, cell.drive.aio) | extra_metrics)
-        if report.status != "ok":
-            reason = f"guest workload failed: {report.error or 'no reason given'}"
-            sample = replace(sample, reason=reason, log_tail=run.console_tail)
-        elif report.fsck_rc not in (None, 0):
-            reason = f"e2fsck -fn in the guest found errors (exit {report.fsck_rc})"
-            sample = replace(sample, reason=reason, log_tail=run.console_tail)
-        elif check.fails_sample:
-            sample = replace(sample, reason=f"qemu-img check says {check.verdict} (exit {check.returncode})")
-        else:
-            warning = "qemu-img check found leaked clusters (exit 3)" if check.verdict == "leaks" else None
-            sample = replace(sample, status="ok", warning=warning)
+        sample = _judged(sample, report, check, run)
     except HarnessError as exc:
         sample = replace(
             sample,
@@ -570,6 +414,128 @@ def run_sample(
             image_path.unlink(missing_ok=True)
     # the guest's and the logs' text is untrusted: capped and made inert before it is stored
     return clean_sample(sample)
+
+
+def _prepare_image(
+    cell: Cell, guest: Guest, opts: RunOptions, image_path: Path, log_dir: Path, host: dict[str, Any]
+) -> None:
+    """Create the sample's disk (its chain), prime it for a warm or cold sample; ``host`` gets the
+    creation's figures and the image's resident bytes."""
+    created = chain.create_disk(image_path, cell, work_dir=opts.work_dir, binaries=opts.binaries, host=host)
+    host["create_s"] = created.create_s
+    host["allocated_before"] = created.allocated_bytes
+    if created.retries:
+        host["create_retries"] = list(created.retries)
+    if cell.cache_state is not CacheState.FRESH:
+        prime(cell, guest, opts, image_path, log_dir, host)
+    host["resident_before"] = images.resident_bytes(image_path)
+
+
+def _with_run(sample: Sample, run: GuestRun, together: Pairing | None, host: dict[str, Any]) -> Sample:
+    """``sample`` with what the guest's run gave: its argv, ready line and report, and ``host``
+    (the sample's host figures) with the host's figures of it (the pair's, QEMU's CPU, times,
+    counters, histograms); a ProtocolError where the guest sent lines that are not JSON."""
+    if together is not None:
+        host["together"] = {
+            "cpu": together.cpu,
+            "met": run.met,
+            "cpus": run.cpus,
+            "sent_at_s": run.sent_at_s,
+            "mode": together.how.value,
+            "nice": together.nice if run.raised else 0,
+        }
+        if run.crossed is not None:
+            host["together"]["crossed"] = run.crossed.as_dict()
+            # a move refused leaves the sides where the scheduler put them: not a crossed pair
+            if not run.crossed.ok:
+                host["together"]["met"] = False
+    if run.cpu is not None:
+        host["cpu"] = run.cpu
+    sample = replace(sample, argv=run.argv, guest_ready=run.ready, report=run.event)
+    host.update(
+        boot_s=run.boot_s,
+        workload_s=run.workload_s,
+        guest_stopped=run.stopped,
+        start=run.start,
+        blockstats=run.blockstats,
+        qemu_io=run.qemu_io,
+    )
+    if run.latency_histograms:
+        host["latency_histograms"] = run.latency_histograms
+    if run.start_fallback:
+        host["start_fallback"] = run.start_fallback
+    if run.garbage:
+        raise ProtocolError(
+            f"guest sent {len(run.garbage)} line(s) that are not JSON: {run.garbage[0][:80]!r}"
+        )
+    return sample
+
+
+def _with_report(sample: Sample, run: GuestRun, cell: Cell) -> tuple[GuestReport, dict[str, float], Sample]:
+    """The guest's report, the metrics parsed from its outputs, and ``sample`` with the fields
+    parsed from them (an output cut in the record is kept parsed, not as a stub); an output a
+    failed workload sent that cannot be parsed adds to the report's error."""
+    report = parse_report(run.event, workload=cell.workload.name.value)
+    try:
+        extra_metrics, extra_fields = parse_outputs(report.workload, report.outputs)
+        check_outputs(cell, report.outputs)
+    except ProtocolError as exc:
+        if report.status == "ok":
+            raise
+        # the guest failed and says why below; what it sent of its outputs adds to that
+        report = replace(report, error=f"{report.error or 'no reason given'} ({exc.message})")
+        extra_metrics, extra_fields = {}, {}
+    sample = replace(sample, details=extra_fields)
+    outputs = run.event.get("outputs")
+    if extra_fields and isinstance(outputs, dict):
+        # an output the record could keep only cut (fio's JSON) is kept parsed, not as a stub
+        outputs = {
+            k: f"[{len(v)} chars, parsed into the sample's fields]"
+            if isinstance(v, str) and len(v) > STRING_CHARS
+            else v
+            for k, v in outputs.items()
+        }
+        sample = replace(sample, report={**run.event, "outputs": outputs})
+    return report, extra_metrics, sample
+
+
+def _check_image(image_path: Path, cell: Cell, opts: RunOptions, host: dict[str, Any]) -> images.CheckResult:
+    """``qemu-img check`` of the sample's image after the run; ``host`` gets its result and the
+    image's allocated and mapped bytes."""
+    check = images.check(
+        image_path,
+        cell.image.format,
+        qemu_img=opts.binaries.qemu_img,
+        runs_as=opts.binaries.runs_as,
+        encrypted=cell.image.encrypted,
+        backed=cell.backing is not None,
+    )
+    host["check"] = {"rc": check.returncode, "verdict": check.verdict, "report": check.report}
+    host["allocated_after"] = images.allocated_bytes(image_path)
+    host["map_after"] = images.mapped_bytes(
+        image_path,
+        cell.image.format,
+        qemu_img=opts.binaries.qemu_img,
+        runs_as=opts.binaries.runs_as,
+        encrypted=cell.image.encrypted,
+        backed=cell.backing is not None,
+    )
+    return check
+
+
+def _judged(sample: Sample, report: GuestReport, check: images.CheckResult, run: GuestRun) -> Sample:
+    """``sample`` ok, or failed with why: the guest's workload or its fsck failed, or qemu-img
+    check fails the sample; leaked clusters are a warning."""
+    if report.status != "ok":
+        reason = f"guest workload failed: {report.error or 'no reason given'}"
+        return replace(sample, reason=reason, log_tail=run.console_tail)
+    if report.fsck_rc not in (None, 0):
+        reason = f"e2fsck -fn in the guest found errors (exit {report.fsck_rc})"
+        return replace(sample, reason=reason, log_tail=run.console_tail)
+    if check.fails_sample:
+        return replace(sample, reason=f"qemu-img check says {check.verdict} (exit {check.returncode})")
+    warning = "qemu-img check found leaked clusters (exit 3)" if check.verdict == "leaks" else None
+    return replace(sample, status="ok", warning=warning)
 
 
 def _tail_of(path: Path, max_chars: int = 3000) -> str:
