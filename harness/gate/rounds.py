@@ -40,6 +40,7 @@ from harness.compare import (
 from harness.gate.options import GateOptions
 from harness.gate.spec import GateSpec
 from harness.gate.subjects import SIDES, Subject
+from harness.host import proc
 from harness.record import CellInfo, Record, Sample, gate_records
 from harness.sample.guest_sampler import Sampler
 from harness.sample.replay.replay import Pairing
@@ -381,8 +382,16 @@ def _all_at_once(jobs: Sequence[tuple[str, Callable[[], None]]]) -> None:
     threads = [threading.Thread(target=run, args=(job,), name=name) for name, job in jobs]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join()
+    try:
+        for thread in threads:
+            thread.join()
+    except KeyboardInterrupt:
+        # Ctrl-C or SIGTERM reaches this thread only: end what the jobs started (their QEMU and
+        # qemu-io), so that each job's own cleanup runs and the threads end before the gate does
+        proc.end_children()
+        for thread in threads:
+            thread.join(timeout=60)
+        raise
     if raised:
         raise raised[0]
 

@@ -226,13 +226,15 @@ def _spawn(argv: list[str], log_path: Path) -> subprocess.Popen[bytes]:
     """A helper process of the model, tied to the harness (it dies with it, even by SIGKILL), run
     above the host's other work (:func:`harness.host.diskprobe.raise_in_child`)."""
     with log_path.open("ab") as out:
-        return subprocess.Popen(
+        child = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
             preexec_fn=_in_child,
         )
+    proc.keep_on_interrupt(child.pid)
+    return child
 
 
 def _tail(path: Path) -> str:

@@ -212,3 +212,33 @@ def _run_logged(
         fh.seek(offset)
         written = fh.read().decode(errors="replace")
     return subprocess.CompletedProcess(args, done.returncode, stdout="", stderr=written[-4000:])
+
+
+#: children that outlive an interrupted round: a host disk model's daemons, ended by its teardown
+_KEPT: set[int] = set()
+
+
+def keep_on_interrupt(pid: int) -> None:
+    """Leave child ``pid`` to its owner's teardown when :func:`end_children` ends the others."""
+    _KEPT.add(pid)
+
+
+def end_children(sig: int = signal.SIGTERM) -> list[int]:
+    """Send ``sig`` to every child process of the harness but the kept ones (QEMU, qemu-io, a
+    pair's swapper: what threads of an interrupted round started); the pids signalled."""
+    me, ended = os.getpid(), []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) in _KEPT:
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == me:
+            try:
+                os.kill(int(entry), sig)
+                ended.append(int(entry))
+            except ProcessLookupError:
+                pass
+    return ended
