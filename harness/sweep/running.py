@@ -15,7 +15,7 @@ from harness.record import Record, RecordDir, Sample, load_record, scan_records,
 from harness.record.identity import disk_name
 from harness.spec import Cell
 from harness.sweep.planning import estimate_sample_s
-from harness.sweep.rounds import rounds
+from harness.sweep.rounds import Turn, rounds
 
 if typing.TYPE_CHECKING:
     from harness.progress import Progress
@@ -212,15 +212,7 @@ def run_sweep(
             records[(index, cell_id)] = record
             done += min(len(record.samples), repeat)
     total = len(cells) * repeat * len(sides)
-    # one more sample for each cell per round, the cells in their order (numbered for
-    # the progress lines): a resume takes what the records lack in the order of a first run
-    recorded = {key: len(record.samples) for key, record in records.items()}
-    numbered = list(enumerate(cells, start=1))
-    turns = [
-        turn
-        for turn in rounds(range(1, repeat + 1), lambda _n: numbered, list(enumerate(sides)))
-        if recorded.get((turn.side[0], turn.cell[1].id), 0) < turn.round
-    ]
+    turns = _turns(cells, sides, records, repeat)
     planned = [(cell, side) for (_, cell), (_, side) in ((t.cell, t.side) for t in turns)]
     progress.plan(
         [
@@ -241,43 +233,7 @@ def run_sweep(
     progress.start(total=total, done=done)
     ran = 0
     for turn in turns:
-        (number, cell), (index, side), round_number = turn.cell, turn.side, turn.round
-        existing = records.get((index, cell.id))
-        if existing is not None and len(existing.samples) >= round_number:
-            continue  # a cell listed twice: its first turn of the round took the sample
-        path = side.where.path(cell.id)
-        build = f", QEMU {side.name}" if side.name else ""
-        label = (
-            f"[round {round_number}/{repeat}, cell {number}/{len(cells)}{build}] "
-            if repeat > 1
-            else f"[{number}/{len(cells)}{build}] "
-        )
-        progress.begin(cell.id)
-        t0 = time.monotonic()
-        try:
-            _, record = side.session.run_cell(
-                cell,
-                where=side.where,
-                existing=existing,
-                progress=progress.note,
-                label=label,
-                of=repeat,
-                upto=round_number,
-            )
-        except OSError as exc:
-            raise InfraError(f"cannot write the record {path}: {exc.strerror or exc}") from exc
-        records[(index, cell.id)] = record
-        ran += 1
-        last = record.samples[-1]
-        progress.end(cell.id, time.monotonic() - t0, ok=last.ok, kind=cell.workload.slug)
-        if work_dir_full(last):
-            progress.finish()
-            raise WorkDirFull(
-                f"stopping the sweep: {'the work dir is full' if last.reason is None else last.reason}; "
-                f"every later sample would fail the same way. {len(records)} record(s) "
-                f"kept in {directory}: free some space or pass --work-dir on a larger disk, "
-                "then run the same command to resume"
-            )
+        ran += _take(turn, records, of=(repeat, len(cells)), progress=progress, directory=directory)
     progress.finish()
     return SweepResult(
         directory=directory,
@@ -286,6 +242,75 @@ def run_sweep(
         ran_samples=ran,
         set_aside=moved,
     )
+
+
+# one sample of a sweep: the cell with its number, the side with its index, the round
+_SweepTurn = Turn[tuple[int, Cell], tuple[int, _Side]]
+
+
+def _turns(
+    cells: Sequence[Cell], sides: Sequence[_Side], records: dict[tuple[int, str], Record], repeat: int
+) -> list[_SweepTurn]:
+    """One more sample for each cell per round, the cells in their order (numbered for the
+    progress lines): a resume takes what the ``records`` lack in the order of a first run."""
+    recorded = {key: len(record.samples) for key, record in records.items()}
+    numbered = list(enumerate(cells, start=1))
+    return [
+        turn
+        for turn in rounds(range(1, repeat + 1), lambda _n: numbered, list(enumerate(sides)))
+        if recorded.get((turn.side[0], turn.cell[1].id), 0) < turn.round
+    ]
+
+
+def _take(
+    turn: _SweepTurn,
+    records: dict[tuple[int, str], Record],
+    *,
+    of: tuple[int, int],
+    progress: Progress,
+    directory: Path,
+) -> int:
+    """Take ``turn``'s sample into ``records`` (``of``: the sweep's repeat and cells, for the
+    label); 0 where a cell listed twice had its sample of the round already, else 1.  Stops the
+    sweep (WorkDirFull) when the sample found the work dir full."""
+    (number, cell), (index, side), round_number = turn.cell, turn.side, turn.round
+    repeat, count = of
+    existing = records.get((index, cell.id))
+    if existing is not None and len(existing.samples) >= round_number:
+        return 0  # a cell listed twice: its first turn of the round took the sample
+    path = side.where.path(cell.id)
+    build = f", QEMU {side.name}" if side.name else ""
+    label = (
+        f"[round {round_number}/{repeat}, cell {number}/{count}{build}] "
+        if repeat > 1
+        else f"[{number}/{count}{build}] "
+    )
+    progress.begin(cell.id)
+    t0 = time.monotonic()
+    try:
+        _, record = side.session.run_cell(
+            cell,
+            where=side.where,
+            existing=existing,
+            progress=progress.note,
+            label=label,
+            of=repeat,
+            upto=round_number,
+        )
+    except OSError as exc:
+        raise InfraError(f"cannot write the record {path}: {exc.strerror or exc}") from exc
+    records[(index, cell.id)] = record
+    last = record.samples[-1]
+    progress.end(cell.id, time.monotonic() - t0, ok=last.ok, kind=cell.workload.slug)
+    if work_dir_full(last):
+        progress.finish()
+        raise WorkDirFull(
+            f"stopping the sweep: {'the work dir is full' if last.reason is None else last.reason}; "
+            f"every later sample would fail the same way. {len(records)} record(s) "
+            f"kept in {directory}: free some space or pass --work-dir on a larger disk, "
+            "then run the same command to resume"
+        )
+    return 1
 
 
 def _resume(
