@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.compare.model import (
+    Canary,
     ComparedCell,
     Comparison,
     Figures,
@@ -217,7 +218,14 @@ def render_markdown(comparison: Comparison) -> str:
         lines += [sentence, ""]
     if doc.reproduce:
         lines += ["Reproduce it locally:", "", *_shell(doc.reproduce), ""]
-    canary = doc.canary
+    lines += _canary_lines(doc.canary)
+    lines += _closing_lines(doc)
+    return "\n".join(lines) + "\n"
+
+
+def _canary_lines(canary: Canary | None) -> list[str]:
+    """The host canary's line: its figures, whether it moved and what it voided or kept."""
+    lines: list[str] = []
     if canary is not None:
         before, after, change = canary.before_mib_s, canary.after_mib_s, canary.change
         moved = "steady"
@@ -240,6 +248,12 @@ def render_markdown(comparison: Comparison) -> str:
         ):
             if ids:
                 lines += [f"Canary {what}: {', '.join(_code(i) for i in ids)}", ""]
+    return lines
+
+
+def _closing_lines(doc: Comparison) -> list[str]:
+    """The summary's last lines: the budget a gate used, the machine, the settings, when made."""
+    lines: list[str] = []
     budget = doc.budget
     if budget is not None and budget.to_json():
         lines += [
@@ -265,7 +279,7 @@ def render_markdown(comparison: Comparison) -> str:
         )
     if doc.created_at:
         lines.append(f"Created {doc.created_at}.")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def _shell(argv: Sequence[Any]) -> list[str]:

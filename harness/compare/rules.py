@@ -213,18 +213,9 @@ def compare_cell(
     }
     base_fails = _fails(len(base_ok), len(base_samples))
     head_fails = _fails(len(head_ok), len(head_samples))
-
-    def tally(side: str, ok: int, samples: Sequence[Sample]) -> str:
-        if not samples:
-            return f"{side} has no samples"
-        first = _first_failure(samples)
-        if not first:
-            return f"{side} {ok} of {len(samples)} samples ok"
-        return f"{side} failed {len(samples) - ok} of {len(samples)} samples (first: {first})"
-
     if base_fails or head_fails:
-        base_text = tally("base", len(base_ok), base_samples)
-        head_text = tally("head", len(head_ok), head_samples)
+        base_text = _tally("base", len(base_ok), base_samples)
+        head_text = _tally("head", len(head_ok), head_samples)
         if head_fails and not base_fails:
             verdict, kind, reason = Verdict.REGRESSION, Kind.FAILURE, f"{head_text}; {base_text}"
         elif base_fails and head_fails:
@@ -248,24 +239,7 @@ def compare_cell(
         )
 
     def run(names: Sequence[str], *, adjusted: Mapping[str, float] | None) -> tuple[Figures, ...]:
-        results = []
-        for name in names:
-            if not (_present(name, base_ok) or _present(name, head_ok)):
-                continue  # not a figure of this workload
-            b, h, paired, together = _pairs(name, base_ok, head_ok)
-            results.append(
-                compare_metric(
-                    name,
-                    b,
-                    h,
-                    settings=settings,
-                    paired=paired,
-                    p_adjusted=None if adjusted is None else adjusted.get(name),
-                    together=together,
-                    alone=Alone(shrink_of(name, base_ok, settings), reads_of(name, base_ok, settings)),
-                )
-            )
-        return tuple(results)
+        return _compare_metrics(names, base_ok, head_ok, settings=settings, adjusted=adjusted)
 
     gated = settings.gated_for(cell.get("gate_name"))
     metrics = run(gated, adjusted=p_adjusted)
@@ -291,7 +265,7 @@ def compare_cell(
     verdict = worst(r.verdict for r in metrics)
     reason = "; ".join(f"{r.metric}: {r.reason}" for r in metrics if r.verdict is verdict)
     partial = [
-        tally(side, len(ok), samples)
+        _tally(side, len(ok), samples)
         for side, ok, samples in (("base", base_ok, base_samples), ("head", head_ok, head_samples))
         if len(ok) < len(samples)
     ]
@@ -310,6 +284,46 @@ def compare_cell(
             information=information,
         )
     )
+
+
+def _tally(side: str, ok: int, samples: Sequence[Sample]) -> str:
+    """How one side's samples went, in words: none, all ok, or how many failed and the first's why."""
+    if not samples:
+        return f"{side} has no samples"
+    first = _first_failure(samples)
+    if not first:
+        return f"{side} {ok} of {len(samples)} samples ok"
+    return f"{side} failed {len(samples) - ok} of {len(samples)} samples (first: {first})"
+
+
+def _compare_metrics(
+    names: Sequence[str],
+    base_ok: Sequence[Sample],
+    head_ok: Sequence[Sample],
+    *,
+    settings: Settings,
+    adjusted: Mapping[str, float] | None,
+) -> tuple[Figures, ...]:
+    """The figures of each of ``names`` that either side's ok samples have, paired by round where
+    they can be; ``adjusted``: metric -> its Holm-adjusted p (None: judged at ``alpha_per_test``)."""
+    results = []
+    for name in names:
+        if not (_present(name, base_ok) or _present(name, head_ok)):
+            continue  # not a figure of this workload
+        b, h, paired, together = _pairs(name, base_ok, head_ok)
+        results.append(
+            compare_metric(
+                name,
+                b,
+                h,
+                settings=settings,
+                paired=paired,
+                p_adjusted=None if adjusted is None else adjusted.get(name),
+                together=together,
+                alone=Alone(shrink_of(name, base_ok, settings), reads_of(name, base_ok, settings)),
+            )
+        )
+    return tuple(results)
 
 
 def _counters(settings: Settings, gated: Sequence[str] | None = None) -> list[str]:
