@@ -196,26 +196,7 @@ def parse_preset(text: str, *, path: Path) -> Preset:
                 layout=layout,
             )
         )
-    plots = []
-    for index, raw in enumerate(table.get("plot", [])):
-        what = f"{source}: [[preset.plot]] {index + 1}"
-        group = tuple(raw.get("group", ()))
-        series = raw.get("series")
-        for axis in (*group, *([series] if series else [])):
-            if axis not in axes and axis != QEMU_AXIS:
-                raise SpecError(f"{what}: unknown axis {axis!r}: use {', '.join((*axes, QEMU_AXIS))}")
-        if not raw.get("metric") or not group:
-            raise SpecError(f"{what}: give a metric and the axes to group by")
-        plots.append(
-            PlotSpec(
-                metric=str(raw["metric"]),
-                title=str(raw.get("title", raw["metric"])),
-                group=group,
-                series=series,
-                where=parse_where(raw.get("where"), what),
-                log=bool(raw.get("log", False)),
-            )
-        )
+    plots = _plots(table.get("plot", []), source, axes)
     probes = tuple(table.get("probes", ()))
     for probe in probes:
         if probe not in PROBE_LABELS:
@@ -235,6 +216,31 @@ def parse_preset(text: str, *, path: Path) -> Preset:
         plots=tuple(plots),
         probes=probes,
     )
+
+
+def _plots(raw_plots: Any, source: str, axes: tuple[str, ...]) -> list[PlotSpec]:
+    """The preset's ``[[preset.plot]]`` entries: a metric grouped by known axes (or the QEMU axis)."""
+    plots = []
+    for index, raw in enumerate(raw_plots):
+        what = f"{source}: [[preset.plot]] {index + 1}"
+        group = tuple(raw.get("group", ()))
+        series = raw.get("series")
+        for axis in (*group, *([series] if series else [])):
+            if axis not in axes and axis != QEMU_AXIS:
+                raise SpecError(f"{what}: unknown axis {axis!r}: use {', '.join((*axes, QEMU_AXIS))}")
+        if not raw.get("metric") or not group:
+            raise SpecError(f"{what}: give a metric and the axes to group by")
+        plots.append(
+            PlotSpec(
+                metric=str(raw["metric"]),
+                title=str(raw.get("title", raw["metric"])),
+                group=group,
+                series=series,
+                where=parse_where(raw.get("where"), what),
+                log=bool(raw.get("log", False)),
+            )
+        )
+    return plots
 
 
 def resolve_spec(spec_path: Path | None, *, preset: str | None, scale: float | None) -> SweepSpec:

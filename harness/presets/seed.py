@@ -14,6 +14,7 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from harness.compare.samplestats import Stats
 from harness.errors import SpecError
@@ -108,7 +109,6 @@ def load_reference(path: Path) -> SeedReference:
         raise SpecError(f"seed reference {source} does not exist") from None
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{source}: {exc}: not valid TOML") from None
-    from harness.workloads.bonnie import TESTS
 
     qemu = data.get("qemu", [])
     if not isinstance(qemu, list) or not all(isinstance(v, str) and v for v in qemu):
@@ -142,11 +142,38 @@ def load_reference(path: Path) -> SeedReference:
     if len(names) != len(figures):
         raise SpecError(f"{source}: two figures have the same name")
     by_name = {f.name: f for f in figures}
+    ratios = _ratios(data.get("ratio", []), source, by_name)
+    orders = []
+    for index, raw in enumerate(data.get("order", [])):
+        items = tuple(raw.get("items", ()))
+        bad = [i for i in items if i not in names]
+        if len(items) < 2 or bad:
+            raise SpecError(
+                f"{source}: [[order]] {index + 1}: list two or more figure names ({bad or items})"
+            )
+        orders.append(Order(name=str(raw.get("name", "")), items=items, claim=str(raw.get("claim", ""))))
+    rows = _bonnie_rows(data.get("bonnie", []), source)
+    return SeedReference(
+        seed=str(data.get("seed", "")),
+        document=str(data.get("document", "")),
+        setup=str(data.get("setup", "")),
+        notes=tuple(str(n) for n in data.get("notes", ())),
+        figures=tuple(figures),
+        ratios=tuple(ratios),
+        orders=tuple(orders),
+        bonnie=tuple(rows),
+        qemu=tuple(qemu),
+    )
+
+
+def _ratios(raw_ratios: Any, source: str, by_name: dict[str, Figure]) -> list[Ratio]:
+    """The reference's ``[[ratio]]`` entries, each of two of its figures (``by_name``), with the
+    seed's ratio (given, or of the figures' seed values) or the direction it expects."""
     ratios = []
-    for index, raw in enumerate(data.get("ratio", [])):
+    for index, raw in enumerate(raw_ratios):
         what = f"{source}: [[ratio]] {index + 1}"
         for key in ("of", "to"):
-            if raw.get(key) not in names:
+            if raw.get(key) not in by_name:
                 raise SpecError(f"{what}: {key} = {raw.get(key)!r} names no figure")
         of, to = by_name[raw["of"]], by_name[raw["to"]]
         seed = raw.get("seed")
@@ -167,18 +194,16 @@ def load_reference(path: Path) -> SeedReference:
                 claim=str(raw.get("claim", "")),
             )
         )
-    orders = []
-    for index, raw in enumerate(data.get("order", [])):
-        items = tuple(raw.get("items", ()))
-        bad = [i for i in items if i not in names]
-        if len(items) < 2 or bad:
-            raise SpecError(
-                f"{source}: [[order]] {index + 1}: list two or more figure names ({bad or items})"
-            )
-        orders.append(Order(name=str(raw.get("name", "")), items=items, claim=str(raw.get("claim", ""))))
+    return ratios
+
+
+def _bonnie_rows(raw_rows: Any, source: str) -> list[BonnieRow]:
+    """The reference's ``[[bonnie]]`` rows: each bonnie++ test's rate and %CP as the seed prints them."""
+    from harness.workloads.bonnie import TESTS
+
     rows = []
     keys = {t.key for t in TESTS}
-    for index, raw in enumerate(data.get("bonnie", [])):
+    for index, raw in enumerate(raw_rows):
         what = f"{source}: [[bonnie]] {index + 1}"
         values: dict[str, tuple[str, str]] = {}
         for key, value in raw.items():
@@ -198,17 +223,7 @@ def load_reference(path: Path) -> SeedReference:
                 values=values,
             )
         )
-    return SeedReference(
-        seed=str(data.get("seed", "")),
-        document=str(data.get("document", "")),
-        setup=str(data.get("setup", "")),
-        notes=tuple(str(n) for n in data.get("notes", ())),
-        figures=tuple(figures),
-        ratios=tuple(ratios),
-        orders=tuple(orders),
-        bonnie=tuple(rows),
-        qemu=tuple(qemu),
-    )
+    return rows
 
 
 # -- the seed's shape against ours --------------------------------------------------------------------

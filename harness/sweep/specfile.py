@@ -399,16 +399,7 @@ def parse_spec(
             raise fail(
                 loc.line_of("params", key), f"{key} in [params] takes one value: put lists under [axes]"
             )
-    axes: dict[str, tuple[Any, ...]] = {}
-    for key, values in axes_in.items():
-        if not isinstance(values, list):
-            values = [values]
-        if not values:
-            raise fail(loc.line_of("axes", key), f"{key} = [] has no value: give at least one")
-        for value in values:
-            if isinstance(value, list | dict):
-                raise fail(loc.line_of("axes", key), f"{key}: each value is a string, number or boolean")
-        axes[key] = tuple(dict.fromkeys(values))
+    axes = _axis_values(axes_in, loc, source)
     for key, value in params.items():
         problem = _value_problem(key, value, params, axes)
         if problem:
@@ -419,7 +410,55 @@ def parse_spec(
             if problem:
                 raise fail(loc.line_of("axes", key, value), problem)
 
-    raw_excludes = data.get("exclude", [])
+    excludes = _excludes(data.get("exclude", []), loc, source, params=params, axes=axes)
+    return SweepSpec(
+        name=name,
+        source=source,
+        repeat=repeat,
+        description=description,
+        axes=axes,
+        params=dict(params),
+        excludes=tuple(excludes),
+        qemu=qemu,
+        host_disk=host_disk,
+    )
+
+
+def _axis_values(axes_in: Mapping[str, Any], loc: Locator, source: str) -> dict[str, tuple[Any, ...]]:
+    """Each ``[axes]`` key's values, one value made a list of one, duplicates dropped in order;
+    a SpecError (``source:LINE``) for an empty list or a value that is a list or a table."""
+    axes: dict[str, tuple[Any, ...]] = {}
+    for key, values in axes_in.items():
+        if not isinstance(values, list):
+            values = [values]
+        if not values:
+            raise SpecError(
+                f"{source}:{loc.line_of('axes', key)}: {key} = [] has no value: give at least one"
+            )
+        for value in values:
+            if isinstance(value, list | dict):
+                raise SpecError(
+                    f"{source}:{loc.line_of('axes', key)}: {key}: each value is a string, number or boolean"
+                )
+        axes[key] = tuple(dict.fromkeys(values))
+    return axes
+
+
+def _excludes(
+    raw_excludes: Any,
+    loc: Locator,
+    source: str,
+    *,
+    params: Mapping[str, Any],
+    axes: Mapping[str, tuple[Any, ...]],
+) -> list[Exclusion]:
+    """The spec's ``[[exclude]]`` tables, each with its reason and the axis values it names,
+    checked against ``params`` and ``axes``; a SpecError names ``source:LINE``."""
+
+    def fail(line: int, message: str) -> SpecError:
+        return SpecError(f"{source}:{line}: {message}")
+
+    known = axis_names()
     if not isinstance(raw_excludes, list):
         raise fail(loc.line_of("", "exclude"), "exclude must be an array of tables: write [[exclude]]")
     excludes = []
@@ -454,17 +493,7 @@ def parse_spec(
         if not match:
             raise fail(line, "exclude names no axis value, so it would exclude every cell: name some")
         excludes.append(Exclusion(match=match, reason=reason.strip(), line=line))
-    return SweepSpec(
-        name=name,
-        source=source,
-        repeat=repeat,
-        description=description,
-        axes=axes,
-        params=dict(params),
-        excludes=tuple(excludes),
-        qemu=qemu,
-        host_disk=host_disk,
-    )
+    return excludes
 
 
 def _qemu_axis(raw: Any, where: str) -> tuple[str, ...]:
