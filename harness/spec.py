@@ -472,7 +472,7 @@ def make_cell(**spelled: Unpack[CellSpelling]) -> Cell:
     _check_extended_l2(extended_l2, fmt, csize, compat)
     chain = None if backing in (None, "", "none") else parse_backing(backing, disk_size)
     if chain is not None:
-        _check_overlay(fmt, prealloc, encrypt, how, extended_l2)
+        _check_overlay(fmt, prealloc, encrypt, extended_l2)
     return Cell(
         image=ImageSpec(
             format=fmt,
@@ -506,7 +506,7 @@ def _check_extended_l2(on: bool, fmt: Format, cluster_size: int | None, compat: 
         )
 
 
-def _check_overlay(fmt: Format, prealloc: str, encrypt: str, how: Measure, extended_l2: bool) -> None:
+def _check_overlay(fmt: Format, prealloc: str, encrypt: str, extended_l2: bool) -> None:
     """A cell whose disk is an overlay: what qemu-img and the samplers can make of one."""
     if fmt is not Format.QCOW2:
         raise SpecError(
@@ -519,8 +519,6 @@ def _check_overlay(fmt: Format, prealloc: str, encrypt: str, how: Measure, exten
         )
     if encrypt != "none":
         raise SpecError("backing with an encrypted overlay is not measured: use encrypt=none")
-    if how is not Measure.GUEST:
-        raise SpecError(f"backing runs guest cells only, not measure={how.value}: use measure=guest")
 
 
 def workload_params() -> tuple[str, ...]:

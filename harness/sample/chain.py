@@ -14,7 +14,8 @@ next build removes), never a ``bases/KEY`` without its ``meta.json``.
 
 QEMU and ``qemu-img`` run as an account that cannot reach the work dir by name (see
 :mod:`harness.host.confine`): an overlay is created with ``-u`` (its backing is not opened), and
-QEMU is given every layer as a descriptor (:attr:`harness.sample.vm.config.Drive.backing`).
+QEMU (and a replay's ``qemu-io``: :mod:`harness.sample.replay.replay`) is given every layer as a
+descriptor (:attr:`harness.sample.vm.config.Drive.backing`).
 """
 
 from __future__ import annotations
@@ -230,18 +231,25 @@ def _create_layer(
         cluster_size=backing.cluster_size,
         extended_l2=backing.extended_l2,
     )
-    _overlay(path, spec, backing_name=below[0], backing_format=below[1], binaries=binaries)
+    _overlay(
+        path,
+        spec,
+        backing_name=below[0],
+        backing_format=below[1],
+        qemu_img=binaries.qemu_img,
+        runs_as=binaries.runs_as,
+    )
 
 
 def _overlay(
-    path: Path, spec: ImageSpec, *, backing_name: str, backing_format: str, binaries: Binaries
+    path: Path, spec: ImageSpec, *, backing_name: str, backing_format: str, qemu_img: str, runs_as: int | None
 ) -> None:
     # -u: the backing file is not opened (the account cannot reach it by name); its size is given
-    with confine.Handoff(confine.account(binaries.runs_as)) as handoff:
-        argv = [binaries.qemu_img, "create", "-q", "-f", "qcow2", "-u", "-b", backing_name,
+    with confine.Handoff(confine.account(runs_as)) as handoff:
+        argv = [qemu_img, "create", "-q", "-f", "qcow2", "-u", "-b", backing_name,
                 "-F", backing_format, "-o", ",".join(spec.create_options()),
                 handoff.write(path, create=True), str(spec.size)]  # fmt: skip
-        proc.run(argv, timeout_s=600, error_cls=ImageError, env=environ_for(binaries.qemu_img),
+        proc.run(argv, timeout_s=600, error_cls=ImageError, env=environ_for(qemu_img),
                  confined=handoff.popen_kwargs())  # fmt: skip
 
 
@@ -261,23 +269,30 @@ def _check_layer(path: Path, fmt: str, binaries: Binaries) -> str:
 
 def create_overlay(path: Path, cell: Cell, chain: Chain, binaries: Binaries) -> images.CreatedImage:
     """A fresh overlay of ``cell``'s image over ``chain`` at ``path`` (replacing any old one), timed."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.unlink(missing_ok=True)
-    top, top_format = chain.layers[-1]
     start = time.monotonic()
-    _overlay(
-        path,
-        cell.image,
-        backing_name=os.path.relpath(top, path.parent),
-        backing_format=top_format,
-        binaries=binaries,
-    )
+    overlay_on(path, cell.image, chain, qemu_img=binaries.qemu_img, runs_as=binaries.runs_as)
     return images.CreatedImage(
         path=path,
         spec=cell.image,
         create_s=time.monotonic() - start,
         allocated_bytes=images.allocated_bytes(path),
         file_bytes=path.stat().st_size,
+    )
+
+
+def overlay_on(path: Path, spec: ImageSpec, chain: Chain, *, qemu_img: str, runs_as: int | None) -> None:
+    """A fresh overlay of ``spec`` over ``chain`` at ``path`` (replacing any old one), created by
+    ``qemu_img`` as ``runs_as`` (a replay's, which has no :class:`Binaries`)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    top, top_format = chain.layers[-1]
+    _overlay(
+        path,
+        spec,
+        backing_name=os.path.relpath(top, path.parent),
+        backing_format=top_format,
+        qemu_img=qemu_img,
+        runs_as=runs_as,
     )
 
 

@@ -63,13 +63,19 @@ def test_a_bad_chain_is_refused_naming_its_key(text: str, message: str) -> None:
         ({"compat": "0.10", "extended_l2": True}, "extended_l2 needs qcow2 compat 1.1"),
         ({"format": "raw", "backing": "depth=1"}, "backing needs format qcow2"),
         ({"preallocation": "metadata", "backing": "depth=1"}, "backing with preallocation=metadata needs"),
-        ({"measure": "replay", "backing": "depth=1"}, "backing runs guest cells only"),
     ],
 )
 def test_a_cell_that_cannot_have_the_option_is_refused(axes: dict[str, object], message: str) -> None:
     with pytest.raises(SpecError) as caught:
         make_cell(workload="dd", **axes)  # type: ignore[arg-type]
     assert caught.value.message.startswith(message)
+
+
+def test_a_replay_cell_can_replay_over_a_chain() -> None:
+    cell = make_cell(workload="fio", measure="replay", backing="depth=2,fill=50%")
+    assert cell.id.startswith("qcow2-off-cs64k-2g-over-d2-f50pct-sequential-qcow2-cs64k.")
+    assert cell.id.endswith(".replay")
+    assert Cell.from_dict(cell.as_dict()) == cell
 
 
 def test_the_chain_and_extended_l2_are_in_the_id_and_the_record_and_read_back() -> None:

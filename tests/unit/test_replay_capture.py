@@ -104,6 +104,33 @@ def test_the_trace_gives_the_graph_the_disks_issues_and_log_completions() -> Non
     assert trace.logged_us == {512: 200_000_030, 2048: 200_000_040}
 
 
+def test_an_overlays_log_node_is_named_in_json_and_its_chain_is_not_the_graph() -> None:
+    """QEMU 7.2's trace of a recording on an overlay: the layer under it opened by its own
+    descriptor, and the blklogwrites node named by the json: filename of its qcow2 child, whose
+    backing options are its own."""
+    under = "/proc/self/fd/8"
+    named = (
+        f'json:{{"backing": {{"driver": "qcow2", "file": {{"driver": "file", "filename": "{under}"}}}}, '
+        f'"driver": "qcow2", "file": {{"driver": "file", "filename": "{IMG}"}}}}'
+    )
+    lines = [
+        f'1@100.000001:bdrv_open_common bs 0xa1 filename "{IMG}" flags 0x2a022 format_name "file"',
+        f'1@100.000002:bdrv_open_common bs 0xa2 filename "{IMG}" flags 0x22022 format_name "qcow2"',
+        f'1@100.000003:bdrv_open_common bs 0xd1 filename "{under}" flags 0xe020 format_name "file"',
+        f'1@100.000004:bdrv_open_common bs 0xd2 filename "{under}" flags 0x6020 format_name "qcow2"',
+        f'1@100.000005:bdrv_open_common bs 0xa3 filename "{named}" flags 0x22022 format_name "blklogwrites"',
+        f'1@100.000006:bdrv_open_common bs 0xb1 filename "{LOG}" flags 0x2e0a2 format_name "file"',
+        "1@200.000010:blk_co_pwritev blk 0xf0 bs 0xa3 offset 4096 bytes 4096 flags 0x0",
+    ]
+    trace = parse_trace(lines, image=IMG, log=LOG)
+    assert trace.graph == [("qcow2", "0x22"), ("file", "0x22")]
+    assert [(i.offset, i.bytes) for i in trace.issues] == [(4096, 4096)]
+    # a json: name whose file is another image is not this recording's
+    other = named.replace(f'"filename": "{IMG}"}}}}', '"filename": "/proc/self/fd/5"}}')
+    with pytest.raises(ProtocolError, match="not a recording run"):
+        parse_trace([lines[0], lines[1], lines[4].replace(named, other), lines[5]], image=IMG, log=LOG)
+
+
 def test_a_trace_without_the_log_node_is_not_a_recording() -> None:
     with pytest.raises(ProtocolError, match="not a recording run"):
         parse_trace(OPENS[:2], image=IMG, log=LOG)

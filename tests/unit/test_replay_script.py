@@ -60,6 +60,29 @@ def test_the_replay_applies_exactly_the_guests_drive_options() -> None:
     assert option_mismatch(wanted, replay_options(argv)) is None
 
 
+def test_an_overlay_replays_over_its_chain_each_layer_by_its_handed_name() -> None:
+    cell = make_cell(format="qcow2", cache="none", size="64M", backing="depth=2")
+    chain = ((Path("/proc/self/fd/7"), "qcow2"), (Path("/proc/self/fd/8"), "qcow2"))
+    wanted = guest_drive_options(cell, POLICY, Path("/w/img.qcow2"), chain)
+    # the layers' drivers are the block layer's, their names (descriptors) are not
+    assert wanted["backing.driver"] == wanted["backing.backing.driver"] == "qcow2"
+    assert not [k for k in wanted if k.endswith("filename")]
+    argv = qemu_io_argv("qemu-io", "/w/img.qcow2", wanted, backing=["/proc/self/fd/9", "/proc/self/fd/1,0"])
+    spec = argv[-1]
+    assert "file.backing.driver=qcow2,file.backing.file.filename=/proc/self/fd/9" in spec
+    assert "file.backing.backing.driver=qcow2,file.backing.backing.file.filename=/proc/self/fd/1,,0" in spec
+    assert option_mismatch(wanted, replay_options(argv)) is None
+    # the stream's drive, recorded from the guest's -drive with other names, is the same
+    assert guest_options(f"file=/w/x,{','.join(f'{k}={v}' for k, v in wanted.items())}") == wanted
+    with pytest.raises(
+        ReplayMismatch, match="the guest's drive has 2 backing layers, the replay was given 1"
+    ):
+        qemu_io_argv("qemu-io", "/w/img.qcow2", wanted, backing=["/proc/self/fd/9"])
+    plain = guest_drive_options(make_cell(format="qcow2", size="64M"), (), Path("/w/img.qcow2"))
+    with pytest.raises(ReplayMismatch, match="has 0 backing layers, the replay was given 1"):
+        qemu_io_argv("qemu-io", "/w/img.qcow2", plain, backing=["/proc/self/fd/9"])
+
+
 def test_an_option_qemu_io_cannot_express_is_a_mismatch_naming_it() -> None:
     cell = make_cell(format="raw", size="64M")
     wanted = guest_drive_options(cell, (("werror", "stop"),), Path("/w/img"))

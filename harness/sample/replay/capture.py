@@ -31,6 +31,7 @@ depth is right; a read's time in flight is missing from the others').
 from __future__ import annotations
 
 import heapq
+import json
 import re
 import struct
 from collections import defaultdict, deque
@@ -181,11 +182,10 @@ def parse_trace(lines: Iterable[str], *, image: str, log: str, max_issues: int =
             ptr, filename, flags, driver = opened.groups()
             if filename == log and driver == "file":
                 log_node = ptr
+            elif driver == "blklogwrites" and _names_image(filename, image):
+                root = ptr
             elif filename == image:
-                if driver == "blklogwrites":
-                    root = ptr
-                else:
-                    nodes.append((driver, hex(int(flags, 16) & GRAPH_FLAGS)))
+                nodes.append((driver, hex(int(flags, 16) & GRAPH_FLAGS)))
         elif event in ("blk_co_preadv", "blk_co_pwritev"):
             issued = _BLK.match(args)
             if issued is None or issued.group(2) != root:
@@ -213,6 +213,22 @@ def parse_trace(lines: Iterable[str], *, image: str, log: str, max_issues: int =
     # opened bottom up (protocol, then format): the graph is kept top down
     trace.graph = list(reversed(nodes))
     return trace
+
+
+def _names_image(filename: str, image: str) -> bool:
+    """Whether a node's ``filename`` is ``image``'s: the image itself, or the ``json:`` name QEMU
+    gives a node above a format node with options of its own (an overlay's chain given as
+    ``backing.*``), whose ``file`` is the image."""
+    if filename == image:
+        return True
+    if not filename.startswith("json:"):
+        return False
+    try:
+        described = json.loads(filename.removeprefix("json:"))
+    except ValueError:
+        return False
+    below = described.get("file") if isinstance(described, dict) else None
+    return isinstance(below, dict) and below.get("filename") == image
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ from typing import Any
 from harness.errors import ProtocolError, StreamOverCap
 from harness.files import write_json_atomic
 from harness.host.hostinfo import tool_version
-from harness.sample import images, snapshot
+from harness.sample import chain, snapshot
 from harness.sample.guest_sampler import DISK_NODE, Guest, RunOptions, vm_config, workload_line
 from harness.sample.protocol import parse_ready, parse_report
 from harness.sample.replay.capture import merge, parse_log, parse_trace
@@ -121,7 +121,8 @@ class LoggedDrive(Drive):
         for name, value in words.items():
             if name in ("if", "id", "file", "format", "cache", "aio"):
                 continue
-            below = name in FORMAT_NODE_OPTIONS or name == "encrypt.key-secret"
+            # an overlay's chain is the format node's (its backing child), under the log node
+            below = name in FORMAT_NODE_OPTIONS or name == "encrypt.key-secret" or name.startswith("backing.")
             opts.append(f"{'file.' if below else ''}{name}={value.replace(',', ',,')}")
         return [args[0], ",".join(opts), *args[2:]]
 
@@ -244,7 +245,8 @@ def record(
     trace = log_dir / "record.trace"
     for path in (write_log, trace):
         path.unlink(missing_ok=True)
-    images.create(image, cell.image, qemu_img=opts.binaries.qemu_img, runs_as=opts.binaries.runs_as)
+    # a fresh image, or a fresh overlay over the cell's chain (the guest sampler's disk)
+    chain.create_disk(image, cell, work_dir=opts.work_dir, binaries=opts.binaries)
     try:
         base = vm_config(cell, guest, opts, image)
         disk = guest_drive(base)

@@ -1,7 +1,9 @@
 """Replay a stream natively with the side's own ``qemu-io``: one replay sample.
 
 The image is made fresh as the cell says (:func:`harness.sample.images.create`,
-the side's ``qemu-img``); ``qemu-io`` from the same directory opens it with
+the side's ``qemu-img``), or a fresh overlay over the cell's chain
+(:mod:`harness.sample.chain`: each layer handed to qemu-io as a descriptor, as to
+the guest's QEMU); ``qemu-io`` from the same directory opens it with
 the cell's cache mode, aio and the policy's drive options
 (:mod:`harness.sample.replay.script`), runs the stream's requests and reports each
 one's time.  qemu-io runs confined as qemu-img is (:mod:`harness.host.confine`:
@@ -32,6 +34,7 @@ from typing import Any
 
 from harness.errors import CommandError, ProtocolError, ReplayTimeout
 from harness.host import confine, diskgroups, proc
+from harness.sample import chain as chains
 from harness.sample import images
 from harness.sample.pairing import PARTNER_WAIT_S, Pairing, meet, shared_cpu
 from harness.sample.replay.capture import graph_of
@@ -80,9 +83,13 @@ def qemu_io_beside(qemu_img: str) -> str:
 
 
 def guest_drive_options(
-    cell: Cell, drive_options: tuple[tuple[str, str], ...], image: Path
+    cell: Cell,
+    drive_options: tuple[tuple[str, str], ...],
+    image: Path,
+    backing: tuple[tuple[Path, str], ...] = (),
 ) -> dict[str, str]:
-    """The guest's ``-drive`` options for ``cell``, from the Drive the runner attaches."""
+    """The guest's ``-drive`` options for ``cell``, from the Drive the runner attaches (``backing``:
+    an overlay's chain as the Drive takes it)."""
     drive = Drive(
         node=DISK_NODE,
         path=image,
@@ -92,6 +99,7 @@ def guest_drive_options(
         aio=cell.drive.aio,
         options=drive_options,
         key_secret=cell.image.encrypted,
+        backing=backing,
     )
     return guest_options(drive.argv()[1])
 
@@ -138,6 +146,8 @@ class Replayer:
     timeout_s: float = REPLAY_TIMEOUT_S
     #: the uid qemu-img and qemu-io run as (the side's :attr:`Binaries.runs_as`)
     runs_as: int | None = None
+    #: the chain a cell with a backing replays over, a fresh overlay on it per pass
+    chain: chains.Chain | None = None
 
     @classmethod
     def of(
@@ -193,6 +203,12 @@ def _replay(
         )
     if passes < 1:
         raise ValueError(f"passes must be 1 or more, not {passes}")
+    if (cell.backing is None) != (replayer.chain is None):
+        raise ReplayMismatch(
+            "the cell has a backing chain and the replay was given none"
+            if replayer.chain is None
+            else "the replay was given a backing chain for a cell that has none"
+        )
     replayer.work_dir.mkdir(parents=True, exist_ok=True)
     script = commands(stream.requests)
     expected = counts(stream)
@@ -254,14 +270,23 @@ def _one_pass(
     image = replayer.work_dir / f"{cell.id}.{token}.replay.{cell.image.format.value}"
     trace = replayer.work_dir / f"{cell.id}.{token}.replay.trace"
     trace.unlink(missing_ok=True)
-    images.create(image, cell.image, qemu_img=replayer.qemu_img, runs_as=replayer.runs_as)
+    if replayer.chain is None:
+        images.create(image, cell.image, qemu_img=replayer.qemu_img, runs_as=replayer.runs_as)
+    else:
+        chains.overlay_on(
+            image, cell.image, replayer.chain, qemu_img=replayer.qemu_img, runs_as=replayer.runs_as
+        )
+    layers = () if replayer.chain is None else replayer.chain.top_first
     try:
         with confine.Handoff(confine.account(replayer.runs_as)) as handoff:
             name = handoff.write(image)
             traced = handoff.write(trace, create=True)
-            wanted = guest_drive_options(cell, replayer.drive_options, Path(name))
+            backing = tuple((Path(handoff.read(layer)), fmt) for layer, fmt in layers)
+            wanted = guest_drive_options(cell, replayer.drive_options, Path(name), backing)
             secret = secret_object() if cell.image.encrypted else None
-            head = qemu_io_argv(replayer.qemu_io, name, wanted, secret_object=secret)
+            head = qemu_io_argv(
+                replayer.qemu_io, name, wanted, secret_object=secret, backing=[str(p) for p, _ in backing]
+            )
             applied = replay_options(head)
             why = option_mismatch(wanted, applied)
             if why:

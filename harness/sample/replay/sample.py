@@ -1,5 +1,6 @@
 """A replay sample: the cell's request stream (recorded once from a guest, then cached)
-replayed natively by the side's ``qemu-io`` on a fresh image, as one sample of a record.
+replayed natively by the side's ``qemu-io`` on a fresh image (a fresh overlay over the cell's
+chain, where it has one: ``host.chain`` says which), as one sample of a record.
 
 The sample has the shape of a guest sample (``index``, ``status``, ``started_at``,
 ``metrics``, ``host``, ``logs``) plus ``measure: "replay"`` and ``replay`` (the options
@@ -19,6 +20,7 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.record.model import Sample
+from harness.sample import chain
 from harness.sample.clean import clean_sample
 from harness.sample.guest_sampler import Guest, RunOptions, Sampler
 from harness.sample.replay.record import cached_stream
@@ -91,6 +93,14 @@ def _replay_sample(
                 "digest": stream.digest,
                 "counts": stream.counts(),
             }
+        # an overlay's chain: the guest's, built once per key in the same work dir
+        over = (
+            None
+            if cell.backing is None
+            else chain.ensure(cell.backing, cell.image.size, work_dir=opts.work_dir, binaries=opts.binaries)
+        )
+        if over is not None:
+            host["chain"] = over.as_dict()
         done = replay(
             stream,
             cell,
@@ -98,6 +108,7 @@ def _replay_sample(
                 Replayer.of(opts.binaries, opts.work_dir / "replay", options_for(cell, opts.drive_options)),
                 # the sample's deadline (a gate's head: from base's own times, within the budget)
                 timeout_s=opts.workload_timeout_s,
+                chain=over,
             ),
             passes=given.passes,
             together=given.together,

@@ -5,8 +5,9 @@ Pure: no I/O.
 gives QEMU) and the replay's qemu-io argv (:func:`replay_options`, parsed back from
 :func:`qemu_io_argv`) are reduced to the same words and compared by :func:`option_mismatch`:
 format, ``cache`` (``-t``), ``aio`` (``-i``), ``discard`` (``-d``), ``copy-on-read`` (``-C``),
-format-node options in ``--image-opts``, and a policy's ``throttling.*`` as a ``throttle-group``
-with a ``throttle`` filter node on top.  What qemu-io cannot express (``werror``, ``rerror``) is a
+format-node options in ``--image-opts``, an overlay's chain (each layer's driver, its file handed
+over apart), and a policy's ``throttling.*`` as a ``throttle-group`` with a ``throttle`` filter
+node on top.  What qemu-io cannot express (``werror``, ``rerror``) is a
 mismatch, and the sample fails with it.
 
 **Script.**  Every request becomes one qemu-io command, in the stream's order.  qemu-io services
@@ -48,6 +49,10 @@ FORMAT_NODE = (
 )
 #: options that say what the guest's device does on an error: qemu-io has no device
 NO_QEMU_IO = ("werror", "rerror")
+#: an overlay's chain (harness.sample.chain): each layer's driver is the block layer's, its file
+#: name (a descriptor handed to the process) is not
+BACKING_DRIVER = re.compile(r"^(backing\.)+driver$")
+BACKING_FILE = re.compile(r"^(backing\.)+file\.filename$")
 THROTTLE_GROUP = "replay-tg"
 DATA_PATTERN = "0xa5"
 
@@ -83,7 +88,7 @@ def drive_option_words(value: str) -> dict[str, str]:
 def guest_options(drive_arg: str) -> dict[str, str]:
     """What the block layer is told for the guest: its ``-drive`` value less names and device."""
     words = drive_option_words(drive_arg)
-    options = {k: v for k, v in words.items() if k not in NOT_BLOCK_LAYER}
+    options = {k: v for k, v in words.items() if k not in NOT_BLOCK_LAYER and not BACKING_FILE.match(k)}
     return {**GUEST_DEFAULTS, **options}
 
 
@@ -95,11 +100,19 @@ class Plan:
 
 
 def qemu_io_argv(
-    qemu_io: str, image: str, options: Mapping[str, str], *, secret_object: str | None = None
+    qemu_io: str,
+    image: str,
+    options: Mapping[str, str],
+    *,
+    secret_object: str | None = None,
+    backing: Sequence[str] = (),
 ) -> list[str]:
-    """qemu-io's argv (without commands) giving ``image`` the guest's ``options``.
+    """qemu-io's argv (without commands) giving ``image`` the guest's ``options``; ``backing``: the
+    file names of an overlay's chain from the layer under it down, each with the driver the
+    options give it (``backing.driver``, ``backing.backing.driver``...).
 
-    Raises :class:`ReplayMismatch` for an option qemu-io cannot express.
+    Raises :class:`ReplayMismatch` for an option qemu-io cannot express, or a chain whose layers
+    the options do not all name.
     """
     unknown = sorted(k for k in options if k in NO_QEMU_IO or not _expressible(k))
     if unknown:
@@ -110,6 +123,17 @@ def qemu_io_argv(
     fmt = options["format"]
     node = [f"driver={fmt}", "file.driver=file", f"file.filename={image.replace(',', ',,')}"]
     node += [f"{k}={options[k]}" for k in FORMAT_NODE if k in options]
+    layers = sum(1 for k in options if BACKING_DRIVER.match(k))
+    if layers != len(backing) or any(f"{'backing.' * d}driver" not in options for d in range(1, layers + 1)):
+        raise ReplayMismatch(
+            f"the guest's drive has {layers} backing layers, the replay was given {len(backing)} files"
+        )
+    for depth, name in enumerate(backing, 1):
+        prefix = "backing." * depth
+        node += [
+            f"{prefix}driver={options[f'{prefix}driver']}",
+            f"{prefix}file.filename={name.replace(',', ',,')}",
+        ]
     throttle = {k.removeprefix("throttling."): v for k, v in options.items() if k.startswith("throttling.")}
     argv = [qemu_io, "-t", options["cache"], "-i", options["aio"], "-d", options["discard"]]
     if options.get("copy-on-read") == "on":
@@ -128,6 +152,7 @@ def _expressible(name: str) -> bool:
         name in ("format", "cache", "aio", "discard", "copy-on-read")
         or name in FORMAT_NODE
         or name.startswith("throttling.")
+        or BACKING_DRIVER.match(name) is not None
     )
 
 
@@ -154,6 +179,7 @@ def replay_options(argv: Sequence[str]) -> dict[str, str]:
                 words = {k.removeprefix("file."): v for k, v in words.items() if k.startswith("file.")}
             options["format"] = words.get("driver", "")
             options.update({k: words[k] for k in FORMAT_NODE if k in words})
+            options.update({k: v for k, v in words.items() if BACKING_DRIVER.match(k)})
         index += 2 if arg in ("--object", "--image-opts") else 1
     options.setdefault("detect-zeroes", "off")
     return options
