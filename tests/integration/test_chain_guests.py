@@ -3,42 +3,27 @@ copy-on-write shows in the host's written bytes."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness.record import load_record
-from harness.rounds.session import MachineOptions, SessionOptions, run_cells
 from harness.spec import Cell, make_cell
-from harness.subject.binaries import Binaries
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
 
 
-def run(cells: list[Cell], guest: Any, tmp_path: Path, disk_dir: Path) -> dict[str, dict[str, Any]]:
-    result = run_cells(
-        cells,
-        SessionOptions(
-            MachineOptions(
-                binaries=Binaries.on_path(),
-                work_dir=disk_dir,
-                results_dir=tmp_path / "results",
-                accel="tcg",
-                start="auto",
-            ),
-            repeat=1,
-        ),
-        guest=guest,
-    )
+def run(cells: list[Cell], guest_cells: Callable[..., list[Path]]) -> dict[str, dict[str, Any]]:
     return {
         load_record(p).to_json()["cell"]["id"]: load_record(p).to_json()
-        for p in result.run_dir.glob("*.json")
+        for p in guest_cells(cells, start="auto")
     }
 
 
 def test_random_writes_over_a_full_base_copy_whole_clusters_without_subclusters(
-    guest: Any, tmp_path: Path, disk_dir: Path
+    guest_cells: Callable[..., list[Path]],
 ) -> None:
     # 500 4 KiB writes at random over 128 MiB of a 256 MiB overlay over a fully written base
     axes: dict[str, Any] = dict(
@@ -46,7 +31,7 @@ def test_random_writes_over_a_full_base_copy_whole_clusters_without_subclusters(
     )
     off = make_cell(backing="depth=2,fill=100%", **axes)
     on = make_cell(backing="depth=2,fill=100%", extended_l2=True, **axes)
-    records = run([off, on], guest, tmp_path, disk_dir)
+    records = run([off, on], guest_cells)
     samples = {cell: records[cell.id]["samples"][0] for cell in (off, on)}
     for cell, sample in samples.items():
         assert sample["status"] == "ok", sample.get("reason")

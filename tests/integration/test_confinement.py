@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +19,10 @@ import pytest
 from harness.errors import ImageError, VMBootError
 from harness.host import confine
 from harness.record import load_record
-from harness.rounds.session import MachineOptions, SessionOptions, run_cells
 from harness.sample import images
 from harness.sample.vm import Drive, Machine, VMConfig
 from harness.spec import make_cell
-from harness.subject.binaries import QEMU, QEMU_IMG, Binaries
+from harness.subject.binaries import QEMU, QEMU_IMG
 
 pytestmark = [
     pytest.mark.integration,
@@ -107,25 +107,9 @@ def test_a_backing_file_that_got_past_the_parser_cannot_be_opened(
     assert f"Could not open '{hostile}': Permission denied" in caught.value.log_tail
 
 
-def test_the_record_says_who_ran_qemu_and_with_which_sandbox(
-    guest: Any, tmp_path: Path, disk_dir: Path
-) -> None:
+def test_the_record_says_who_ran_qemu_and_with_which_sandbox(guest_cells: Callable[..., list[Path]]) -> None:
     cell = make_cell(format="raw", workload="dd", dd_mib=8, size="256M")
-    result = run_cells(
-        [cell],
-        SessionOptions(
-            MachineOptions(
-                binaries=Binaries.on_path(),
-                work_dir=disk_dir,
-                results_dir=tmp_path / "results",
-                accel="tcg",
-                start="cold",
-            ),
-            repeat=1,
-        ),
-        guest=guest,
-    )
-    record = load_record(next(result.run_dir.glob("*.json")))
+    record = load_record(guest_cells([cell])[0])
     assert record.samples[0].status == "ok", record.samples[0].reason
     assert record.vm.get("confinement") == {
         "user": confine.ACCOUNT,

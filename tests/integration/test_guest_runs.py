@@ -8,13 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tcgopts import tcg_options
 
 from harness.cli import main
 from harness.host.workdir import image_path
 from harness.record import load_record
 from harness.rounds.session import MachineOptions, SessionOptions, run_cells
 from harness.sample import images
-from harness.sample.guest_sampler import RunOptions, run_sample
+from harness.sample.guest_sampler import run_sample
 from harness.spec import make_cell
 from harness.subject.binaries import QEMU, QEMU_IMG, Binaries
 
@@ -113,13 +114,9 @@ def test_a_guest_that_never_reports_fails_after_its_deadline(
     guest: Any, tmp_path: Path, disk_dir: Path
 ) -> None:
     cell = make_cell(format="qcow2", workload="dd", dd_mib=16, size="256M")
-    opts = RunOptions(
-        binaries=Binaries.on_path(),
-        accel="tcg",
-        accel_reason="test",
-        work_dir=disk_dir,
-        results_dir=tmp_path,
-        run_id="t",
+    opts = tcg_options(
+        disk_dir,
+        tmp_path,
         repeat=1,
         boot_timeout_s=120,
         workload_timeout_s=5,
@@ -140,16 +137,8 @@ def test_a_guest_that_never_reports_fails_after_its_deadline(
 
 def test_a_kernel_panic_ends_the_wait_at_once(guest: Any, tmp_path: Path, disk_dir: Path) -> None:
     cell = make_cell(format="raw", workload="dd", dd_mib=16, size="256M")
-    opts = RunOptions(
-        binaries=Binaries.on_path(),
-        accel="tcg",
-        accel_reason="test",
-        work_dir=disk_dir,
-        results_dir=tmp_path,
-        run_id="t",
-        repeat=1,
-        boot_timeout_s=300,
-        extra_append=("rdinit=/nonexistent",),
+    opts = tcg_options(
+        disk_dir, tmp_path, repeat=1, boot_timeout_s=300, extra_append=("rdinit=/nonexistent",)
     )
     sample = run_sample(cell, guest, opts, 0, tmp_path / "logs").to_json()
     assert sample["status"] == "error"

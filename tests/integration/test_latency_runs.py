@@ -2,41 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness.record import load_record
-from harness.rounds.session import MachineOptions, SessionOptions, run_cells
 from harness.sample import images
 from harness.sample.vm import Drive, Machine, VMConfig
 from harness.spec import Interface, make_cell
-from harness.subject.binaries import QEMU, QEMU_IMG, Binaries
+from harness.subject.binaries import QEMU, QEMU_IMG
 from harness.workloads.latency import BOUNDARIES_NS, Histogram
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
 
 
 def test_histograms_of_a_dd_run_are_parsed_and_match_qemus_counts(
-    guest: Any, tmp_path: Path, disk_dir: Path
+    guest_cells: Callable[..., list[Path]],
 ) -> None:
     cell = make_cell(format="qcow2", workload="dd", dd_mib=32, size="256M", cache="none")
-    result = run_cells(
-        [cell],
-        SessionOptions(
-            MachineOptions(
-                binaries=Binaries.on_path(),
-                work_dir=disk_dir,
-                results_dir=tmp_path / "results",
-                accel="tcg",
-                start="cold",
-            ),
-            repeat=1,
-        ),
-        guest=guest,
-    )
-    (path,) = sorted(result.run_dir.glob("*.json"))
+    (path,) = guest_cells([cell])
     sample = load_record(path).to_json()["samples"][0]
     assert sample["status"] == "ok", sample.get("reason")
     kept = sample["host"]["latency_histograms"]

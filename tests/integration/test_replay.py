@@ -11,6 +11,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from tcgopts import tcg_options
 
 from harness.errors import HarnessError
 from harness.sample.guest_sampler import RunOptions
@@ -27,14 +28,7 @@ CELL = make_cell(format="qcow2", cache="none", aio="threads", workload="dd", dd_
 
 
 def options(work: Path, results: Path) -> RunOptions:
-    return RunOptions(
-        binaries=Binaries.on_path(),
-        accel="tcg",
-        accel_reason="test",
-        work_dir=work,
-        results_dir=results,
-        run_id="t",
-    )
+    return tcg_options(work, results)
 
 
 @pytest.fixture(scope="module")

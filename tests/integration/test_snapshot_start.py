@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tcgopts import tcg_options
 
 from harness.record import load_record
-from harness.rounds.session import MachineOptions, SessionOptions, run_cells
 from harness.sample import images, snapshot
-from harness.sample.guest_sampler import RunOptions, vm_config
+from harness.sample.guest_sampler import vm_config
 from harness.spec import make_cell
-from harness.subject.binaries import QEMU_IMG, Binaries
+from harness.subject.binaries import QEMU_IMG
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
 
@@ -23,25 +24,14 @@ RESEEDED = "crng reseeded due to virtual machine fork"
 
 @pytest.mark.parametrize("interface", ["virtio-blk", "virtio-scsi", "ide", "ahci", "nvme"])
 def test_snapshot_start_runs_dd_on_each_bus(
-    interface: str, guest: Any, tmp_path: Path, disk_dir: Path, monkeypatch: pytest.MonkeyPatch
+    interface: str,
+    guest_cells: Callable[..., list[Path]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("DISKBENCH_CACHE", str(tmp_path / "cache"))
     cell = make_cell(format="qcow2", interface=interface, workload="dd", dd_mib=8, size="256M")
-    result = run_cells(
-        [cell],
-        SessionOptions(
-            MachineOptions(
-                binaries=Binaries.on_path(),
-                work_dir=disk_dir,
-                results_dir=tmp_path / "results",
-                accel="tcg",
-                start="snapshot",
-            ),
-            repeat=2,
-        ),
-        guest=guest,
-    )
-    record = load_record(sorted(result.run_dir.glob("*.json"))[0]).to_json()
+    record = load_record(guest_cells([cell], start="snapshot", repeat=2)[0]).to_json()
     assert record["vm"]["start"] == "snapshot"
     snapshots = list(snapshot.snapshot_root().iterdir())
     assert len(snapshots) == 1, "one snapshot, built once for both samples"
@@ -65,15 +55,7 @@ def test_every_restore_reseeds_the_guest_kernels_random_numbers(
     disk_dir.mkdir(parents=True, exist_ok=True)
     cell = make_cell(format="qcow2", workload="dd", dd_mib=8, size="256M")
     # loglevel=7: the kernel's notice of the reseed reaches the console
-    opts = RunOptions(
-        binaries=Binaries.on_path(),
-        accel="tcg",
-        accel_reason="test",
-        work_dir=disk_dir,
-        results_dir=tmp_path,
-        run_id="t",
-        extra_append=("loglevel=7",),
-    )
+    opts = tcg_options(disk_dir, tmp_path, extra_append=("loglevel=7",))
     ids = []
     for index in range(2):
         image = disk_dir / f"sample-{index}.qcow2"

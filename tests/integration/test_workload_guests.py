@@ -2,37 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness.record import load_record
-from harness.rounds.session import MachineOptions, SessionOptions, run_cells
 from harness.sample.protocol import parse_report
 from harness.spec import make_cell
-from harness.subject.binaries import Binaries
 from harness.workloads import metric_info, parse_outputs
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
 
 
-def run_one(cell: Any, guest: Any, tmp_path: Path, disk_dir: Path) -> dict[str, Any]:
-    result = run_cells(
-        [cell],
-        SessionOptions(
-            MachineOptions(
-                binaries=Binaries.on_path(),
-                work_dir=disk_dir,
-                results_dir=tmp_path / "results",
-                accel="tcg",
-                start="cold",
-            ),
-            repeat=1,
-        ),
-        guest=guest,
-    )
-    (path,) = sorted(result.run_dir.glob("*.json"))
+def run_one(cell: Any, guest_cells: Callable[..., list[Path]]) -> dict[str, Any]:
+    (path,) = guest_cells([cell])
     record = load_record(path).to_json()
     sample: dict[str, Any] = record["samples"][0]
     assert sample["status"] == "ok", sample.get("reason")
@@ -45,7 +30,7 @@ def parsed(sample: dict[str, Any], workload: str) -> tuple[dict[str, float], dic
     return parse_outputs(workload, report.outputs)
 
 
-def test_bonnie_small_on_qcow2(guest: Any, tmp_path: Path, disk_dir: Path) -> None:
+def test_bonnie_small_on_qcow2(guest_cells: Callable[..., list[Path]]) -> None:
     # 64 MiB of test file, 1024 files: about 30 s under TCG
     cell = make_cell(
         format="qcow2",
@@ -55,7 +40,7 @@ def test_bonnie_small_on_qcow2(guest: Any, tmp_path: Path, disk_dir: Path) -> No
         bonnie_files=1,
         size="256M",
     )
-    sample = run_one(cell, guest, tmp_path, disk_dir)
+    sample = run_one(cell, guest_cells)
     metrics = sample["metrics"]
     assert [k for k in metrics if k.startswith("phase.")] == [
         "phase.mkfs_s",
@@ -99,9 +84,9 @@ def test_bonnie_small_on_qcow2(guest: Any, tmp_path: Path, disk_dir: Path) -> No
     assert sample["host"]["check"]["verdict"] == "clean"
 
 
-def test_mkfs_writes_every_inode_table(guest: Any, tmp_path: Path, disk_dir: Path) -> None:
+def test_mkfs_writes_every_inode_table(guest_cells: Callable[..., list[Path]]) -> None:
     cell = make_cell(format="raw", preallocation="off", workload="mkfs", size="1G")
-    sample = run_one(cell, guest, tmp_path, disk_dir)
+    sample = run_one(cell, guest_cells)
     metrics = sample["metrics"]
     assert [k for k in metrics if k.startswith("phase.")] == ["phase.mkfs_s", "phase.fsck_s"]
     assert metrics["total_s"] == metrics["phase.mkfs_s"] > 0
@@ -120,7 +105,7 @@ def test_mkfs_writes_every_inode_table(guest: Any, tmp_path: Path, disk_dir: Pat
 
 
 @pytest.mark.parametrize("target", ["both", "raw"])
-def test_fio_from_the_tools_drive(guest: Any, tmp_path: Path, disk_dir: Path, target: str) -> None:
+def test_fio_from_the_tools_drive(guest: Any, guest_cells: Callable[..., list[Path]], target: str) -> None:
     # fio comes from the read-only tools drive (fio's libraries are not in the initramfs)
     assert guest.tools is not None and guest.tools.is_file()
     cell = make_cell(
@@ -132,7 +117,7 @@ def test_fio_from_the_tools_drive(guest: Any, tmp_path: Path, disk_dir: Path, ta
         fio_fsync_ios=30,
         size="256M",
     )
-    sample = run_one(cell, guest, tmp_path, disk_dir)
+    sample = run_one(cell, guest_cells)
     metrics = sample["metrics"]
     # fio's JSON is larger than the report text a record keeps: the parsed documents are kept
     fields = {"fio_json": sample["fio_json"]}
@@ -168,7 +153,9 @@ def test_fio_from_the_tools_drive(guest: Any, tmp_path: Path, disk_dir: Path, ta
     assert sample["host"]["check"]["verdict"] == "clean"
 
 
-def test_fio_with_a_tools_drive_that_does_not_mount(guest: Any, tmp_path: Path, disk_dir: Path) -> None:
+def test_fio_with_a_tools_drive_that_does_not_mount(
+    guest: Any, guest_cells: Callable[..., list[Path]], tmp_path: Path
+) -> None:
     """A tools drive that is no filesystem: the sample fails, the guest says why on its console
     and in its report (a line of valid JSON), and nothing crashes."""
     import dataclasses
@@ -176,21 +163,7 @@ def test_fio_with_a_tools_drive_that_does_not_mount(guest: Any, tmp_path: Path, 
     bogus = tmp_path / "tools.img"
     bogus.write_bytes(bytes(4 * 2**20))
     cell = make_cell(format="raw", workload="fio", fio_target="raw", fio_size_mib=8, size="256M")
-    result = run_cells(
-        [cell],
-        SessionOptions(
-            MachineOptions(
-                binaries=Binaries.on_path(),
-                work_dir=disk_dir,
-                results_dir=tmp_path / "results",
-                accel="tcg",
-                start="cold",
-            ),
-            repeat=1,
-        ),
-        guest=dataclasses.replace(guest, tools=bogus),
-    )
-    (path,) = sorted(result.run_dir.glob("*.json"))
+    (path,) = guest_cells([cell], guest=dataclasses.replace(guest, tools=bogus))
     sample = load_record(path).to_json()["samples"][0]
     assert sample["status"] == "error"
     report = parse_report(sample["report"], workload="fio")

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tcgopts import tcg_options
 
 from harness.compare import Comparison, Settings, render_markdown
 from harness.compare.comparison import verdict_exit_code
@@ -26,7 +27,6 @@ from harness.paths import REPO_ROOT
 from harness.record import CellInfo, MachineInfo, Record, Sample
 from harness.rounds.cell import clock_disagreement
 from harness.rounds.session import MachineOptions, Session
-from harness.sample.guest_sampler import RunOptions
 from harness.sample.protocol import parse_report
 from harness.spec import Cell
 from harness.subject.binaries import Binaries
@@ -129,14 +129,7 @@ def _gate(
     """A gate of synthetic sides, judged as a real one is; returns its comparison."""
     spec = parse_gate_spec(SPEC, source="g.toml")
     policy = parse_policy((REPO_ROOT / "policy.toml").read_text())
-    opts = RunOptions(
-        binaries=Binaries.on_path(),
-        accel="tcg",
-        accel_reason="t",
-        work_dir=Path("/w"),
-        results_dir=Path("/r"),
-        run_id="x",
-    )
+    opts = tcg_options(Path("/w"), Path("/r"), run_id="x", accel_reason="t")
     sides = {}
     for label in ("base", "head"):
         session = _Side(

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from tcgopts import tcg_options
 
 from harness.cli import build_parser, main
 from harness.cli.common import resolve_binaries
@@ -251,15 +252,7 @@ class FakeGuest:
 
 def test_run_options_pass_the_policys_drive_options_to_the_disk_under_test(tmp_path: Path) -> None:
     policy = site()
-    opts = RunOptions(
-        binaries=Binaries.on_path(),
-        accel="tcg",
-        accel_reason="test",
-        work_dir=tmp_path,
-        results_dir=tmp_path,
-        run_id="t",
-        drive_options=policy.drive_options,
-    )
+    opts = tcg_options(tmp_path, tmp_path, drive_options=policy.drive_options)
     config = vm_config(policy.cell(workload="dd"), FakeGuest(), opts, tmp_path / "disk.qcow2")
     (disk,) = config.drives
     drive_arg = disk.argv()[1]
@@ -277,14 +270,7 @@ def test_run_options_binaries_are_the_qemu_each_sample_runs(tmp_path: Path) -> N
     argv = config.argv(qmp_path=tmp_path / "q", console=tmp_path / "c", report=tmp_path / "r")
     assert argv[0] == "/opt/q/qemu-system-x86_64"
     # the names on PATH, as the CLI resolves them when nothing names others
-    plain = RunOptions(
-        binaries=Binaries.on_path(),
-        accel="tcg",
-        accel_reason="test",
-        work_dir=tmp_path,
-        results_dir=tmp_path,
-        run_id="t",
-    )
+    plain = tcg_options(tmp_path, tmp_path)
     assert vm_config(cell, FakeGuest(), plain, tmp_path / "disk.qcow2").qemu == "qemu-system-x86_64"
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tcgopts import tcg_options
 
 from harness.cli import main
 from harness.errors import SpecError
@@ -25,9 +26,8 @@ from harness.record import (
     write_record,
 )
 from harness.rounds.session import Session
-from harness.sample.guest_sampler import RunOptions
 from harness.spec import Cell, make_cell
-from harness.subject.binaries import QEMU_IMG, Binaries
+from harness.subject.binaries import QEMU_IMG
 from harness.sweep import (
     Measure,
     expand_spec,
@@ -315,14 +315,7 @@ class FakeSession(Session):
 
 
 def fake_session(tmp_path: Path, *, qemu_version: str = "7.2.0", fail: set[str] | None = None) -> FakeSession:
-    opts = RunOptions(
-        binaries=Binaries.on_path(),
-        accel="tcg",
-        accel_reason="test",
-        work_dir=tmp_path / "w",
-        results_dir=tmp_path,
-        run_id="x",
-    )
+    opts = tcg_options(tmp_path / "w", tmp_path, run_id="x")
     session = FakeSession(
         guest=None,  # type: ignore[arg-type]
         opts=opts,
