@@ -335,8 +335,9 @@ def real_run(tmp_path: Path, name: str) -> tuple[dict[str, Any], Path]:
     return run, tmp_path / "results"
 
 
-def test_a_real_history_with_a_policy_step_has_change_points_at_that_commit_only(tmp_path: Path) -> None:
-    run, results = real_run(tmp_path, "history-run-policy-step.json")
+def real_changes(tmp_path: Path, name: str) -> tuple[dict[str, Any], Any]:
+    """A real history run (:func:`real_run`) and the change points found in it."""
+    run, results = real_run(tmp_path, name)
     found = history_changes(
         results_dir=results / "asv",
         records_root=results / "history",
@@ -344,6 +345,11 @@ def test_a_real_history_with_a_policy_step_has_change_points_at_that_commit_only
         settings=Settings(),
         order=run["order"],
     )
+    return run, found
+
+
+def test_a_real_history_with_a_policy_step_has_change_points_at_that_commit_only(tmp_path: Path) -> None:
+    run, found = real_changes(tmp_path, "history-run-policy-step.json")
     stepped = run["order"][4]
     assert found.series == 58
     assert {c.commit for c in found.changes} == {stepped}
@@ -357,14 +363,7 @@ def test_a_real_history_with_a_policy_step_has_change_points_at_that_commit_only
 def test_a_real_history_whose_commit_moves_the_qemu_pin_has_its_steps_attributed_to_the_build(
     tmp_path: Path,
 ) -> None:
-    run, results = real_run(tmp_path, "history-run-qemu-pin.json")
-    found = history_changes(
-        results_dir=results / "asv",
-        records_root=results / "history",
-        thresholds=run["regressions_thresholds"],
-        settings=Settings(),
-        order=run["order"],
-    )
+    run, found = real_changes(tmp_path, "history-run-qemu-pin.json")
     pinned = run["order"][4]
     assert run["pins"][pinned] == "10.0" and run["identity"][pinned]["qemu_version"] == "10.0.2"
     assert run["identity"][run["order"][3]]["qemu_version"] == "7.2.22"

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from recordkit import MACHINE
 
 from harness.cli import main
 from harness.compare import (
@@ -42,16 +43,6 @@ from harness.spec import make_cell
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "docs" / "comparison.schema.json"
 
-MACHINE = {
-    "hostname": "runner-1",
-    "arch": "x86_64",
-    "cpu": "AMD EPYC",
-    "accel": "kvm",
-    "qemu": "/usr/bin/qemu-system-x86_64",
-    "qemu_version": "7.2.0",
-    "qemu_img_version": "7.2.0",
-    "work_dir_fs": "ext4",
-}
 
 SETTINGS = Settings()
 

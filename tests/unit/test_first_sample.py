@@ -3,19 +3,15 @@ warns of a first run slower than the rest and offers a warm-up)."""
 
 from __future__ import annotations
 
-from harness.record import Record, Sample, new_record
+from recordkit import tcg_record
+
+from harness.record import Record, Sample
 from harness.report.summary import render_summary
 from harness.spec import make_cell
 
 
 def dd(rates: list[float]) -> Record:
-    rec = new_record(
-        cell=make_cell(format="raw", workload="dd", dd_mib=16, size="256M").as_dict(),
-        machine={"accel": "tcg"},
-        subject={},
-        vm={"accel": "tcg", "mem_mib": 256, "smp": 1},
-        run_id="r1",
-    )
+    rec = tcg_record(make_cell(format="raw", workload="dd", dd_mib=16, size="256M").as_dict())
     for i, rate in enumerate(rates):
         rec = rec.with_sample(Sample(index=i, status="ok", metrics={"mib_per_s": rate, "total_s": 16 / rate}))
     return rec

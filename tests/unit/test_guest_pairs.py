@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gatekit import fake_sides
+from tcgopts import tcg_options
 
 from harness.compare import Settings, Verdict, compare_family, compare_metric
 from harness.compare.document import compared_cell
@@ -28,7 +30,7 @@ from harness.gate.run import guest_pairs
 from harness.paths import REPO_ROOT
 from harness.record import CellInfo, MachineInfo, Record, Sample
 from harness.rounds.session import MachineOptions, Session
-from harness.sample.guest_sampler import RunOptions, sample_metrics
+from harness.sample.guest_sampler import sample_metrics
 from harness.sample.protocol import GuestReport
 from harness.sample.vm.cpu import alone_s, cpu_times
 from harness.sample.vm.machine import _before_exec
@@ -37,14 +39,7 @@ from harness.subject.binaries import Binaries
 from harness.subject.policy import parse_policy
 
 MACHINE = MachineOptions(binaries=Binaries.on_path(), work_dir=Path("/w"), results_dir=Path("/r"))
-OPTS = RunOptions(
-    binaries=Binaries.on_path(),
-    accel="tcg",
-    accel_reason="test",
-    work_dir=Path("/w"),
-    results_dir=Path("/r"),
-    run_id="x",
-)
+OPTS = tcg_options(Path("/w"), Path("/r"), run_id="x")
 SPEC = """
 rounds = 3
 max_rounds = 3
@@ -120,15 +115,10 @@ class _Session(Session):
 
 def _fake_sides(spec: Any, seen: Any) -> dict[str, GateSide]:
     """Both sides of a gate of ``spec`` on fake sessions that call ``seen`` at every sample."""
-    policy = parse_policy((REPO_ROOT / "policy.toml").read_text())
-    sides = {}
-    for label in SIDES:
-        subject = Subject(label, label, "0" * 40, Path("/c"), policy, Path("/i"), None, None)
-        session = _Session(guest=None, opts=OPTS, machine=MachineInfo(), label=label, seen=seen)  # type: ignore[arg-type]
-        sides[label] = GateSide(
-            subject=subject, session=session, cells={gc.name: gc.resolve(policy) for gc in spec.cells}
-        )
-    return sides
+    return fake_sides(
+        spec,
+        lambda label: _Session(guest=None, opts=OPTS, machine=MachineInfo(), label=label, seen=seen),  # type: ignore[arg-type]
+    )
 
 
 def test_a_guest_pairs_head_past_its_deadline_ends_the_rounds_as_a_regression(tmp_path: Path) -> None:

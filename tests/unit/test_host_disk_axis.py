@@ -8,12 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from recordkit import tcg_record
 from test_sweep import fake_session
 
 from harness.errors import SpecError
 from harness.host import hostdisk
 from harness.progress import Progress
-from harness.record import Record, Sample, new_record
+from harness.record import Record, Sample
 from harness.report.blocks import Table, build_report
 from harness.report.series import group_series, load_records
 from harness.report.text import to_text
@@ -82,11 +83,10 @@ def test_a_models_records_go_below_the_sweeps_and_the_report_sets_the_disks_side
 
 def _record(cell: Any, host_disk: str | None, run_id: str) -> Record:
     machine = {"hostname": "h", "accel": "tcg", "qemu_version": "7.2.22"}
-    record = new_record(
-        cell=cell.as_dict(),
+    record = tcg_record(
+        cell.as_dict(),
         machine={**machine, **({"host_disk": host_disk} if host_disk else {})},
         subject={"guest": {"recipe_hash": "abc"}},
-        vm={"accel": "tcg", "mem_mib": 256, "smp": 1},
         run_id=run_id,
     )
     return record.with_sample(Sample(index=0, status="ok", metrics={"total_s": 1.0}))

@@ -7,23 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from recordkit import MACHINE
 
 from harness.cli import main
 from harness.errors import UsageError
 from harness.record import MachineInfo, Sample, load_record, new_record, write_record
 from harness.spec import make_cell
 from harness.sweep.merge import merge_dirs, merge_identity
-
-MACHINE = {
-    "hostname": "runner-1",
-    "arch": "x86_64",
-    "cpu": "AMD EPYC",
-    "accel": "kvm",
-    "qemu": "/usr/bin/qemu-system-x86_64",
-    "qemu_version": "7.2.0",
-    "qemu_img_version": "7.2.0",
-    "work_dir_fs": "ext4",
-}
 
 
 def write(directory: Path, cell_id_size: str, *, ok: int, failed: int = 0, **machine: Any) -> Path:

@@ -7,13 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from recordkit import tcg_record
 from test_sweep import fake_session
 
 from harness.cli.builds import qemu_axis
 from harness.errors import SpecError, UsageError
 from harness.presets import load_preset
 from harness.progress import Progress
-from harness.record import Record, Sample, find_records, new_record
+from harness.record import Record, Sample, find_records
 from harness.report.blocks import Table, build_report
 from harness.report.series import build_labels, group_series, load_records
 from harness.report.text import to_text
@@ -158,11 +159,10 @@ def test_each_round_takes_every_cell_under_each_build_and_each_build_keeps_its_r
 
 
 def _record(cell: Any, machine: dict[str, Any], total_s: float, run_id: str) -> Record:
-    record = new_record(
-        cell=cell.as_dict(),
+    record = tcg_record(
+        cell.as_dict(),
         machine={"hostname": "h", "accel": "tcg", **machine},
         subject={"guest": {"recipe_hash": "abc"}},
-        vm={"accel": "tcg", "mem_mib": 256, "smp": 1},
         run_id=run_id,
     )
     return record.with_sample(Sample(index=0, status="ok", metrics={"total_s": total_s}))

@@ -5,10 +5,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from recordkit import tcg_record
 
 from harness.errors import RecordError
 from harness.files import write_json_atomic
-from harness.record import Record, Sample, load_record, new_record, record_path, write_record
+from harness.record import Record, Sample, load_record, record_path, write_record
 from harness.report import render_table
 
 
@@ -38,13 +39,7 @@ def sample_document(index: int, total: float, status: str = "ok") -> dict[str, o
 
 
 def make_record() -> Record:
-    record = new_record(
-        cell={"id": "raw-off-2g.writeback-threads-virtio-blk.dd-256m-2m-ext4"},
-        machine={"accel": "tcg"},
-        subject={},
-        vm={"accel": "tcg", "mem_mib": 256, "smp": 1},
-        run_id="r1",
-    )
+    record = tcg_record({"id": "raw-off-2g.writeback-threads-virtio-blk.dd-256m-2m-ext4"})
     return replace(record, samples=(sample(0, 4.0), sample(1, 5.0), sample(2, 0, status="error")))
 
 

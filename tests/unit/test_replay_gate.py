@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gatekit import fake_sides
+from tcgopts import tcg_options
 
 from harness.compare import Kind as CellKind
 from harness.compare import Settings, Verdict
@@ -17,11 +19,9 @@ from harness.compare.markdown import sensitivity_lines
 from harness.compare.model import ComparedCell, Figures, SensitivityRow
 from harness.compare.power import could_see, could_see_text, rounds_to_decide
 from harness.gate import (
-    SIDES,
     GateAsked,
     GateOptions,
     GateSide,
-    Subject,
     load_gate_spec,
     parse_gate_spec,
     run_rounds,
@@ -31,7 +31,6 @@ from harness.gate.spec import GATE_SPEC
 from harness.paths import REPO_ROOT
 from harness.record import CellInfo, MachineInfo, Record, Sample
 from harness.rounds.session import MachineOptions, Session
-from harness.sample.guest_sampler import RunOptions
 from harness.sample.replay import sample as replay_sample_module
 from harness.sample.replay.replay import Pairing, ReplaySample
 from harness.sample.replay.stream import Kind, Request, Stream
@@ -41,14 +40,7 @@ from harness.subject.policy import parse_policy
 
 MACHINE = MachineOptions(binaries=Binaries.on_path(), work_dir=Path("/w"), results_dir=Path("/r"))
 
-OPTS = RunOptions(
-    binaries=Binaries.on_path(),
-    accel="tcg",
-    accel_reason="test",
-    work_dir=Path("/w"),
-    results_dir=Path("/r"),
-    run_id="x",
-)
+OPTS = tcg_options(Path("/w"), Path("/r"), run_id="x")
 
 
 def _stream(writes: int) -> Stream:
@@ -115,16 +107,10 @@ class _Session(Session):
 
 
 def _sides(spec_text: str, calls: list[tuple[str, str, int, bool]]) -> dict[str, GateSide]:
-    spec = parse_gate_spec(spec_text, source="g.toml")
-    policy = parse_policy((REPO_ROOT / "policy.toml").read_text())
-    sides = {}
-    for label in SIDES:
-        subject = Subject(label, label, "0" * 40, Path("/c"), policy, Path("/i"), None, None)
-        session = _Session(guest=None, opts=OPTS, machine=MachineInfo(), calls=calls, label=label)  # type: ignore[arg-type]
-        sides[label] = GateSide(
-            subject=subject, session=session, cells={gc.name: gc.resolve(policy) for gc in spec.cells}
-        )
-    return sides
+    return fake_sides(
+        parse_gate_spec(spec_text, source="g.toml"),
+        lambda label: _Session(guest=None, opts=OPTS, machine=MachineInfo(), calls=calls, label=label),  # type: ignore[arg-type]
+    )
 
 
 def test_base_stream_goes_to_both_sides_and_head_is_recorded_only_where_it_could_differ(

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from recordkit import tcg_record
 from test_report_html import ok, record_of
 
-from harness.record import Record, Sample, new_record
+from harness.record import Record, Sample
 from harness.report.blocks import build_report
 from harness.report.series import group_series
 from harness.report.show import render_text
@@ -20,13 +21,7 @@ from harness.units import column, human
 
 def run_of(total_s: float) -> Record:
     """A dd cell's record whose samples take ``total_s`` (and a quarter of a MiB allocated)."""
-    rec = new_record(
-        cell=make_cell(format="raw", workload="dd", dd_mib=16, size="256M").as_dict(),
-        machine={"accel": "tcg"},
-        subject={},
-        vm={"accel": "tcg", "mem_mib": 256, "smp": 1},
-        run_id="r1",
-    )
+    rec = tcg_record(make_cell(format="raw", workload="dd", dd_mib=16, size="256M").as_dict())
     for i in range(3):
         metrics = {"total_s": total_s + i / 1000, "mib_per_s": 16 / total_s, "host.allocated_bytes": 262144.0}
         rec = rec.with_sample(Sample(index=i, status="ok", metrics=metrics))

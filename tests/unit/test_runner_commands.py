@@ -21,10 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from recordkit import tcg_record
 
 from harness import cli, guest
 from harness.errors import ExitCode
-from harness.record import Sample, new_record, record_path, write_record
+from harness.record import Sample, record_path, write_record
 from harness.untrusted import InertStream, inert_for_runner
 
 _V1 = re.compile(r"##\[([A-Za-z-]+)[^\]\r\n]*\]")
@@ -90,13 +91,7 @@ def test_a_symlink_target_with_commands(
 def test_a_guest_reason_with_the_old_syntax_and_escapes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    record = new_record(
-        cell={"id": "raw-off-2g.writeback-threads-virtio-blk.dd-256m-2m-ext4"},
-        machine={"accel": "tcg"},
-        subject={},
-        vm={"accel": "tcg", "mem_mib": 256, "smp": 1},
-        run_id="r1",
-    )
+    record = tcg_record({"id": "raw-off-2g.writeback-threads-virtio-blk.dd-256m-2m-ext4"})
     reason = f"guest said: {OLD} ##[warning title=x]ok%0A%0D%25 done"
     record = record.with_sample(Sample(index=0, status="error", reason=reason, logs={}))
     path = record_path(tmp_path, "r1", "cell")

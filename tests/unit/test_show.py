@@ -7,9 +7,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from recordkit import tcg_record
 
 from harness.cli import main
-from harness.record import Record, Sample, new_record, write_record
+from harness.record import Record, Sample, write_record
 from harness.report import show
 from harness.spec import make_cell
 from harness.units import Style, human, human_bytes, human_seconds, wants_color
@@ -19,13 +20,7 @@ WRITTEN = [185765888, 185769984, 185761792]
 
 def record(fmt: str = "raw", *, failed: bool = False) -> Record:
     cell = make_cell(format=fmt, workload="dd", dd_mib=16, size="256M")
-    rec = new_record(
-        cell=cell.as_dict(),
-        machine={"accel": "tcg"},
-        subject={},
-        vm={"accel": "tcg", "mem_mib": 256, "smp": 1},
-        run_id="r1",
-    )
+    rec = tcg_record(cell.as_dict())
     for i in range(3):
         rec = rec.with_sample(
             Sample(
