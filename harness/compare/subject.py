@@ -57,6 +57,8 @@ def subject_diff(base: Side, head: Side) -> list[DiffEntry]:
     # source path differs between two checkouts and says nothing
     diff += _keys("", _dict(bp.get("drive")), _dict(hp.get("drive")))
     diff += _keys("image ", _dict(bp.get("image")), _dict(hp.get("image")))
+    # [overlay]: what cells with a backing chain take for their overlay (harness.gate.reach names it so)
+    diff += _keys("overlay ", _dict(bp.get("overlay")), _dict(hp.get("overlay")))
     diff += _keys("drive option ", _dict(bp.get("drive_options")), _dict(hp.get("drive_options")))
     # the QEMU a side's policy pins ([qemu]; absent: the runner's)
     diff += _keys("", {"QEMU pin": bp.get("qemu", "runner")}, {"QEMU pin": hp.get("qemu", "runner")})

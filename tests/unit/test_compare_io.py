@@ -211,6 +211,20 @@ def test_the_subject_diff_names_policy_guest_and_qemu() -> None:
     assert subject_diff(base, base) == []
 
 
+def test_the_subject_diff_names_the_policys_overlay_options() -> None:
+    def side(**overlay: Any) -> Side:
+        subject = {"policy": {**policy("none"), **({"overlay": overlay} if overlay else {})}, "guest": {}}
+        return Side(subject=SubjectInfo(subject), machine=MachineInfo({}), qemu=None)
+
+    lines = [f"{d.what}: {d.base} → {d.head}" for d in subject_diff(side(), side(extended_l2=True))]
+    assert lines == ["overlay extended_l2: (unset) → on"]
+    lines = [
+        f"{d.what}: {d.base} → {d.head}"
+        for d in subject_diff(side(cluster_size="64K"), side(cluster_size="2M"))
+    ]
+    assert lines == ["overlay cluster_size: 64K → 2M"]
+
+
 def test_a_gate_whose_head_changes_the_cache_mode_says_so_before_any_table() -> None:
     base, head = flush_records(0.0, head_cache="writethrough")
     # the gate compares by gate name; the ids differ between the sides
