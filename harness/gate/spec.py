@@ -252,14 +252,9 @@ def _decision(data: Mapping[str, object], source: str) -> _Decision:
         )
     except UsageError as exc:
         raise SpecError(exc.message) from None
-    counters = data.get("counters", list(Settings.counters))
-    if not isinstance(counters, list) or not all(isinstance(c, str) for c in counters):
-        raise SpecError(f'{source}: counters must be a list of metric names such as ["host.flushes"]')
-    for name in counters:
-        try:
-            metric_info(name)
-        except UsageError as exc:
-            raise SpecError(f"{source}: counters: {exc.message}") from None
+    counters = _metric_list(
+        data.get("counters", list(Settings.counters)), f"{source}: counters", "host.flushes"
+    )
     changed_fails = data.get("changed_fails", Settings.changed_fails)
     if not isinstance(changed_fails, bool):
         raise SpecError(f"{source}: changed_fails = {changed_fails!r}: use true or false")
@@ -335,10 +330,11 @@ def _flag(value: Any, what: str) -> bool | None:
     return value
 
 
-def _metric_list(value: Any, what: str) -> tuple[str, ...]:
-    """A list of known metric names; a SpecError naming ``what`` and the fix otherwise."""
+def _metric_list(value: Any, what: str, example: str = "total_s") -> tuple[str, ...]:
+    """A list of known metric names; a SpecError naming ``what`` and the fix (a list such as
+    ``[example]``) otherwise."""
     if not isinstance(value, list) or not all(isinstance(m, str) for m in value):
-        raise SpecError(f'{what} must be a list of metric names such as ["total_s"]')
+        raise SpecError(f'{what} must be a list of metric names such as ["{example}"]')
     for name in value:
         try:
             metric_info(name)
