@@ -22,7 +22,7 @@ import math
 import random
 from collections.abc import Sequence
 
-from harness.compare.stats import _median, _quantile, _ratio, doubled_midranks
+from harness.compare.stats import _median, _quantile, _ratio, doubled_midranks, upper_tails
 from harness.compare.yuen import TRIM, TrimmedTest, _resolution, student_t_two_sided, trimmed
 
 # up to this many pairs the signed-rank test is exact; beyond it the normal approximation
@@ -69,18 +69,11 @@ def _tails(doubled: tuple[int, ...]) -> tuple[tuple[int, float], ...]:
     for rank in doubled:
         for s in range(total, rank - 1, -1):
             counts[s] += counts[s - rank]
-    by_distance: dict[int, int] = {}
+    # the distance of twice the sum s from the total is |2s - total|: counts of 2s, centred on total
+    doubled_counts = [0] * (2 * total + 1)
     for s, count in enumerate(counts):
-        if count:
-            d = abs(2 * s - total)
-            by_distance[d] = by_distance.get(d, 0) + count
-    patterns = 2 ** len(doubled)
-    tails = []
-    running = 0
-    for d in sorted(by_distance, reverse=True):
-        running += by_distance[d]
-        tails.append((d, min(1.0, running / patterns)))
-    return tuple(tails)
+        doubled_counts[2 * s] = count
+    return upper_tails(doubled_counts, total, 2 ** len(doubled))
 
 
 def trimmed_paired_test(base: Sequence[float], head: Sequence[float], *, trim: float = TRIM) -> TrimmedTest:

@@ -134,16 +134,21 @@ def _tails(n1: int, sizes: tuple[int, ...]) -> tuple[tuple[int, float], ...]:
     """(distance d of the doubled rank sum from its mean, P(distance >= d)), largest d first."""
     counts = _tied_rank_sums(n1, sizes)
     mean = n1 * (sum(sizes) + 1)
+    return upper_tails(counts, mean, math.comb(sum(sizes), n1))
+
+
+def upper_tails(counts: Sequence[int], centre: int, outcomes: int) -> tuple[tuple[int, float], ...]:
+    """(distance d from ``centre``, P(distance >= d)), largest d first, where ``counts[x]`` of the
+    ``outcomes`` equally likely ones give the statistic x (an exact test's null distribution)."""
     by_distance: dict[int, int] = {}
-    for total, count in enumerate(counts):
+    for x, count in enumerate(counts):
         if count:
-            by_distance[abs(total - mean)] = by_distance.get(abs(total - mean), 0) + count
-    all_splits = math.comb(sum(sizes), n1)
+            by_distance[abs(x - centre)] = by_distance.get(abs(x - centre), 0) + count
     tails = []
     running = 0
     for d in sorted(by_distance, reverse=True):
         running += by_distance[d]
-        tails.append((d, min(1.0, running / all_splits)))
+        tails.append((d, min(1.0, running / outcomes)))
     return tuple(tails)
 
 
