@@ -336,6 +336,20 @@ class Record:
         return {k: values[k] for k in order if k in values}
 
 
+class SampleTally:
+    """The samples of a run's or a sweep's ``records`` counted (a base of their results)."""
+
+    records: list[Record]
+
+    @property
+    def total_samples(self) -> int:
+        return sum(len(r.samples) for r in self.records)
+
+    @property
+    def failed_samples(self) -> int:
+        return sum(len(r.failed) for r in self.records)
+
+
 def new_record(
     *,
     cell: CellInfo | JsonObject,

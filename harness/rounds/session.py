@@ -15,7 +15,7 @@ from typing import Any
 
 from harness.host import hostdisk
 from harness.host.hostinfo import machine_info
-from harness.record import MachineInfo, Record, RecordDir, SubjectInfo, VMInfo, run_records
+from harness.record import MachineInfo, Record, RecordDir, SampleTally, SubjectInfo, VMInfo, run_records
 from harness.record.identity import fingerprint
 from harness.rounds.cell import Turn, new_run_id, run_cell
 from harness.sample import images
@@ -184,17 +184,9 @@ def open_session(
 
 
 @dataclass(frozen=True)
-class RunResult:
+class RunResult(SampleTally):
     run_dir: Path
     records: list[Record]
-
-    @property
-    def total_samples(self) -> int:
-        return sum(len(r.samples) for r in self.records)
-
-    @property
-    def failed_samples(self) -> int:
-        return sum(len(r.failed) for r in self.records)
 
 
 def sampler_for(cell: Cell) -> Sampler | None:

@@ -502,24 +502,17 @@ def _with_report(sample: Sample, run: GuestRun, cell: Cell) -> tuple[GuestReport
 def _check_image(image_path: Path, cell: Cell, opts: RunOptions, host: dict[str, Any]) -> images.CheckResult:
     """``qemu-img check`` of the sample's image after the run; ``host`` gets its result and the
     image's allocated and mapped bytes."""
-    check = images.check(
-        image_path,
-        cell.image.format,
-        qemu_img=opts.binaries.qemu_img,
-        runs_as=opts.binaries.runs_as,
-        encrypted=cell.image.encrypted,
-        backed=cell.backing is not None,
-    )
+    # how qemu-img opens the image: the side's binary and account, the image's secret and chain
+    how: dict[str, Any] = {
+        "qemu_img": opts.binaries.qemu_img,
+        "runs_as": opts.binaries.runs_as,
+        "encrypted": cell.image.encrypted,
+        "backed": cell.backing is not None,
+    }
+    check = images.check(image_path, cell.image.format, **how)
     host["check"] = {"rc": check.returncode, "verdict": check.verdict, "report": check.report}
     host["allocated_after"] = images.allocated_bytes(image_path)
-    host["map_after"] = images.mapped_bytes(
-        image_path,
-        cell.image.format,
-        qemu_img=opts.binaries.qemu_img,
-        runs_as=opts.binaries.runs_as,
-        encrypted=cell.image.encrypted,
-        backed=cell.backing is not None,
-    )
+    host["map_after"] = images.mapped_bytes(image_path, cell.image.format, **how)
     return check
 
 

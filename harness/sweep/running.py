@@ -11,7 +11,16 @@ from pathlib import Path
 
 from harness.errors import InfraError, RecordError, WorkDirFull
 from harness.files import write_text_atomic
-from harness.record import Record, RecordDir, Sample, load_record, scan_records, sweep_records, write_record
+from harness.record import (
+    Record,
+    RecordDir,
+    Sample,
+    SampleTally,
+    load_record,
+    scan_records,
+    sweep_records,
+    write_record,
+)
 from harness.record.identity import disk_name
 from harness.spec import Cell
 from harness.sweep.planning import estimate_sample_s
@@ -141,20 +150,12 @@ def work_dir_full(sample: Sample) -> bool:
 
 
 @dataclass(frozen=True)
-class SweepResult:
+class SweepResult(SampleTally):
     directory: Path
     records: list[Record]
     skipped_samples: int
     ran_samples: int
     set_aside: list[Path]
-
-    @property
-    def total_samples(self) -> int:
-        return sum(len(r.samples) for r in self.records)
-
-    @property
-    def failed_samples(self) -> int:
-        return sum(len(r.failed) for r in self.records)
 
     @property
     def failed_cells(self) -> list[str]:
