@@ -230,13 +230,7 @@ def step_results(tmp_path: Path, *, qemu_from: int | None) -> Path:
 
 def test_a_step_from_the_commit_is_blamed_on_it_and_the_spike_is_not_a_step(tmp_path: Path) -> None:
     results = step_results(tmp_path, qemu_from=None)
-    found = history_changes(
-        results_dir=results / "asv",
-        records_root=results / "history",
-        thresholds={".*": 0.2},
-        settings=Settings(),
-        order=COMMITS,
-    )
+    found = changes_of(results, {".*": 0.2}, COMMITS)
     assert found.series == 2
     (change,) = found.changes
     assert change.series.metric == "total_s" and change.commit == COMMITS[4] and change.previous == COMMITS[3]
@@ -251,13 +245,7 @@ def test_a_step_from_the_commit_is_blamed_on_it_and_the_spike_is_not_a_step(tmp_
 
 def test_a_step_that_lines_up_with_a_new_qemu_is_attributed_to_it(tmp_path: Path) -> None:
     results = step_results(tmp_path, qemu_from=4)
-    found = history_changes(
-        results_dir=results / "asv",
-        records_root=results / "history",
-        thresholds={".*": 0.2},
-        settings=Settings(),
-        order=COMMITS,
-    )
+    found = changes_of(results, {".*": 0.2}, COMMITS)
     (change,) = found.changes
     assert change.cause.startswith("not the commit: lines up with QEMU version 7.2.22 → 7.2.99")
     assert "QEMU binary /usr/bin/qemu-system-x86_64 → /var/tmp/q/qemu-system-x86_64" in change.changed
@@ -338,14 +326,19 @@ def real_run(tmp_path: Path, name: str) -> tuple[dict[str, Any], Path]:
 def real_changes(tmp_path: Path, name: str) -> tuple[dict[str, Any], Any]:
     """A real history run (:func:`real_run`) and the change points found in it."""
     run, results = real_run(tmp_path, name)
-    found = history_changes(
+    return run, changes_of(results, run["regressions_thresholds"], run["order"])
+
+
+def changes_of(results: Path, thresholds: dict[str, float], order: list[str]) -> Any:
+    """The change points in the asv results and the records under ``results`` (as written by
+    :func:`step_results` or :func:`real_run`)."""
+    return history_changes(
         results_dir=results / "asv",
         records_root=results / "history",
-        thresholds=run["regressions_thresholds"],
+        thresholds=thresholds,
         settings=Settings(),
-        order=run["order"],
+        order=order,
     )
-    return run, found
 
 
 def test_a_real_history_with_a_policy_step_has_change_points_at_that_commit_only(tmp_path: Path) -> None:

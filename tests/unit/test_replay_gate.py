@@ -209,11 +209,7 @@ def test_a_replay_cell_takes_its_samples_in_pairs_several_a_round(tmp_path: Path
     for side in sides.values():
         side.samplers["replayed"] = lambda *_a: {}
         side.per_round["replayed"] = spec.replay_samples
-    options = GateOptions.decide(spec, MACHINE, GateAsked(seed=3))
-    done = run_rounds(
-        spec, sides, Settings(metrics=spec.metrics), options, out_dir=tmp_path, started=time.monotonic(),
-        progress=lambda _m: None,
-    )  # fmt: skip
+    done = _play(spec, sides, tmp_path)
     replay_id = sides["head"].cells["replayed"].id
     replayed = [c for c in calls if c[1] == replay_id]
     guest = [c for c in calls if c[1] != replay_id]
@@ -330,11 +326,7 @@ def test_a_together_replay_cell_runs_each_pair_at_the_same_moment(tmp_path: Path
         side.samplers["replayed"] = sampler
         side.per_round["replayed"] = spec.replay_samples
         side.together["replayed"] = Pairing()
-    options = GateOptions.decide(spec, MACHINE, GateAsked(seed=3))
-    done = run_rounds(
-        spec, sides, Settings(metrics=spec.metrics), options, out_dir=tmp_path, started=time.monotonic(),
-        progress=lambda _m: None,
-    )  # fmt: skip
+    done = _play(spec, sides, tmp_path)
     replay_id = sides["head"].cells["replayed"].id
     assert most[0] == 2
     assert sorted(c[2] for c in calls if c[1] == replay_id and c[0] == "base") == [1, 2, 3, 4, 5, 6]
@@ -405,6 +397,20 @@ class _Timed(_Session):
         return kw["where"].path(cell.id), record.with_sample(sample)
 
 
+def _play(spec: Any, sides: dict[str, GateSide], out_dir: Path) -> Any:
+    """The rounds of a gate of ``spec`` on ``sides``, seed 3, the spec's own budget."""
+    options = GateOptions.decide(spec, MACHINE, GateAsked(seed=3))
+    return run_rounds(
+        spec,
+        sides,
+        Settings(metrics=spec.metrics),
+        options,
+        out_dir=out_dir,
+        started=time.monotonic(),
+        progress=lambda _m: None,
+    )
+
+
 def _timed_sides(spec_text: str, **head: float) -> dict[str, GateSide]:
     sides = _sides(spec_text, [])
     for label, side in sides.items():
@@ -422,10 +428,7 @@ def test_a_head_replay_that_runs_past_base_deadline_is_head_timed_out() -> None:
     spec = parse_gate_spec(text, source="g.toml")
     sides = _timed_sides(text, needs_s=100.0)
     options = GateOptions.decide(spec, MACHINE, GateAsked(seed=3))
-    done = run_rounds(
-        spec, sides, Settings(metrics=spec.metrics), options, out_dir=Path("/nonexistent"),
-        started=time.monotonic(), progress=lambda _m: None,
-    )  # fmt: skip
+    done = _play(spec, sides, Path("/nonexistent"))
     (result,) = done.results
     assert (result.verdict, result.kind.value) == (Verdict.REGRESSION, "head-timed-out")
     assert done.stopped.startswith("head timed out on replayed")
