@@ -4,12 +4,8 @@
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from gitrepo import git, new_repo
 
 from harness.gate.subjects import SubjectSource, prepare_subject, remove_worktree
@@ -18,15 +14,6 @@ from harness.host.hostinfo import tool_version
 from harness.paths import REPO_ROOT
 from harness.spec import make_cell
 from harness.sweep import measure_image
-
-
-@pytest.fixture
-def shared() -> Iterator[Path]:
-    """A directory the account can read and run from (pytest's own is root's alone)."""
-    path = Path(tempfile.mkdtemp(prefix="diskbench-unpriv-"))
-    path.chmod(0o755)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def script(path: Path, body: str) -> str:

@@ -10,10 +10,7 @@ run as the one shared QEMU account, each succeeds (the check below that the atta
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import threading
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -44,15 +41,6 @@ kill -STOP "$pid" 2>/dev/null; echo "stop=$?" >> "$report"
 kill -CONT "$pid" 2>/dev/null
 ( printf TAMPERED >> {base_image} ) 2>/dev/null; echo "write=$?" >> "$report"
 """
-
-
-@pytest.fixture
-def shared() -> Iterator[Path]:
-    """A directory both accounts can read and run from (pytest's own is root's alone)."""
-    path = Path(tempfile.mkdtemp(prefix="diskbench-sides-"))
-    path.chmod(0o755)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def script(path: Path, body: str) -> str:

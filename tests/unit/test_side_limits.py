@@ -52,15 +52,6 @@ sleep 30
 
 
 @pytest.fixture
-def shared() -> Iterator[Path]:
-    """A directory the side's account can read and run from (pytest's own is root's alone)."""
-    path = Path(tempfile.mkdtemp(prefix="diskbench-limits-"))
-    path.chmod(0o755)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-@pytest.fixture
 def side_uid() -> Iterator[int]:
     with accounts.side_account() as uid:
         assert uid is not None
