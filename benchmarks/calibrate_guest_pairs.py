@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import math
 import random
@@ -276,6 +277,9 @@ def analyse(args: argparse.Namespace) -> None:
                     f"{(math.exp(statistics.median(logs)) - 1) * 100:+6.1f} % sd {statistics.stdev(logs) * 100:5.1f} %"
                 )
     settings = Settings(metrics=("total_s",), comparisons=args.family_tests)
+    if args.crossed_reads:
+        low, _, high = args.crossed_reads.partition(",")
+        settings = dataclasses.replace(settings, crossed_reads=(float(low), float(high)))
     rng = random.Random(args.seed)
     most = max(args.gate_rounds, args.max_gate_rounds)
     print(
@@ -376,6 +380,12 @@ def main() -> None:
         help="as the gate's max_rounds: a draw still unclear after --gate-rounds pairs takes one more, up to this",
     )
     a.add_argument("--draws", type=int, default=200)
+    a.add_argument(
+        "--crossed-reads",
+        default="",
+        metavar="LO,HI",
+        help="a spec's crossed_reads (default: the default gate's)",
+    )
     a.add_argument("--family-tests", type=int, default=16)
     a.add_argument("--shrink", type=float, default=2.0)
     a.add_argument("--seed", type=int, default=1)
