@@ -11,6 +11,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -131,6 +132,25 @@ def argv_paths(spec: Path, work: Path, results: Path, *extra: str) -> list[str]:
         str(results),
         *extra,
     ]
+
+
+class Sweep(NamedTuple):
+    """A sweep started in the background: its spec, results dir, records' directory and process."""
+
+    spec: Path
+    results: Path
+    directory: Path
+    proc: subprocess.Popen[bytes]
+
+
+def start_sweep(tmp_path: Path, disk_dir: Path, name: str, axes: dict[str, list[str]], log: str) -> Sweep:
+    """The sweep ``name`` of :func:`write_spec`'s dd cells over ``axes``, started in the background
+    with the work dir ``disk_dir``, its results under ``tmp_path / "results"``, its output in
+    ``tmp_path / log``."""
+    spec = write_spec(tmp_path / f"{name}.toml", name, axes)
+    results = tmp_path / "results"
+    proc = popen(argv_paths(spec, disk_dir, results), tmp_path / log)
+    return Sweep(spec, results, results / "sweeps" / name, proc)
 
 
 def popen(args: Sequence[str], log: Path) -> subprocess.Popen[bytes]:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from faultkit import argv_paths, descendants, kill_all, popen, run_diskbench, wait_for, write_spec
+from faultkit import argv_paths, descendants, kill_all, run_diskbench, start_sweep, wait_for
 
 from harness.record import load_record
 
@@ -17,10 +17,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.guest]
 def test_a_second_sweep_into_the_same_dirs_is_refused_and_the_first_loses_nothing(
     guest: Any, tmp_path: Path, disk_dir: Path
 ) -> None:
-    spec = write_spec(tmp_path / "two.toml", "two", {"format": ["raw", "qcow2"]})
-    results = tmp_path / "results"
-    directory = results / "sweeps" / "two"
-    first = popen(argv_paths(spec, disk_dir, results), tmp_path / "first.log")
+    spec, results, directory, first = start_sweep(
+        tmp_path, disk_dir, "two", {"format": ["raw", "qcow2"]}, "first.log"
+    )
     procs: dict[int, str] = {}
     try:
         # the first sweep is running a guest: it holds both dirs

@@ -16,9 +16,9 @@ from faultkit import (
     guest_on_image,
     kill_all,
     popen,
+    start_sweep,
     wait_for,
     wait_gone,
-    write_spec,
 )
 
 from harness.host.workdir import clean_dead_runs
@@ -84,10 +84,9 @@ def test_qemu_img_dies_with_a_killed_harness_and_earlier_records_stay(
 def test_sigterm_shuts_qemu_down_exits_130_and_keeps_the_records(
     guest: Any, tmp_path: Path, disk_dir: Path
 ) -> None:
-    spec = write_spec(tmp_path / "term.toml", "term", {"interface": ["virtio-blk", "ide"]})
-    results = tmp_path / "results"
-    directory = results / "sweeps" / "term"
-    sweep = popen(argv_paths(spec, disk_dir, results), tmp_path / "sweep.log")
+    _, _, directory, sweep = start_sweep(
+        tmp_path, disk_dir, "term", {"interface": ["virtio-blk", "ide"]}, "sweep.log"
+    )
     procs: dict[int, str] = {}
     try:
         wait_for("first record", lambda: list(directory.glob("*.json")), 300, sweep)

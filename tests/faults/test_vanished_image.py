@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from faultkit import argv_paths, descendants, guest_on_image, kill_all, popen, wait_for, write_spec
+from faultkit import descendants, guest_on_image, kill_all, start_sweep, wait_for
 
 from harness.record import load_record
 
@@ -17,10 +17,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.guest]
 def test_a_vanished_image_is_the_samples_failure_not_the_sweeps(
     guest: Any, tmp_path: Path, disk_dir: Path
 ) -> None:
-    spec = write_spec(tmp_path / "gone.toml", "gone", {"interface": ["virtio-blk", "ide"]})
-    results = tmp_path / "results"
-    directory = results / "sweeps" / "gone"
-    sweep = popen(argv_paths(spec, disk_dir, results), tmp_path / "sweep.log")
+    _, _, directory, sweep = start_sweep(
+        tmp_path, disk_dir, "gone", {"interface": ["virtio-blk", "ide"]}, "sweep.log"
+    )
     procs: dict[int, str] = {}
     try:
         wait_for("QEMU running the first cell's image", lambda: guest_on_image(sweep.pid), 300, sweep)
