@@ -9,6 +9,12 @@ from harness.sample.guest_sampler import RunOptions
 from harness.subject.binaries import Binaries
 
 
+def run_dirs(tmp_path: Path) -> list[str]:
+    """The flags that keep a command's results under ``tmp_path / "r"`` and its images under
+    ``tmp_path / "w"``."""
+    return ["--results-dir", str(tmp_path / "r"), "--work-dir", str(tmp_path / "w")]
+
+
 def tcg_options(
     work_dir: Path, results_dir: Path, *, run_id: str = "t", accel_reason: str = "test", **changes: Any
 ) -> RunOptions:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tcgopts import tcg_options
+from tcgopts import run_dirs, tcg_options
 
 from harness.cli import main
 from harness.host.workdir import image_path
@@ -168,10 +168,7 @@ def test_accel_kvm_where_kvm_does_not_work_exits_3(
             "256M",
             "--repeat",
             "1",
-            "--work-dir",
-            str(tmp_path / "w"),
-            "--results-dir",
-            str(tmp_path / "r"),
+            *run_dirs(tmp_path),
         ]
     )
     err = capsys.readouterr().err

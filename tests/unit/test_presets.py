@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from tcgopts import run_dirs
 
 from harness.cli import main
 from harness.compare.samplestats import Stats
@@ -199,10 +200,7 @@ def test_a_preset_dry_run_lists_its_cells_at_the_scale(
             "--scale",
             "0.25",
             "--dry-run",
-            "--results-dir",
-            str(tmp_path / "r"),
-            "--work-dir",
-            str(tmp_path / "w"),
+            *run_dirs(tmp_path),
         ]
     )
     out = capsys.readouterr().out

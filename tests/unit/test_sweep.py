@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tcgopts import tcg_options
+from tcgopts import run_dirs, tcg_options
 
 from harness.cli import main
 from harness.errors import SpecError
@@ -426,10 +426,7 @@ def test_dry_run_lists_cells_exclusions_and_the_estimate(
             "--dry-run",
             "--only",
             "raw-*",
-            "--results-dir",
-            str(tmp_path / "r"),
-            "--work-dir",
-            str(tmp_path / "w"),
+            *run_dirs(tmp_path),
         ]
     )
     out = capsys.readouterr().out
