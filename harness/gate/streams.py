@@ -32,7 +32,7 @@ from harness.errors import GuestTimeout, StreamOverCap
 from harness.gate.rounds import Clock, Stop, head_deadline
 from harness.sample.guest_sampler import RunOptions, Sampler, vm_config
 from harness.sample.pairing import Pairing
-from harness.sample.replay.record import cached_stream, recording_caps, stream_key
+from harness.sample.replay.record import RecordingCaps, cached_stream, recording_caps, stream_key
 from harness.sample.replay.sample import replay_sampler
 from harness.sample.replay.stream import Stream
 from harness.spec import Cell, Measure
@@ -122,6 +122,14 @@ def within(opts: RunOptions, deadline_s: float) -> RunOptions:
     )
 
 
+def _recorded(side: Any, cell: Cell, limit_s: float, log_dir: Path, caps: RecordingCaps) -> Stream:
+    """``cell``'s stream as ``side``'s guest records it (or the cache has it), within ``limit_s``."""
+    _, stream = cached_stream(
+        cell, side.session.guest, within(side.session.opts, limit_s), log_dir, caps=caps
+    )
+    return stream
+
+
 def prepare_streams(
     sides: Mapping[str, Any],
     names: list[str],
@@ -149,13 +157,7 @@ def prepare_streams(
             out.stop = budget
             return out
         try:
-            _, stream = cached_stream(
-                cell,
-                base.session.guest,
-                within(base.session.opts, limit_s),
-                log_root / "base" / name,
-                caps=recording_caps(cell.image.size),
-            )
+            stream = _recorded(base, cell, limit_s, log_root / "base" / name, recording_caps(cell.image.size))
         except GuestTimeout:
             # base's own recording cut by what was left of the budget: the budget ran out
             if budget is None or limit_s >= base.session.opts.workload_timeout_s:
@@ -178,13 +180,7 @@ def prepare_streams(
             )
             caps = recording_caps(head_cell.image.size, base=stream)
             try:
-                _, theirs = cached_stream(
-                    head_cell,
-                    head.session.guest,
-                    within(head.session.opts, deadline_s),
-                    log_root / "head" / name,
-                    caps=caps,
-                )
+                theirs = _recorded(head, head_cell, deadline_s, log_root / "head" / name, caps)
             except StreamOverCap as exc:
                 out.over_cap[name] = f"structural change: head's recording stopped: {exc.message}"
                 progress(f"gate: head's recording of {name} stopped: {exc.message}")
