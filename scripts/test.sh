@@ -18,13 +18,13 @@ if [ "$#" -gt 0 ]; then
   echo "== pytest $*" >&2
   exec .venv/bin/pytest "$@"
 fi
-# every test, in two tiers (pyproject's markers, set in tests/conftest.py): what boots no guest and
-# times nothing of the host on two CPUs at once, then the guests and the timed tests one at a time
-# (they are CPU-bound or hold the host's speed to figures); both tiers run,
-# and the first that failed sets the exit code
+# every test, in two tiers (pyproject's markers, set in tests/conftest.py): what times nothing of
+# the host, guests included, over two CPUs at once (a file to one CPU: its module's fixtures run
+# once), then the timed tests one at a time (they hold the host's speed to figures, a gate's
+# verdict or a deadline); both tiers run, and the first that failed sets the exit code
 status=0
-echo "== pytest -m 'not guest and not timed' -n 2" >&2
-.venv/bin/pytest -m "not guest and not timed" -n 2 || status=$?
-echo "== pytest -m 'guest or timed'" >&2
-.venv/bin/pytest -m "guest or timed" || { rc=$?; [ "$status" -ne 0 ] || status=$rc; }
+echo "== pytest -m 'not timed' -n 2 --dist loadfile --no-loadscope-reorder" >&2
+.venv/bin/pytest -m "not timed" -n 2 --dist loadfile --no-loadscope-reorder || status=$?
+echo "== pytest -m timed" >&2
+.venv/bin/pytest -m timed || { rc=$?; [ "$status" -ne 0 ] || status=$rc; }
 exit "$status"

@@ -20,8 +20,13 @@ GUEST_FIXTURES = frozenset({"guest"})
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The tiers (pyproject's markers): ``guest`` on every test that asks for the built guest,
-    ``workflows`` and ``integration`` by directory; the workflow runs first, so that where the tests
-    are spread over CPUs (``-n 2``) the longest one does not start last."""
+    ``workflows`` and ``integration`` by directory.
+
+    Spread over CPUs (``-n 2 --dist loadfile --no-loadscope-reorder``), a file is one unit of work,
+    so that what its module's fixtures ran once (a preset's sweep, a history over four commits) is
+    not run again on the other CPU, and the units go out in this order: the workflows, the other
+    guest tests, the other integration tests, then the unit tests, so that the longest do not start
+    last and the short ones fill the end."""
     for item in items:
         parts = item.path.resolve().relative_to(TESTS).parts if item.path.is_relative_to(TESTS) else ()
         if parts[:1] == ("workflows",):
@@ -30,7 +35,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.integration)
         if GUEST_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.guest)
-    items.sort(key=lambda item: item.get_closest_marker("workflows") is None)
+    items.sort(key=_order)
+
+
+def _order(item: pytest.Item) -> int:
+    """Where ``item`` runs among the tiers' tests (a stable sort: each file's order stays)."""
+    for rank, marker in enumerate(("workflows", "guest", "integration")):
+        if item.get_closest_marker(marker) is not None:
+            return rank
+    return 3
 
 
 @pytest.fixture(scope="session")

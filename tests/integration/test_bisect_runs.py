@@ -15,7 +15,8 @@ from harness.gate import GateAsked, GateOptions, parse_gate_spec, settings_for
 from harness.rounds.session import MachineOptions
 from harness.subject.binaries import Binaries
 
-pytestmark = [pytest.mark.integration, pytest.mark.guest]
+# timed: each comparison's verdict is read from the replays' times; one at a time, never beside another test
+pytestmark = [pytest.mark.integration, pytest.mark.guest, pytest.mark.timed]
 
 # the policy's cell replayed, its wall time alone: 2 rounds of 3 pairs a comparison, 6 + 6 samples;
 # complete separation has the exact rank p 0.0022 < 0.01

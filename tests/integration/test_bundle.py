@@ -20,9 +20,12 @@ from harness.bundle.build import MAX_BUNDLE_BYTES
 from harness.bundle.entry import ENTRY_NAME
 from harness.bundle.natives import libraries
 
+# timed: the check's steps are held to their deadlines and its A/A gate to unchanged; one at a
+# time, never beside another test
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.guest,
+    pytest.mark.timed,
     pytest.mark.skipif(os.geteuid() != 0, reason="a chroot and namespaces need root"),
     pytest.mark.skipif(
         not all(shutil.which(t) for t in ("unshare", "chroot", "ldd", "qemu-system-x86_64")),

@@ -13,7 +13,8 @@ from harness.gate import GateAsked, GateOptions, SubjectSource, parse_gate_spec,
 from harness.rounds.session import MachineOptions
 from harness.subject.binaries import Binaries
 
-pytestmark = [pytest.mark.integration, pytest.mark.guest]
+# timed: the verdict is read from the pairs' times; one at a time, never beside another test
+pytestmark = [pytest.mark.integration, pytest.mark.guest, pytest.mark.timed]
 
 # one cell, the policy's own; 8 rounds: the family has 5 tests (2 gated metrics, 3 counters), and
 # a flush count that drops to zero on every head sample (ties) is significant at Holm's strictest

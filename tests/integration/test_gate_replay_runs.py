@@ -12,7 +12,8 @@ from harness.gate import GateAsked, GateOptions, SubjectSource, parse_gate_spec,
 from harness.rounds.session import MachineOptions
 from harness.subject.binaries import Binaries
 
-pytestmark = [pytest.mark.integration, pytest.mark.guest]
+# timed: the verdict is read from the replays' times; one at a time, never beside another test
+pytestmark = [pytest.mark.integration, pytest.mark.guest, pytest.mark.timed]
 
 # one replay cell, the policy's own: 3 rounds of 4 pairs = 12 samples a side, one pass each; the
 # family is 2 tests, 12 pairs all one way have the exact signed-rank p 4.9e-4 < 0.01 / 2 (8 pairs,

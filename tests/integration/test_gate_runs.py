@@ -18,7 +18,8 @@ from harness.host import accounts, confine
 from harness.rounds.session import MachineOptions
 from harness.subject.binaries import Binaries
 
-pytestmark = [pytest.mark.integration, pytest.mark.guest]
+# timed: the verdicts are read from the pairs' times (an A/A gate unchanged); one at a time, never beside another test
+pytestmark = [pytest.mark.integration, pytest.mark.guest, pytest.mark.timed]
 
 SPEC = """
 name = "test-gate"

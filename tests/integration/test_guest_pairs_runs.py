@@ -16,7 +16,8 @@ from harness.sample.pairing import PAIR_NICE, Mode, Pairing, crossed_cpus
 from harness.spec import make_cell
 from harness.subject.binaries import Binaries
 
-pytestmark = [pytest.mark.integration, pytest.mark.guest]
+# timed: a pair on both CPUs, its two starts held together; one at a time, never beside another test
+pytestmark = [pytest.mark.integration, pytest.mark.guest, pytest.mark.timed]
 
 
 @pytest.mark.parametrize("mode", [Mode.SHARED, Mode.CROSSED])

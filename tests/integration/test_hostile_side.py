@@ -30,7 +30,8 @@ from harness.sample.vm import Machine
 from harness.spec import make_cell
 from harness.subject.binaries import QEMU, QEMU_IMG, Binaries
 
-pytestmark = [pytest.mark.integration, pytest.mark.guest]
+# timed: a sample's end is held to its deadline within 15 s; one at a time, never beside another test
+pytestmark = [pytest.mark.integration, pytest.mark.guest, pytest.mark.timed]
 
 DD: dict[str, Any] = {
     "format": "raw",
