@@ -235,7 +235,7 @@ def test_the_default_gate_spec_gates_what_can_decide_and_fails_on_a_change() -> 
     assert "fio.raw-rand-write-qd1.clat_p50_ms" in spec.information
     assert "dev.write_p90_ms" in spec.information and "total_s" in spec.information
     # every guest cell's pair runs together on one CPU
-    assert spec.guest_together and len(spec.guest_pairs) == len(spec.cells) - len(spec.replay_cells) == 5
+    assert spec.guest_together and len(spec.guest_pairs) == len(spec.cells) - len(spec.replay_cells) == 6
     assert spec.cells[0].name == "policy-fio" and spec.cells[0].values["workload"] == "fio"
     # a gate of the default spec fits its 15-minute budget at its default rounds
     assert spec.budget_min <= 15 and spec.rounds >= 8

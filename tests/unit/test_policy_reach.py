@@ -42,7 +42,13 @@ OWN = (REPO / "policy.toml").read_text()
 NATIVE = OWN.replace('aio = "threads"', 'aio = "native"')
 L2 = OWN.replace("[drive.options]\n", '[drive.options]\n"l2-cache-size" = 33554432\n')
 WRITEBACK_CELLS = ["raw-writeback-ide-fio", "qcow2-writeback-ide-dd", "raw-falloc-writeback-replay"]
-DIRECT_CELLS = ["policy-fio", "raw-none-virtio-dd", "qcow2-none-ide-dd", "policy-replay"]
+DIRECT_CELLS = [
+    "policy-fio",
+    "raw-none-virtio-dd",
+    "qcow2-none-ide-dd",
+    "policy-overlay-fio",
+    "policy-replay",
+]
 
 
 def policy(text: str, source: str = "policy.toml") -> Policy:
@@ -230,11 +236,11 @@ def test_what_differs_says_where_the_change_applied_and_which_cells_kept_the_fal
     aio = next(e for e in summary["subject_diff"] if e["what"] == "aio")
     assert aio["reach"]["applied"] == DIRECT_CELLS
     assert aio["where"] == (
-        "4 of 8 cells; the 3 cache=writeback cells and the cache=writethrough cell keep aio=threads"
+        "5 of 9 cells; the 3 cache=writeback cells and the cache=writethrough cell keep aio=threads"
     )
     l2 = next(e for e in summary["subject_diff"] if e["what"] == "drive option l2-cache-size")
     assert (l2["base"], l2["head"]) == ("(unset)", "33554432")
-    assert l2["where"] == "5 of 8 cells; the 3 format=raw cells keep QEMU's default"
+    assert l2["where"] == "6 of 9 cells; the 3 format=raw cells keep QEMU's default"
     assert summary["untouched"] == ["raw-writeback-ide-fio", "raw-falloc-writeback-replay"]
     held = {(h["name"], h["key"]): (h["keeps"], h["axis"], h["sides"]) for h in summary["policy_held"]}
     assert held[("raw-writeback-ide-fio", "aio")] == ("threads", "cache=writeback", ["head"])
@@ -243,7 +249,7 @@ def test_what_differs_says_where_the_change_applied_and_which_cells_kept_the_fal
     assert len(held) == 4 + 3
     markdown = render_markdown(value)
     assert (
-        "- aio: threads → native (4 of 8 cells; the 3 cache=writeback cells and the cache=writethrough "
+        "- aio: threads → native (5 of 9 cells; the 3 cache=writeback cells and the cache=writethrough "
         "cell keep aio=threads)\n"
     ) in markdown
     assert (
@@ -262,6 +268,17 @@ def test_the_axis_sentence_counts_only_the_cells_the_change_reached() -> None:
     assert doc["summary"]["counts"]["regression"] == 4
     # aio=native goes with cache=none in every cell of the default gate: both named, said so
     assert doc["summary"]["axis_sentence"] == (
-        "Every regressed cell has cache=none and aio=native (3 of 4 such cells regressed, 0 of 2 others)."
+        "Every regressed cell has cache=none and aio=native (3 of 5 such cells regressed, 0 of 2 others)."
         " The cells cannot tell cache=none and aio=native apart: they go together in every cell."
     )
+
+
+def test_a_policy_that_gives_its_overlays_subclusters_reaches_the_default_gates_overlay_cell() -> None:
+    head = policy(OWN + "\n[overlay]\nextended_l2 = true\n")
+    spec = load_gate_spec(GATE_SPEC)
+    reach = policy_reach(spec, policy(OWN), head)
+    (key,) = reach.keys
+    assert (key.what, key.applied) == ("overlay extended_l2", ("policy-overlay-fio",))
+    assert key.where == "1 of 9 cells; the 8 no backing cells keep QEMU's default"
+    cells = side_cells(spec, "head", head)
+    assert cells["policy-overlay-fio"].image.extended_l2 and not cells["policy-fio"].image.extended_l2
