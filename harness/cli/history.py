@@ -73,7 +73,7 @@ def add_parser(sub: Any) -> None:
         default=NATIVE,
         metavar="NAME",
         help="put the work dir on a host disk model for the run (root only; docs/host-disks.md): "
-        f"{', '.join(names())}; its series go to the asv machine HOST-NAME-ACCEL (default: native)",
+        f"{', '.join(names())}; its series go to the asv machine HOST-NAME-ACCEL",
     )
     sub_history = history.add_subparsers(dest="history_command", metavar="{changes}")
     changes_parser.add_parser(sub_history)
