@@ -47,6 +47,11 @@ bonnie_char = "on"
 STEP_AT = 4  # commit 5 of 8 (0-based 4)
 FIO_GRAPH = "matrix.Fio.track_fio_raw_rand_write_qd1_clat_p99_ms"
 DEV_GRAPH = "matrix.Dd.track_dev_write_p99_ms"
+# the linked images' class: one series, its chain the parameter
+LINKED_GRAPHS = (
+    "linked.Fio.track_host_write_amplification",
+    "linked.Fio.track_fio_raw_rand_write_qd1_clat_p99_ms",
+)
 # bonnie++'s block, rewrite and per-character rates (seconds per GiB) and its create/delete rates
 BONNIE_GRAPHS = tuple(
     f"matrix.Bonnie.track_bonnie_{name}"
@@ -92,10 +97,12 @@ def make_history(root: Path) -> Path:
     spec = parse_spec(SPEC)
     benchmarks: dict[str, Any] = {"version": 2}
     rows: dict[str, tuple[list[list[str]], list[str]]] = {}
-    for group in layout.matrix_groups(spec):
-        cls = layout.benchmark_class(group, "matrix", "history.matrix", spec.params)
+    groups = [("matrix", g) for g in layout.matrix_groups(spec)]
+    groups += [("linked", g) for g in layout.linked_groups(spec)]
+    for kind, group in groups:
+        cls = layout.benchmark_class(group, kind, f"history.{kind}", spec.params)
         for figure in layout.workload_figures(group.workload, spec.params):
-            name = f"matrix.{group.class_name}.{figure.method}"
+            name = f"{kind}.{group.class_name}.{figure.method}"
             params = [[repr(v) for v in axis] for axis in group.params]
             track = getattr(cls, figure.method)
             benchmarks[name] = {
@@ -205,6 +212,14 @@ def test_fio_bonnie_and_device_latency_series_render_with_every_commit(
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         name = "history-fio-latency.png" if graph == FIO_GRAPH else "history-bonnie-per-char.png"
         driver.save_screenshot(str(ARTIFACTS / name))
+
+
+@pytest.mark.parametrize("graph", LINKED_GRAPHS)
+def test_the_linked_images_series_render_with_every_commit(browser: tuple[Any, str], graph: str) -> None:
+    driver, base = browser
+    assert graph_points(driver, base, graph) == [8], graph  # one chain, 8 commits
+    # asv's parameter panel names the axis and the chain
+    assert "backing" in driver.page_source and "depth=1,fill=32M" in driver.page_source
 
 
 def test_the_change_points_page_is_linked_and_lists_the_injected_step(
