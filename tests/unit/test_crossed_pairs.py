@@ -240,8 +240,10 @@ def _skip_where_the_host_refuses_an_autogroups_nice(autogroup: Path, nice: int) 
 RAISE_TWO = """
 import subprocess, sys
 from harness.sample.pairing import raise_priority
-# two sessions, so two autogroups, set one right after the other as a pair's two sides are
-procs = [subprocess.Popen(["setsid", "sleep", "30"]) for _ in range(2)]
+# two sessions, so two autogroups, set one right after the other as a pair's two sides are; the
+# session made before exec (Popen returns after it), as QEMU's is: `setsid sleep` made it after,
+# and a busy host let its autogroup be raised before it existed (the parent's raised instead)
+procs = [subprocess.Popen(["sleep", "30"], start_new_session=True) for _ in range(2)]
 try:
     print(all(raise_priority(p.pid, -5) for p in procs))
     print(*(open(f"/proc/{p.pid}/autogroup").read().split()[-1] for p in procs))
