@@ -387,10 +387,13 @@ def _all_at_once(jobs: Sequence[tuple[str, Callable[[], None]]]) -> None:
             thread.join()
     except KeyboardInterrupt:
         # Ctrl-C or SIGTERM reaches this thread only: end what the jobs started (their QEMU and
-        # qemu-io), so that each job's own cleanup runs and the threads end before the gate does
-        proc.end_children()
-        for thread in threads:
-            thread.join(timeout=60)
+        # qemu-io), again while they run (a job may start one after the first sweep), so that each
+        # job's own cleanup runs and the threads end before the gate does
+        deadline = time.monotonic() + 60
+        while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
+            proc.end_children()
+            for thread in threads:
+                thread.join(timeout=0.2)
         raise
     if raised:
         raise raised[0]

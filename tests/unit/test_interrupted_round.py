@@ -16,7 +16,8 @@ from harness.gate.rounds import _all_at_once
 
 pids = []
 
-def job():
+def job(delay):
+    time.sleep(delay)  # b starts its child after the interrupt: ended all the same
     child = subprocess.Popen(["sleep", "300"])  # a sample's QEMU stands in
     pids.append(child.pid)
     if child.wait() != 0:
@@ -25,7 +26,7 @@ def job():
 threading.Timer(1.0, os.kill, args=(os.getpid(), signal.SIGINT)).start()
 started = time.monotonic()
 try:
-    _all_at_once([("a", job), ("b", job)])
+    _all_at_once([("a", lambda: job(0)), ("b", lambda: job(3))])
     outcome = "returned"
 except KeyboardInterrupt:
     outcome = "interrupted"
