@@ -32,7 +32,7 @@ FALLBACK_NICE = -19
 #: at most while a figure falls short (each figure's best counts: a moment's stall of the host,
 #: one sequential read at 4 MiB/s among 600-2500, is no ceiling of the path)
 PROBE_S = 0.5
-PROBE_TRIES = 3
+PROBE_TRIES = 6
 SMALL = 4096
 LARGE = 1 << 20
 

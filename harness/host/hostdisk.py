@@ -334,12 +334,15 @@ def _build(model: Model, progress: Callable[[str], None]) -> None:
     # of the daemon's system calls), injecting nothing; then the tracer that injects the rest
     # replaces it
     _trace(model, strace, 0)
+    # the host's own dirty pages written first: the ceiling is the path's, not a writeback's backlog
+    os.sync()
     ceiling = diskprobe.ceiling(model.loop, prof.capacity, SCRATCH, throttled=model.throttle != "blkio")
     for _ in range(diskprobe.PROBE_TRIES - 1):
         if not diskprobe.out_of_reach(
             seq_mib_s=prof.seq_mib_s, random_iops=prof.random_iops, ceiling_found=ceiling
         ):
             break
+        time.sleep(diskprobe.PROBE_S)
         ceiling = ceiling.best(
             diskprobe.ceiling(model.loop, prof.capacity, SCRATCH, throttled=ceiling.throttled)
         )
