@@ -37,7 +37,7 @@ from harness.record import load_record
 from harness.sample.images import MEMORY_FILESYSTEMS
 from harness.subject.binaries import Binaries
 
-pytestmark = [pytest.mark.integration, pytest.mark.guest]
+pytestmark = [pytest.mark.integration, pytest.mark.guest, pytest.mark.timed]
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "tests" / "artifacts"

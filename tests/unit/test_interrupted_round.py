@@ -14,6 +14,9 @@ import json, os, signal, subprocess, threading, time
 from harness.errors import CommandError
 from harness.gate.rounds import _all_at_once
 
+# Ctrl-C's handler, whatever this process inherited (a test runner's worker ignores SIGINT, and
+# an ignored SIGINT stays ignored across exec)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 pids = []
 
 def job(delay):
