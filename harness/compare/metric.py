@@ -42,21 +42,16 @@ def compare_metric(
     together: bool = False,
     alone: Alone = NOTHING_SHRINKS,
 ) -> Figures:
-    """The verdict of one metric from base's and head's values, oriented so that "worse" > 1, as
-    the figures the comparison holds (a figure that is not finite, a median of 0 as divisor, is None).
+    """The verdict of one metric from base's and head's values ("worse" > 1), as the figures the
+    comparison holds (a figure that is not finite is None).
 
-    ``paired``: ``base[i]`` and ``head[i]`` are of round i (unequal lengths compare unpaired);
-    ``together`` (with ``paired``): they ran at the same moment, and the test is that of the pairs'
-    log ratios (:mod:`harness.compare.paired`); ``alone``: what such a pair reads of a change of
-    its size alone (shared one CPU: a shrink the ratio is scaled up by; crossed: a range, the
-    minimum effect taken as the pair reads it at least); ``p_adjusted``: Holm's adjusted p of this
-    test in its family (else ``settings.alpha_per_test`` decides).
+    ``paired``: ``base[i]`` and ``head[i]`` are of round i; ``together``: they ran at the same
+    moment (the pairs' log-ratio test); ``alone``: what such a pair reads of a change's size
+    alone; ``p_adjusted``: Holm's adjusted p (else ``settings.alpha_per_test`` decides).
 
-    Returns a regression (significant, the interval above 1, the change at least the minimum
-    effect), an improvement (the mirror), unchanged (the whole interval inside the minimum
-    effect's band) or inconclusive with what limited it; fewer than ``settings.min_samples``
-    values on a side is inconclusive.  docs/comparison.md ("How a verdict is reached") gives the
-    table; docs/calibration.md the measured factors.
+    Returns regression, improvement, unchanged or inconclusive (with what limited it); fewer
+    than ``settings.min_samples`` values a side is inconclusive.  The table: docs/comparison.md
+    ("How a verdict is reached"); the measured factors: docs/calibration.md.
     """
     info = metric_info(metric)
     m = settings.effect_for(metric)

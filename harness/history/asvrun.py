@@ -155,6 +155,25 @@ def derive_config(config: AsvConfig, *, repo: Path) -> dict[str, Any]:
     return data
 
 
+def _suite_disk(
+    options: HistoryOptions, records: Path, log: Callable[[str], None]
+) -> tuple[contextlib.AbstractContextManager[None], dict[str, str]]:
+    """Where the suite's images go: the work dir's variables, and the host disk model to hold
+    around the asv run (built under the work dir, torn down after it), else a no-op."""
+    work_dir = (options.work_dir or default_work_dir()).resolve()
+    if options.host_disk == NATIVE:
+        return contextlib.nullcontext(), {"DISKBENCH_WORK_DIR": str(work_dir)}
+    from harness.host import hostdisk, workdir
+
+    work_dir.mkdir(parents=True, exist_ok=True)
+    records.mkdir(parents=True, exist_ok=True)
+    model = workdir.hold(records, work_dir, host_disk=options.host_disk, progress=log)
+    return model, {
+        "DISKBENCH_WORK_DIR": str(hostdisk.model_dir(work_dir, options.host_disk)),
+        ENV_HOST_DISK: options.host_disk,
+    }
+
+
 # -- machine names and ranges -----------------------------------------------------------
 
 
@@ -355,25 +374,9 @@ def run_history(options: HistoryOptions, *, log: Log = lambda _msg: None) -> His
             _asv(asv, ["machine", "--config", str(config_path), *machine_args(name)], log_path, "asv machine")
             hashfile = Path(tmp) / "commits.txt"
             hashfile.write_text("\n".join(hashes) + "\n", encoding="utf-8")
-            work_dir = (options.work_dir or default_work_dir()).resolve()
             records = conf.results_dir.parent / "history"
-            env = {
-                **options.suite_environ,
-                **matrix,
-                ENV_MACHINE: name,
-                ENV_RECORDS: str(records),
-                "DISKBENCH_WORK_DIR": str(work_dir),
-            }
-            model: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
-            if options.host_disk != NATIVE:
-                from harness.host import hostdisk, workdir
-
-                # the model built under the work dir for the whole run; the suite's images on it
-                work_dir.mkdir(parents=True, exist_ok=True)
-                records.mkdir(parents=True, exist_ok=True)
-                model = workdir.hold(records, work_dir, host_disk=options.host_disk, progress=log)
-                env["DISKBENCH_WORK_DIR"] = str(hostdisk.model_dir(work_dir, options.host_disk))
-                env[ENV_HOST_DISK] = options.host_disk
+            model, where = _suite_disk(options, records, log)
+            env = {**options.suite_environ, **matrix, ENV_MACHINE: name, ENV_RECORDS: str(records), **where}
             with model, LogFollower(log_path, log):
                 _asv(
                     asv,
