@@ -20,7 +20,7 @@ export type Verdict = (typeof VERDICTS)[number]
 export const KINDS = ['metric', 'failure', 'both-failed', 'base-failed', 'missing', 'no-metric', 'canary', 'counter', 'mixed-start', 'head-timed-out'] as const
 export type Kind = (typeof KINDS)[number]
 
-export interface MetricResult {
+export interface Figures {
   readonly metric: string
   readonly unit: string
   readonly higherIsBetter: boolean
@@ -76,10 +76,10 @@ export interface Cell {
   readonly baseFailed: number
   readonly headOk: number
   readonly headFailed: number
-  readonly metrics: readonly MetricResult[]
-  readonly counters: readonly MetricResult[]
+  readonly metrics: readonly Figures[]
+  readonly counters: readonly Figures[]
   /** figures shown beside the gated ones, deciding nothing, each with why (`information`) */
-  readonly information: readonly MetricResult[]
+  readonly information: readonly Figures[]
   readonly counterVerdict: Verdict
   readonly note: string
 }
@@ -449,7 +449,7 @@ function cell(r: Reader): Cell {
   }
 }
 
-function metric(r: Reader): MetricResult {
+function metric(r: Reader): Figures {
   const num = (key: string): number | null => r.field(key).nullable(x => x.number())
   r.field('ci_low').nullable(x => x.number())
   r.field('ci_high').nullable(x => x.number())

@@ -5,7 +5,7 @@
  * diskbench's Python computed them. Numbers are formatted here from checked
  * finite numbers; every string of the document goes through `md`/`code`.
  */
-import type {Cell, Comparison, MetricResult, ScreenRow, Sensitivity, Verdict} from './comparison'
+import type {Cell, Comparison, Figures, ScreenRow, Sensitivity, Verdict} from './comparison'
 import {code, md} from './escape'
 
 /** What the page around the document adds: none of it comes from the file. */
@@ -135,7 +135,7 @@ function compose(doc: Comparison, ctx: RenderContext, keep: number, info: number
 }
 
 /** The cell's figure of a metric the screen names (the reader checked that the cell has it). */
-function figure(c: Cell, metric: string | null): MetricResult | undefined {
+function figure(c: Cell, metric: string | null): Figures | undefined {
   return metric === null ? undefined : [...c.metrics, ...c.counters].find(m => m.metric === metric)
 }
 
@@ -203,7 +203,7 @@ export function kindLine(rows: readonly Sensitivity[]): string {
 }
 
 /** Every figure shown but not gated, with its cell, in the document's order. */
-function informationRows(doc: Comparison): Array<readonly [Cell, MetricResult]> {
+function informationRows(doc: Comparison): Array<readonly [Cell, Figures]> {
   return doc.cells.flatMap(c => c.information.map(m => [c, m] as const))
 }
 
@@ -347,7 +347,7 @@ function nobreak(text: string): string {
  * The change in one short line, and under it (small) its interval and, for a guest pair, the
  * size alone it stands for: the change never wraps, its interval and range may.
  */
-function changeCell(m: MetricResult, link: string | null = null): string {
+function changeCell(m: Figures, link: string | null = null): string {
   const lines = [link === null ? headChange(m) : `[${headChange(m)}](${link})`]
   if (ci(m) !== '-') {
     lines.push(`<sub>${ci(m)}</sub>`)
@@ -360,7 +360,7 @@ function changeCell(m: MetricResult, link: string | null = null): string {
 }
 
 /** The change a table's cell leads with: the pair's size alone where scaled, else as measured. */
-function headChange(m: MetricResult): string {
+function headChange(m: Figures): string {
   if (m.changePct === null) {
     return change(m)
   }
@@ -371,7 +371,7 @@ function headChange(m: MetricResult): string {
 }
 
 /** What a guest pair's change stands for: measured together (shared), or the sizes alone (crossed). */
-function aloneText(m: MetricResult): string {
+function aloneText(m: Figures): string {
   if (m.changePct === null) {
     return ''
   }
@@ -519,7 +519,7 @@ export function value(v: number | null, unit: string): string {
   }
 }
 
-function change(m: MetricResult): string {
+function change(m: Figures): string {
   if (m.changePct === null) {
     return m.medianBase === null || m.medianHead === null ? 'n/a' : '+inf%'
   }
@@ -534,7 +534,7 @@ function change(m: MetricResult): string {
   return signed(m.changePct)
 }
 
-function ci(m: MetricResult): string {
+function ci(m: Figures): string {
   return m.ciLowPct === null || m.ciHighPct === null ? '-' : `${signed(m.ciLowPct)} … ${signed(m.ciHighPct)}`
 }
 
