@@ -50,34 +50,33 @@ def aio_problem(qemu: str, aio: Aio, cache: Cache, work_dir: Path, runs_as: int 
     return lines[-1] if lines else f"QEMU exited with {result.returncode}"
 
 
-@lru_cache(maxsize=4)
-def encryption_problem(qemu_img: str, encrypt: str, work_dir: Path, runs_as: int | None = None) -> str | None:
-    """Why this qemu-img cannot create a qcow2 with ``encrypt``, or None (probed on a 16 MiB image)."""
+def _create_problem(
+    qemu_img: str, work_dir: Path, runs_as: int | None, prefix: str, **image: Any
+) -> str | None:
+    """Why this qemu-img cannot create a 64 MiB qcow2 with the ``image`` parameters (in a temp
+    dir named ``prefix``... under ``work_dir``), or None."""
     from harness.sample.images import create
     from harness.spec import make_cell
 
-    with tempfile.TemporaryDirectory(prefix=".diskbench-encrypt-", dir=work_dir) as tmp:
-        spec = make_cell(format="qcow2", encrypt=encrypt, size="64M").image
+    with tempfile.TemporaryDirectory(prefix=prefix, dir=work_dir) as tmp:
+        spec = make_cell(format="qcow2", size="64M", **image).image
         try:
             create(Path(tmp) / "probe.qcow2", spec, qemu_img=qemu_img, runs_as=runs_as)
         except CommandError as exc:
             return exc.message
     return None
+
+
+@lru_cache(maxsize=4)
+def encryption_problem(qemu_img: str, encrypt: str, work_dir: Path, runs_as: int | None = None) -> str | None:
+    """Why this qemu-img cannot create a qcow2 with ``encrypt``, or None (probed on a 64 MiB image)."""
+    return _create_problem(qemu_img, work_dir, runs_as, ".diskbench-encrypt-", encrypt=encrypt)
 
 
 @lru_cache(maxsize=4)
 def extended_l2_problem(qemu_img: str, work_dir: Path, runs_as: int | None = None) -> str | None:
     """Why this qemu-img cannot create a qcow2 with ``extended_l2=on`` (QEMU 5.2 and later can), or None."""
-    from harness.sample.images import create
-    from harness.spec import make_cell
-
-    with tempfile.TemporaryDirectory(prefix=".diskbench-encrypt-l2-", dir=work_dir) as tmp:
-        spec = make_cell(format="qcow2", extended_l2=True, size="64M").image
-        try:
-            create(Path(tmp) / "probe.qcow2", spec, qemu_img=qemu_img, runs_as=runs_as)
-        except CommandError as exc:
-            return exc.message
-    return None
+    return _create_problem(qemu_img, work_dir, runs_as, ".diskbench-encrypt-l2-", extended_l2=True)
 
 
 def unsupported_reason(cell: Cell, work_dir: Path, binaries: Binaries) -> str | None:
