@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from harness.errors import SpecError
+from harness.errors import HarnessError, SpecError
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -45,6 +45,15 @@ def read_input_text(path: Path, *, what: str, hint: str) -> str:
         raise SpecError(f"{what} {path} does not exist: {hint}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError(f"{what} {path} cannot be read: {exc}") from None
+
+
+def parse_json(text: str, *, what: str, fix: str, error: type[HarnessError]) -> Any:
+    """``text`` as JSON; text that is not JSON raises ``error``: "``what`` is not valid JSON
+    (truncated?, line N): ``fix``"."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise error(f"{what} is not valid JSON (truncated?, line {exc.lineno}): {fix}") from None
 
 
 def file_digest(path: Path, algorithm: str = "sha256") -> str:

@@ -9,7 +9,6 @@ write the outputs atomically, and read a comparison back
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,7 @@ from harness.compare.document import Context, load_document
 from harness.compare.model import Comparison, Side
 from harness.compare.pointers import Pointers
 from harness.errors import ExitCode, UsageError
-from harness.files import write_json_atomic, write_text_atomic
+from harness.files import parse_json, write_json_atomic, write_text_atomic
 from harness.record import Record, find_records, identity_warnings
 from harness.record.model import MachineInfo, SubjectInfo
 
@@ -115,12 +114,7 @@ def load_comparison(path: Path) -> Comparison:
         raise UsageError(
             f"comparison {path} does not exist: run `diskbench compare --out DIR` first"
         ) from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(
-            f"comparison {path} is not valid JSON (truncated?, line {exc.lineno}): run `diskbench compare` again"
-        ) from None
+    data = parse_json(text, what=f"comparison {path}", fix="run `diskbench compare` again", error=UsageError)
     return load_document(data, source=str(path))
 
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import RecordError, UsageError
-from harness.files import write_json_atomic
+from harness.files import parse_json, write_json_atomic
 from harness.record.model import SCHEMA, VERSION, Record
 from harness.record.schema import non_finite_problem, schema_problem
 
@@ -148,11 +148,7 @@ def _load_document(path: Path) -> dict[str, Any]:
             f"record {path} is not text (binary bytes at offset {exc.start}): delete it and re-run its cell"
         ) from None
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise RecordError(
-            f"record {path} is not valid JSON (truncated?, line {exc.lineno}): delete it and re-run its cell"
-        ) from None
+        data = parse_json(text, what=f"record {path}", fix="delete it and re-run its cell", error=RecordError)
     except RecursionError:
         raise RecordError(f"record {path} nests too deeply: delete it and re-run its cell") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
