@@ -205,6 +205,13 @@ def add_results_dir(parser: Any, what: str) -> None:
     )
 
 
+def add_spec_repeat(parser: Any) -> None:
+    """``--repeat N``: samples per cell, over the spec's own ``repeat`` (``sweep``, ``history``)."""
+    parser.add_argument(
+        "--repeat", type=int, default=None, metavar="N", help="samples per cell (default: the spec's repeat)"
+    )
+
+
 def _disk_size(text: str) -> int:
     from harness.sizes import parse_size
 

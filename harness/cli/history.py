@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.cli import history_changes as changes_parser
-from harness.cli.common import binaries_environ, err
+from harness.cli.common import add_spec_repeat, binaries_environ, err
 from harness.errors import ExitCode
 from harness.history.asvrun import NATIVE, HistoryOptions, run_history
 from harness.host.hostdisk import check_usable, names
@@ -65,9 +65,7 @@ def add_parser(sub: Any) -> None:
         help="the history matrix (default: sweeps/history.toml; sweeps/history-small.toml is one dd "
         "cell, about a minute a commit under TCG)",
     )
-    history.add_argument(
-        "--repeat", type=int, default=None, metavar="N", help="samples per cell (default: the spec's repeat)"
-    )
+    add_spec_repeat(history)
     history.add_argument(
         "--host-disk",
         default=NATIVE,

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.cli.builds import add_qemu_axis, qemu_choices
-from harness.cli.common import add_machine_options, err, machine_from_args
+from harness.cli.common import add_machine_options, add_spec_repeat, err, machine_from_args
 from harness.errors import ExitCode, HarnessError, SpecError
 from harness.host.hostdisk import NATIVE, check_usable, model_dir
 from harness.host.workdir import hold
@@ -46,9 +46,7 @@ def add_parser(sub: Any) -> None:
         default=None,
         help="with --preset: multiply its sizes (1: the seed's own sizes; see --preset list)",
     )
-    sweep.add_argument(
-        "--repeat", type=int, default=None, metavar="N", help="samples per cell (default: the spec's repeat)"
-    )
+    add_spec_repeat(sweep)
     sweep.add_argument(
         "--shard",
         default=None,
