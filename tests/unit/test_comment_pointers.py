@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_compare import MACHINE, SETTINGS, cell_dict, cell_info, gauss, samples, write_side
+from test_compare import MACHINE, SETTINGS, cell_dict, cell_info, gauss, regressed_sides, samples, write_side
 
 from harness.cli import main
 from harness.cli.gate import reproduce_argv
@@ -219,8 +219,7 @@ def test_a_bad_pages_url_names_the_flag() -> None:
 def test_compare_writes_the_pages_url_and_the_command_that_reproduces_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    base = write_side(tmp_path / "base", 1.0, seed=1)
-    head = write_side(tmp_path / "head", 1.3, seed=50)
+    base, head = regressed_sides(tmp_path)
     out = tmp_path / "out"
     argv = ["compare", str(base), str(head), "--out", str(out), "--min-effect", "10%", "--seed", "7"]
     assert main([*argv, "--pages-url", PAGES, "--output-format", "markdown"]) == 1

@@ -797,11 +797,15 @@ def write_side(directory: Path, scale: float, *, seed: int, cells: int = 2, **ma
     return directory
 
 
+def regressed_sides(tmp_path: Path) -> tuple[Path, Path]:
+    """``tmp_path / "base"`` and ``tmp_path / "head"``: two cells each, head's times 30 % longer."""
+    return write_side(tmp_path / "base", 1.0, seed=1), write_side(tmp_path / "head", 1.3, seed=50)
+
+
 def test_cli_exits_1_on_a_regression_and_writes_both_files(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    base = write_side(tmp_path / "base", 1.0, seed=1)
-    head = write_side(tmp_path / "head", 1.3, seed=50)
+    base, head = regressed_sides(tmp_path)
     out = base / "comparison"
     assert main(["compare", str(base), str(head), "--out", str(out), "--output-format", "markdown"]) == 1
     printed = capsys.readouterr().out
