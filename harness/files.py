@@ -8,8 +8,9 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from harness.errors import HarnessError, SpecError
 
@@ -32,6 +33,24 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 def write_json_atomic(path: Path, data: Any) -> None:
     write_text_atomic(path, json.dumps(data, indent=1, sort_keys=False) + "\n")
+
+
+Loaded = TypeVar("Loaded")
+
+
+def publish_dir(tmp: Path, final: Path, load: Callable[[], Loaded | None], vanished: Exception) -> Loaded:
+    """Rename the finished directory ``tmp`` to ``final`` (atomic: where another process's finished
+    copy is there first, that one wins) and give what ``load()`` finds there. Raises the rename's
+    OSError where ``final`` holds no finished copy, and ``vanished`` where it is gone afterwards."""
+    try:
+        tmp.rename(final)
+    except OSError:
+        if load() is None:
+            raise
+    found = load()
+    if found is None:
+        raise vanished
+    return found
 
 
 def read_input_text(path: Path, *, what: str, hint: str) -> str:

@@ -32,7 +32,7 @@ from typing import Any
 
 from harness.backing import FILL_CHUNK, Backing
 from harness.errors import ImageError
-from harness.files import write_json_atomic
+from harness.files import publish_dir, write_json_atomic
 from harness.host import confine, proc
 from harness.host.hostinfo import tool_version
 from harness.host.workdir import pid_alive
@@ -173,16 +173,10 @@ def build(
         final = root / key
         if final.exists() and load(key, root) is None:
             shutil.rmtree(final, ignore_errors=True)  # not a finished chain: never trusted
-        try:
-            tmp.rename(final)  # atomic: another process's finished copy wins
-        except OSError:
-            if load(key, root) is None:
-                raise
+        vanished = ImageError(f"the backing chain {key} vanished after it was built")
+        chain = publish_dir(tmp, final, lambda: load(key, root), vanished)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    chain = load(key, root)
-    if chain is None:
-        raise ImageError(f"the backing chain {key} vanished after it was built")
     return Chain(chain.key, chain.directory, chain.layers, True, time.monotonic() - start, chain.meta)
 
 

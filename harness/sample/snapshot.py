@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError, VMError
+from harness.files import publish_dir
 from harness.host import confine
 from harness.host.hostinfo import tool_version
 from harness.paths import cache_dir
@@ -340,18 +341,10 @@ def build(
         shutil.copyfile(vm.console_log, tmp / "console.log")
         meta = {"key": key, "material": material, "ready": ready, "created": time.time()}
         (tmp / META_FILE).write_text(json.dumps(meta, indent=1, sort_keys=True))
-        final = root / key
-        try:
-            tmp.rename(final)  # atomic: another process's finished copy wins
-        except OSError:
-            if load(key, root) is None:
-                raise
+        vanished = VMError(f"snapshot {key} vanished after it was written")
+        return publish_dir(tmp, root / key, lambda: load(key, root), vanished)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    snap = load(key, root)
-    if snap is None:
-        raise VMError(f"snapshot {key} vanished after it was written")
-    return snap
 
 
 def prune(root: Path, *, idle_s: float = PRUNE_IDLE_S) -> list[Path]:
