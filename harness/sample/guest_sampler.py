@@ -26,15 +26,13 @@ from harness.sample.clean import clean_sample
 from harness.sample.host_figures import BLOCKSTATS_FIELDS, PROC_IO_FIELDS, cpu_delta, delta, sample_metrics
 from harness.sample.pairing import Crossed, Pairing, meet
 from harness.sample.protocol import GuestReport, parse_ready, parse_report
-from harness.sample.vm import PAYLOAD_SERIAL, TOOLS_SERIAL, Drive, Machine, VMConfig
+from harness.sample.vm import DISK_NODE, PAYLOAD_SERIAL, TOOLS_SERIAL, Drive, Machine, VMConfig, cell_drive
 from harness.spec import Aio, CacheState, Cell, Interface, Workload
 from harness.subject.binaries import Binaries
 from harness.subject.policy import options_for
 from harness.untrusted import STRING_CHARS
 from harness.workloads import parse_outputs
 from harness.workloads.latency import BOUNDARIES_NS, histograms_from_blockstats
-
-DISK_NODE = "disk0"
 
 
 class Guest(Protocol):
@@ -102,16 +100,11 @@ def vm_config(cell: Cell, guest: Guest, opts: RunOptions, image: Path) -> VMConf
             )
         )
     drives.append(
-        Drive(
-            node=DISK_NODE,
-            path=image,
-            format=cell.image.format.value,
-            interface=cell.drive.interface,
-            cache=cell.drive.cache,
-            aio=cell.drive.aio,
+        cell_drive(
+            cell,
+            image,
             # the policy's options this cell takes (qcow2's cache options not on a raw image)
             options=options_for(cell, opts.drive_options),
-            key_secret=cell.image.encrypted,
             backing=chain.drive_backing(cell, work_dir=opts.work_dir, binaries=opts.binaries),
         )
     )

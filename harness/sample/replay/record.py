@@ -41,12 +41,12 @@ from harness.errors import ProtocolError, StreamOverCap
 from harness.files import write_json_atomic
 from harness.host.hostinfo import tool_version
 from harness.sample import chain, snapshot
-from harness.sample.guest_sampler import DISK_NODE, Guest, RunOptions, vm_config, workload_line
+from harness.sample.guest_sampler import Guest, RunOptions, vm_config, workload_line
 from harness.sample.protocol import parse_ready, parse_report
 from harness.sample.replay.capture import merge, parse_log, parse_trace
 from harness.sample.replay.script import drive_option_words, guest_options
 from harness.sample.replay.stream import MAX_REQUESTS, VERSION, Stream, parse_stream
-from harness.sample.vm import Drive, Machine, VMConfig
+from harness.sample.vm import DISK_NODE, Drive, Machine, VMConfig
 from harness.sample.vm.config import option_value
 from harness.spec import Cell
 

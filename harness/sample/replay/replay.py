@@ -53,13 +53,12 @@ from harness.sample.replay.script import (
     replay_options,
 )
 from harness.sample.replay.stream import Stream
-from harness.sample.vm import Drive
+from harness.sample.vm import DISK_NODE, cell_drive
 from harness.sample.vm.config import option_value
 from harness.spec import Cell, secret_object
 from harness.subject.binaries import Binaries
 from harness.subject.qemu_build import environ_for
 
-DISK_NODE = "disk0"
 REPLAY_TIMEOUT_S = 1800.0
 # the pair's mechanics moved to harness.sample.pairing (a guest pair shares them); the names stay
 __all__ = [
@@ -90,18 +89,7 @@ def guest_drive_options(
 ) -> dict[str, str]:
     """The guest's ``-drive`` options for ``cell``, from the Drive the runner attaches (``backing``:
     an overlay's chain as the Drive takes it)."""
-    drive = Drive(
-        node=DISK_NODE,
-        path=image,
-        format=cell.image.format.value,
-        interface=cell.drive.interface,
-        cache=cell.drive.cache,
-        aio=cell.drive.aio,
-        options=drive_options,
-        key_secret=cell.image.encrypted,
-        backing=backing,
-    )
-    return guest_options(drive.argv()[1])
+    return guest_options(cell_drive(cell, image, options=drive_options, backing=backing).argv()[1])
 
 
 @dataclass(frozen=True)

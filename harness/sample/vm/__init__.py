@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from harness.sample.vm.config import (
     CONTROL_PORT,
+    DISK_NODE,
     DISK_SERIAL,
     LEAN_BOOT,
     PAYLOAD_SERIAL,
@@ -14,6 +15,7 @@ from harness.sample.vm.config import (
     TOOLS_SERIAL,
     Drive,
     VMConfig,
+    cell_drive,
     handed_config,
 )
 from harness.sample.vm.machine import (
@@ -27,6 +29,7 @@ from harness.sample.vm.machine import (
 
 __all__ = [
     "CONTROL_PORT",
+    "DISK_NODE",
     "DISK_SERIAL",
     "IO_STATE_POLL_S",
     "LEAN_BOOT",
@@ -40,5 +43,6 @@ __all__ = [
     "Drive",
     "Machine",
     "VMConfig",
+    "cell_drive",
     "handed_config",
 ]

@@ -14,12 +14,14 @@ from pathlib import Path
 
 from harness.errors import VMError
 from harness.host import confine
-from harness.spec import SECRET_ID, Aio, Cache, Interface, secret_object
+from harness.spec import SECRET_ID, Aio, Cache, Cell, Interface, secret_object
 from harness.subject.qemu_build import qemu_args_for
 
 REPORT_PORT = "org.diskbench.report"
 CONTROL_PORT = "org.diskbench.control"
 DISK_SERIAL = "diskbench-disk"
+# the node of the disk a cell measures
+DISK_NODE = "disk0"
 
 
 PAYLOAD_SERIAL = "diskbench-payload"
@@ -105,6 +107,29 @@ class Drive:
 
 
 DEBUG_THREADS = "debug-threads=on"
+
+
+def cell_drive(
+    cell: Cell,
+    image: Path,
+    *,
+    options: tuple[tuple[str, str], ...] = (),
+    backing: tuple[tuple[Path, str], ...] = (),
+) -> Drive:
+    """The drive of ``cell``'s disk (node ``DISK_NODE``): ``image`` in the cell's format, on its
+    interface, cache and aio, LUKS-opened where it is encrypted; ``options``: the policy's
+    ``-drive`` options it takes, ``backing``: an overlay's chain (see :class:`Drive`)."""
+    return Drive(
+        node=DISK_NODE,
+        path=image,
+        format=cell.image.format.value,
+        interface=cell.drive.interface,
+        cache=cell.drive.cache,
+        aio=cell.drive.aio,
+        options=options,
+        key_secret=cell.image.encrypted,
+        backing=backing,
+    )
 
 
 @dataclass(frozen=True)
