@@ -31,6 +31,22 @@ TOOLS_SERIAL = "diskbench-tools"
 LEAN_BOOT = ("cryptomgr.notests", "no_timer_check")
 
 
+# each interface's -device arguments: its controller first where it needs one of its own, then the
+# disk; {node} is the drive's node, {dev} the disk device's id, {serial} its serial option
+DEVICES: dict[Interface, tuple[str, ...]] = {
+    Interface.VIRTIO_BLK: ("virtio-blk-pci,id={dev},drive={node},{serial}",),
+    Interface.VIRTIO_SCSI: (
+        "virtio-scsi-pci,id={node}-hba",
+        "scsi-hd,id={dev},drive={node},bus={node}-hba.0,{serial}",
+    ),
+    Interface.IDE: ("ide-hd,id={dev},drive={node},bus=ide.0,{serial}",),
+    Interface.AHCI: ("ahci,id={node}-hba", "ide-hd,id={dev},drive={node},bus={node}-hba.0,{serial}"),
+    Interface.NVME: ("nvme,id={dev},drive={node},{serial}",),
+}
+if set(DEVICES) != set(Interface):
+    raise VMError(f"no device model for interface {', '.join(sorted(set(Interface) - set(DEVICES)))}")
+
+
 def option_value(text: str) -> str:
     """``text`` as a value of a QEMU option list (``-drive``, ``-blockdev``, ``-trace``): a comma
     doubled, or a path with one would end the value there and start an option of its own."""
@@ -80,29 +96,8 @@ class Drive:
         args = ["-drive", ",".join(opts)]
         if not self.attach:
             return args
-        serial = f"serial={self.serial}"
-        if self.interface is Interface.VIRTIO_BLK:
-            args += ["-device", f"virtio-blk-pci,id={dev},drive={self.node},{serial}"]
-        elif self.interface is Interface.VIRTIO_SCSI:
-            args += [
-                "-device",
-                f"virtio-scsi-pci,id={self.node}-hba",
-                "-device",
-                f"scsi-hd,id={dev},drive={self.node},bus={self.node}-hba.0,{serial}",
-            ]
-        elif self.interface is Interface.IDE:
-            args += ["-device", f"ide-hd,id={dev},drive={self.node},bus=ide.0,{serial}"]
-        elif self.interface is Interface.AHCI:
-            args += [
-                "-device",
-                f"ahci,id={self.node}-hba",
-                "-device",
-                f"ide-hd,id={dev},drive={self.node},bus={self.node}-hba.0,{serial}",
-            ]
-        elif self.interface is Interface.NVME:
-            args += ["-device", f"nvme,id={dev},drive={self.node},{serial}"]
-        else:  # pragma: no cover - Interface is closed
-            raise VMError(f"no device model for interface {self.interface}")
+        for device in DEVICES[self.interface]:
+            args += ["-device", device.format(node=self.node, dev=dev, serial=f"serial={self.serial}")]
         return args
 
 
