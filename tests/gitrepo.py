@@ -9,6 +9,7 @@ fixtures are in tests/integration/conftest.py.
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 from harness.paths import REPO_ROOT
@@ -40,4 +41,18 @@ def new_repo(path: Path, *, branch: str = "main") -> Path:
 def clone_project(path: Path) -> Path:
     """A clone of this repository (its committed HEAD) at ``path``, whose parent exists."""
     git(path.parent, "clone", "-q", str(REPO_ROOT), str(path))
+    return path
+
+
+def commit_policy(path: Path, edit: Callable[[str], str], message: str, tag: str) -> Path:
+    """The checkout ``path`` with its HEAD tagged ``base`` and one more commit, ``message``, tagged
+    ``tag``: its policy.toml's text turned into ``edit(text)``, which must change it."""
+    git(path, "tag", "base")
+    policy = path / "policy.toml"
+    text = policy.read_text()
+    edited = edit(text)
+    assert edited != text, f"{message}: policy.toml unchanged"
+    policy.write_text(edited)
+    git(path, "commit", "-q", "-am", message)
+    git(path, "tag", tag)
     return path

@@ -7,13 +7,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from gatekit import tcg_gate_options
 from gitrepo import git
 
 from harness.bisect import STATE_FILE, Outcome, run_bisect
 from harness.compare import Settings
-from harness.gate import GateAsked, GateOptions, parse_gate_spec, settings_for
-from harness.rounds.session import MachineOptions
-from harness.subject.binaries import Binaries
+from harness.gate import parse_gate_spec, settings_for
 
 # timed: each comparison's verdict is read from the replays' times; one at a time, never beside another test
 pytestmark = [pytest.mark.integration, pytest.mark.guest, pytest.mark.timed]
@@ -77,11 +76,7 @@ def test_bisect_names_the_commit_that_throttles_the_policy(
         ends=("good", "bad"),
         spec=spec,
         settings=settings_for(spec, Settings()),
-        options=GateOptions.decide(
-            spec,
-            MachineOptions(binaries=Binaries.on_path(), work_dir=disk_dir, results_dir=out, accel="tcg"),
-            GateAsked(seed=3, canary=False),
-        ),
+        options=tcg_gate_options(spec, disk_dir, out, seed=3),
         out_dir=out,
         progress=lines.append,
     )

@@ -6,12 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from gatekit import tcg_gate
 
-from harness.compare import Settings
 from harness.errors import ExitCode
-from harness.gate import GateAsked, GateOptions, SubjectSource, parse_gate_spec, run_gate, settings_for
-from harness.rounds.session import MachineOptions
-from harness.subject.binaries import Binaries
+from harness.gate import parse_gate_spec
 
 # timed: the verdict is read from the pairs' times; one at a time, never beside another test
 pytestmark = [pytest.mark.integration, pytest.mark.guest, pytest.mark.timed]
@@ -40,19 +38,8 @@ def test_a_writethrough_head_is_not_inconclusive_and_the_summary_names_the_cache
     writethrough_repo: Path, tmp_path: Path, disk_dir: Path, guest: object
 ) -> None:
     spec = parse_gate_spec(SPEC, source="test-gate-io.toml")
-    result = run_gate(
-        repo=writethrough_repo,
-        sources=(SubjectSource("base", "base"), SubjectSource("head", "writethrough")),
-        spec=spec,
-        settings=settings_for(spec, Settings()),
-        options=GateOptions.decide(
-            spec,
-            MachineOptions(
-                binaries=Binaries.on_path(), work_dir=disk_dir, results_dir=tmp_path / "out", accel="tcg"
-            ),
-            GateAsked(seed=11, canary=False),
-        ),
-        out_dir=tmp_path / "out",
+    result = tcg_gate(
+        writethrough_repo, spec, "base", "writethrough", disk_dir=disk_dir, out_dir=tmp_path / "out", seed=11
     )
     doc, lines = result.comparison.to_json(), result.markdown.splitlines()
     (cell,) = doc["cells"]

@@ -8,13 +8,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from gitrepo import git
+from gatekit import tcg_gate
+from gitrepo import commit_policy
 
-from harness.compare import Settings
 from harness.errors import ExitCode
-from harness.gate import GateAsked, GateOptions, SubjectSource, parse_gate_spec, run_gate, settings_for
-from harness.rounds.session import MachineOptions
-from harness.subject.binaries import Binaries
+from harness.gate import parse_gate_spec
 
 pytestmark = [pytest.mark.integration, pytest.mark.guest]
 
@@ -47,33 +45,18 @@ fio_ios = 200
 def repo(project_clone: Callable[[str], Path]) -> Path:
     """A clone of this repository with one more commit: the policy's overlays have subclusters."""
     path = project_clone("gate-overlay")
-    git(path, "tag", "base")
-    policy = path / "policy.toml"
-    assert "[overlay]" not in policy.read_text()
-    policy.write_text(policy.read_text() + "\n[overlay]\nextended_l2 = true\n")
-    git(path, "commit", "-q", "-am", "policy: subclusters for the overlays")
-    git(path, "tag", "subclusters")
-    return path
+    assert "[overlay]" not in (path / "policy.toml").read_text()
+    subclusters = "\n[overlay]\nextended_l2 = true\n"
+    return commit_policy(
+        path, lambda text: text + subclusters, "policy: subclusters for the overlays", "subclusters"
+    )
 
 
 def test_subclusters_for_the_overlays_change_the_overlay_cell(
     repo: Path, tmp_path: Path, disk_dir: Path, guest: object
 ) -> None:
     spec = parse_gate_spec(SPEC, source="test-gate-overlay.toml")
-    result = run_gate(
-        repo=repo,
-        sources=(SubjectSource("base", "base"), SubjectSource("head", "subclusters")),
-        spec=spec,
-        settings=settings_for(spec, Settings()),
-        options=GateOptions.decide(
-            spec,
-            MachineOptions(
-                binaries=Binaries.on_path(), work_dir=disk_dir, results_dir=tmp_path / "out", accel="tcg"
-            ),
-            GateAsked(seed=45, canary=False),
-        ),
-        out_dir=tmp_path / "out",
-    )
+    result = tcg_gate(repo, spec, "base", "subclusters", disk_dir=disk_dir, out_dir=tmp_path / "out", seed=45)
     doc = result.comparison.to_json()
     assert result.exit_code == ExitCode.REGRESSION, result.markdown  # a changed cell fails the gate
     (cell,) = doc["cells"]

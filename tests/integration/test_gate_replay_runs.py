@@ -6,11 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+from gatekit import tcg_gate
 
-from harness.compare import Settings
-from harness.gate import GateAsked, GateOptions, SubjectSource, parse_gate_spec, run_gate, settings_for
-from harness.rounds.session import MachineOptions
-from harness.subject.binaries import Binaries
+from harness.gate import parse_gate_spec
 
 # timed: the verdict is read from the replays' times; one at a time, never beside another test
 pytestmark = [pytest.mark.integration, pytest.mark.guest, pytest.mark.timed]
@@ -42,18 +40,7 @@ def test_a_writethrough_head_is_seen_by_the_replay_of_bases_stream(
 ) -> None:
     spec = parse_gate_spec(SPEC, source="test-gate-replay.toml")
     out = tmp_path / "out"
-    result = run_gate(
-        repo=writethrough_repo,
-        sources=(SubjectSource("base", "base"), SubjectSource("head", "writethrough")),
-        spec=spec,
-        settings=settings_for(spec, Settings()),
-        options=GateOptions.decide(
-            spec,
-            MachineOptions(binaries=Binaries.on_path(), work_dir=disk_dir, results_dir=out, accel="tcg"),
-            GateAsked(seed=5, canary=False),
-        ),
-        out_dir=out,
-    )
+    result = tcg_gate(writethrough_repo, spec, "base", "writethrough", disk_dir=disk_dir, out_dir=out, seed=5)
     doc = result.comparison.to_json()
     (cell,) = doc["cells"]
     assert cell["verdict"] == "regression", result.markdown

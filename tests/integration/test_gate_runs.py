@@ -8,15 +8,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from gitrepo import git
+from gatekit import tcg_gate
+from gitrepo import commit_policy, git
 
-from harness.compare import Settings
 from harness.compare.comparison import load_comparison
 from harness.errors import ExitCode
-from harness.gate import GateAsked, GateOptions, SubjectSource, parse_gate_spec, run_gate, settings_for
+from harness.gate import SubjectSource, parse_gate_spec
 from harness.host import accounts, confine
-from harness.rounds.session import MachineOptions
-from harness.subject.binaries import Binaries
 
 # timed: the verdicts are read from the pairs' times (an A/A gate unchanged); one at a time, never beside another test
 pytestmark = [pytest.mark.integration, pytest.mark.guest, pytest.mark.timed]
@@ -45,36 +43,20 @@ THROTTLE_BPS = 24 * 1024 * 1024
 @pytest.fixture(scope="module")
 def repo(project_clone: Callable[[str], Path]) -> Path:
     """A clone of this repository with one more commit: the policy throttles writes."""
-    path = project_clone("gate")
-    git(path, "tag", "base")
-    policy = path / "policy.toml"
-    text = policy.read_text()
-    text = text.replace("[drive.options]\n", f'[drive.options]\n"throttling.bps-write" = {THROTTLE_BPS}\n', 1)
-    assert "throttling.bps-write" in text
-    policy.write_text(text)
-    git(path, "commit", "-q", "-am", "policy: throttle writes")
-    git(path, "tag", "throttled")
-    return path
+    throttle = f'[drive.options]\n"throttling.bps-write" = {THROTTLE_BPS}\n'
+    return commit_policy(
+        project_clone("gate"),
+        lambda text: text.replace("[drive.options]\n", throttle, 1),
+        "policy: throttle writes",
+        "throttled",
+    )
 
 
 def gate(
-    repo: Path, tmp_path: Path, disk_dir: Path, base: SubjectSource, head: SubjectSource
+    repo: Path, tmp_path: Path, disk_dir: Path, base: str | SubjectSource, head: str | SubjectSource
 ) -> tuple[int, dict]:
     spec = parse_gate_spec(SPEC, source="test-gate.toml")
-    result = run_gate(
-        repo=repo,
-        sources=(base, head),
-        spec=spec,
-        settings=settings_for(spec, Settings()),
-        options=GateOptions.decide(
-            spec,
-            MachineOptions(
-                binaries=Binaries.on_path(), work_dir=disk_dir, results_dir=tmp_path / "out", accel="tcg"
-            ),
-            GateAsked(seed=7, canary=False),
-        ),
-        out_dir=tmp_path / "out",
-    )
+    result = tcg_gate(repo, spec, base, head, disk_dir=disk_dir, out_dir=tmp_path / "out", seed=7)
     doc = load_comparison(tmp_path / "out" / "comparison.json").to_json()
     assert doc == json.loads(json.dumps(result.comparison.to_json()))
     assert (tmp_path / "out" / "summary.md").read_text() == result.markdown
@@ -84,9 +66,7 @@ def gate(
 def test_throttled_head_is_a_regression_of_the_throttled_cell(
     repo: Path, tmp_path: Path, disk_dir: Path, guest: object
 ) -> None:
-    code, doc = gate(
-        repo, tmp_path, disk_dir, SubjectSource("base", "base"), SubjectSource("head", "throttled")
-    )
+    code, doc = gate(repo, tmp_path, disk_dir, "base", "throttled")
     assert doc["verdict"] == "regression"
     assert code == ExitCode.REGRESSION
     (cell,) = doc["cells"]
@@ -128,7 +108,7 @@ def test_throttled_head_is_a_regression_of_the_throttled_cell(
 def test_same_revision_on_both_sides_is_not_a_regression(
     repo: Path, tmp_path: Path, disk_dir: Path, guest: object
 ) -> None:
-    code, doc = gate(repo, tmp_path, disk_dir, SubjectSource("base", "base"), SubjectSource("head", "base"))
+    code, doc = gate(repo, tmp_path, disk_dir, "base", "base")
     assert doc["verdict"] != "regression", doc["cells"]
     assert code == ExitCode.OK
     (cell,) = doc["cells"]
@@ -168,9 +148,7 @@ def test_head_failing_to_boot_is_a_regression_of_its_own_kind(
     repo: Path, tmp_path: Path, disk_dir: Path, guest: object, qemu_reachable_dir: Path
 ) -> None:
     qemu = broken_qemu(qemu_reachable_dir)
-    code, doc = gate(
-        repo, tmp_path, disk_dir, SubjectSource("base", "base"), SubjectSource("head", "base", qemu=qemu)
-    )
+    code, doc = gate(repo, tmp_path, disk_dir, "base", SubjectSource("head", "base", qemu=qemu))
     (cell,) = doc["cells"]
     assert cell["verdict"] == "regression" and cell["kind"] == "failure"
     assert "broken on purpose" in cell["reason"] or "exited" in cell["reason"]

@@ -16,15 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gatekit import tcg_gate
 from gitrepo import git
 
-from harness.compare import Settings
 from harness.compare.comparison import load_comparison
 from harness.errors import ExitCode, VMBootError
-from harness.gate import GateAsked, GateOptions, SubjectSource, parse_gate_spec, run_gate, settings_for
+from harness.gate import SubjectSource, parse_gate_spec
 from harness.gate.rounds import timed_out
 from harness.record import Sample
-from harness.rounds.session import MachineOptions
 from harness.sample.guest_sampler import RunOptions, run_sample, vm_config
 from harness.sample.vm import Machine
 from harness.spec import make_cell
@@ -118,26 +117,9 @@ def test_a_head_whose_guest_never_powers_off_ends_the_gate_as_its_regression_wit
     git(repo, "tag", "base")
     spec = parse_gate_spec(SPEC, source="hostile-head.toml")
     t0 = time.monotonic()
-    result = run_gate(
-        repo=repo,
-        sources=(
-            SubjectSource("base", "base"),
-            SubjectSource("head", "base", qemu=no_poweroff_qemu(qemu_reachable_dir)),
-        ),
-        spec=spec,
-        settings=settings_for(spec, Settings()),
-        options=GateOptions.decide(
-            spec,
-            MachineOptions(
-                binaries=Binaries.on_path(),
-                work_dir=disk_dir,
-                results_dir=tmp_path / "out",
-                accel="tcg",
-                workload_timeout_s=15.0,
-            ),
-            GateAsked(seed=7, canary=False),
-        ),
-        out_dir=tmp_path / "out",
+    head = SubjectSource("head", "base", qemu=no_poweroff_qemu(qemu_reachable_dir))
+    result = tcg_gate(
+        repo, spec, "base", head, disk_dir=disk_dir, out_dir=tmp_path / "out", seed=7, workload_timeout_s=15.0
     )
     took = time.monotonic() - t0
     doc = load_comparison(tmp_path / "out" / "comparison.json").to_json()

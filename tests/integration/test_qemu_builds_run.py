@@ -124,41 +124,18 @@ def test_a_gate_whose_head_moves_the_pin_runs_both_builds(
     build_10: QemuBuild, tmp_path: Path, disk_dir: Path
 ) -> None:
     """Head only moves the policy's pin from the runner's QEMU (7.2 here) to 10.0."""
-    import subprocess
+    from gatekit import tcg_gate
+    from gitrepo import clone_project, git
 
-    from harness.compare import Settings
     from harness.compare.comparison import load_comparison
-    from harness.gate import SubjectSource, parse_gate_spec, run_gate, settings_for
-    from harness.gate.options import GateAsked, GateOptions
-    from harness.paths import REPO_ROOT
-    from harness.rounds.session import MachineOptions
-    from harness.subject.binaries import Binaries
+    from harness.gate import parse_gate_spec
 
-    repo = tmp_path / "repo"
-    subprocess.run(["git", "clone", "-q", str(REPO_ROOT), str(repo)], check=True)
+    repo = clone_project(tmp_path / "repo")
     policy = repo / "policy.toml"
     policy.write_text(policy.read_text() + '\n[qemu]\nversion = "10.0"\n')
-    for args in (
-        ["config", "user.email", "test@diskbench.invalid"],
-        ["config", "user.name", "diskbench test"],
-        ["commit", "-q", "-am", "policy: QEMU 10.0"],
-    ):
-        subprocess.run(["git", "-C", str(repo), *args], check=True)
+    git(repo, "commit", "-q", "-am", "policy: QEMU 10.0")
     spec = parse_gate_spec(GATE_SPEC, source="qemu-pin-gate.toml")
-    result = run_gate(
-        repo=repo,
-        sources=(SubjectSource("base", "HEAD~1"), SubjectSource("head", "HEAD")),
-        spec=spec,
-        settings=settings_for(spec, Settings()),
-        options=GateOptions.decide(
-            spec,
-            MachineOptions(
-                binaries=Binaries.on_path(), work_dir=disk_dir, results_dir=tmp_path / "out", accel="tcg"
-            ),
-            GateAsked(seed=7, canary=False),
-        ),
-        out_dir=tmp_path / "out",
-    )
+    result = tcg_gate(repo, spec, "HEAD~1", "HEAD", disk_dir=disk_dir, out_dir=tmp_path / "out", seed=7)
     doc = load_comparison(tmp_path / "out" / "comparison.json").to_json()
     assert doc["head"]["machine"]["qemu_version"] == "10.0.2"
     assert doc["head"]["machine"]["qemu_debian_version"] == build_10.debian_version
