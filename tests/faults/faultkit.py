@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from procs import alive
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -63,16 +65,6 @@ def descendants(pid: int) -> dict[int, str]:
                 found[child] = comm
                 frontier.append(child)
     return found
-
-
-def alive(pid: int, comm: str) -> bool:
-    """Whether ``pid`` still runs ``comm`` (not a reused pid, not a zombie)."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    state = text[text.rindex(")") + 2 :].split()[0]
-    return text[text.index("(") + 1 : text.rindex(")")] == comm and state != "Z"
 
 
 def wait_gone(procs: dict[int, str], timeout_s: float = 30.0) -> dict[int, str]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from procs import alive, children
 
 from harness.cli import main
 from harness.record import load_record
@@ -68,30 +68,6 @@ def test_a_small_matrix_runs_every_cell_once(
     assert "12 samples run, 0 resumed" in out
     assert "sweep: 12/12 samples (100%)" in err
     assert not list(disk_dir.glob("*.raw")) and not list(disk_dir.glob("*.qcow2"))
-
-
-def children(pid: int) -> dict[int, str]:
-    """The processes whose parent is ``pid``, with their command names."""
-    found: dict[int, str] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError):
-            text = stat.read_text()
-            # pid (comm) state ppid ...: comm may hold spaces, so split after the last ')'
-            comm = text[text.index("(") + 1 : text.rindex(")")]
-            ppid = int(text[text.rindex(")") + 2 :].split()[1])
-            if ppid == pid:
-                found[int(stat.parent.name)] = comm
-    return found
-
-
-def alive(pid: int, comm: str) -> bool:
-    """Whether ``pid`` still runs ``comm`` (and is not a reused pid or a zombie)."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    state = text[text.rindex(")") + 2 :].split()[0]
-    return text[text.index("(") + 1 : text.rindex(")")] == comm and state != "Z"
 
 
 def test_a_sweep_killed_mid_way_resumes_without_rerunning_what_is_recorded(
