@@ -187,12 +187,7 @@ class Machine:
         deadline = time.monotonic() + qmp_timeout_s
         while not self._qmp_path.exists():
             if self.returncode is not None or time.monotonic() > deadline:
-                raise VMBootError(
-                    f"QEMU did not start: {self._exit_summary()}",
-                    argv=self.argv,
-                    log_tail=self.stderr_tail(),
-                    returncode=self.returncode,
-                )
+                raise self._boot_error(f"QEMU did not start: {self._exit_summary()}")
             time.sleep(POLL_S)
         while True:
             try:
@@ -200,12 +195,7 @@ class Machine:
                 break
             except OSError as exc:
                 if self.returncode is not None or time.monotonic() > deadline:
-                    raise VMBootError(
-                        f"QMP connection failed: {exc}; {self._exit_summary()}",
-                        argv=self.argv,
-                        log_tail=self.stderr_tail(),
-                        returncode=self.returncode,
-                    ) from exc
+                    raise self._boot_error(f"QMP connection failed: {exc}; {self._exit_summary()}") from exc
                 time.sleep(POLL_S)
         qmp = Monitor(sock)
         try:
@@ -220,12 +210,7 @@ class Machine:
                 # the socket closed under the greeting: QEMU is on its way out, and says why
                 self._wait_exit(min(2.0, max(deadline - time.monotonic(), 0.0)))
                 what = f"QMP connection failed ({type(exc).__name__}: {exc})"
-            raise VMBootError(
-                f"{what}; {self._exit_summary()}",
-                argv=self.argv,
-                log_tail=self.stderr_tail(),
-                returncode=self.returncode,
-            ) from exc
+            raise self._boot_error(f"{what}; {self._exit_summary()}") from exc
         qmp.settimeout(30.0)
         self._qmp = qmp
 
@@ -312,6 +297,12 @@ class Machine:
     def stderr_tail(self, max_chars: int = 2000) -> str:
         return _tail(self.stderr_log, max_chars)
 
+    def _boot_error(self, message: str, *, console: bool = False) -> VMBootError:
+        """A VMBootError of ``message`` with this QEMU's evidence: its argv, exit code and the tail
+        of its stderr (after the tail of the console where ``console``)."""
+        tail = self.console_tail() + "\n" + self.stderr_tail() if console else self.stderr_tail()
+        return VMBootError(message, argv=self.argv, log_tail=tail, returncode=self.returncode)
+
     def _exit_summary(self) -> str:
         rc = self.returncode
         if rc is None:
@@ -379,12 +370,7 @@ class Machine:
                 self._read_events()
                 if any(e.get("event") == name for e in self._events):
                     continue
-                raise VMBootError(
-                    f"{self._exit_summary()} while waiting for {what}",
-                    argv=self.argv,
-                    log_tail=self.console_tail() + "\n" + self.stderr_tail(),
-                    returncode=self.returncode,
-                )
+                raise self._boot_error(f"{self._exit_summary()} while waiting for {what}", console=True)
             self.check_io_state(what=what)
             if deadline is not None and time.monotonic() > deadline:
                 raise GuestTimeout(
@@ -466,11 +452,8 @@ class Machine:
         while True:
             self.watch("the guest to power off")
             if self.returncode is not None:
-                raise VMBootError(
-                    f"{self._exit_summary()} while waiting for the guest to power off",
-                    argv=self.argv,
-                    log_tail=self.console_tail() + "\n" + self.stderr_tail(),
-                    returncode=self.returncode,
+                raise self._boot_error(
+                    f"{self._exit_summary()} while waiting for the guest to power off", console=True
                 )
             status = self.qmp("query-status")
             if isinstance(status, dict) and status.get("status") == "shutdown":
