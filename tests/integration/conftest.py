@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gitrepo import clone_project, git
+from gitrepo import clone_project, commit_policy
 
 from harness.rounds.session import MachineOptions, SessionOptions, run_cells
 from harness.spec import Cell
@@ -54,12 +54,9 @@ def project_clone(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], P
 def writethrough_repo(project_clone: Callable[[str], Path]) -> Path:
     """A clone with one more commit: the policy's cache mode is writethrough (tags ``base`` and
     ``writethrough``); a module's own."""
-    path = project_clone("gate-writethrough")
-    git(path, "tag", "base")
-    policy = path / "policy.toml"
-    text = policy.read_text()
-    assert 'cache = "none"' in text
-    policy.write_text(text.replace('cache = "none"', 'cache = "writethrough"', 1))
-    git(path, "commit", "-q", "-am", "policy: cache=writethrough")
-    git(path, "tag", "writethrough")
-    return path
+    return commit_policy(
+        project_clone("gate-writethrough"),
+        lambda text: text.replace('cache = "none"', 'cache = "writethrough"', 1),
+        "policy: cache=writethrough",
+        "writethrough",
+    )
