@@ -37,7 +37,10 @@ from harness.record import load_record
 from harness.sample.images import MEMORY_FILESYSTEMS
 from harness.subject.binaries import Binaries
 
-pytestmark = [pytest.mark.integration, pytest.mark.guest, pytest.mark.timed]
+pytestmark = [pytest.mark.integration, pytest.mark.guest]
+# the history over four commits is timed: asv's regressions are read from their times; one at a
+# time, never beside another test. The QEMU config's run asserts no time: it runs in the first tier
+timed = pytest.mark.timed
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "tests" / "artifacts"
@@ -155,6 +158,7 @@ def published(
     return run_history(options, log=notes.append)
 
 
+@timed
 def test_asv_flags_the_throttled_commit_and_no_other(
     published: HistoryResult, four_commits: tuple[Path, list[str]]
 ) -> None:
@@ -181,6 +185,7 @@ def test_asv_flags_the_throttled_commit_and_no_other(
     assert published.log.is_file()
 
 
+@timed
 def test_the_suite_measured_each_commits_own_policy(
     published: HistoryResult, four_commits: tuple[Path, list[str]]
 ) -> None:
@@ -197,6 +202,7 @@ def test_the_suite_measured_each_commits_own_policy(
     assert options[commits[2]] == options[commits[3]] == {"throttling.bps-write": str(THROTTLE_BPS)}
 
 
+@timed
 def test_the_commit_that_moves_the_qemu_pin_runs_that_build_and_its_step_is_the_builds(
     published: HistoryResult, four_commits: tuple[Path, list[str]]
 ) -> None:
@@ -238,6 +244,7 @@ class _QuietHandler(SimpleHTTPRequestHandler):
         pass
 
 
+@timed
 def test_pages_load_in_headless_chromium_with_four_points_and_the_qemu_of_each(
     published: HistoryResult,
 ) -> None:
