@@ -356,9 +356,11 @@ TESTS_WORDS = (
 # how a crossed guest pair decides, from the comparison's defaults (the default gate spec's too)
 CROSSED_WORDS = (
     f"A crossed pair reads a change at {Settings.crossed_reads[0]:g}-{Settings.crossed_reads[1]:g} "
-    "times its size alone (on logs), so its cells decide at the minimum effect as such a pair reads it "
-    f"at least: {pct_text(Settings.min_effect)} reads ±"
-    f"{pct_text((1 + Settings.min_effect) ** Settings.crossed_reads[0] - 1)}."
+    "times its size alone (on logs), so its cells are unchanged within the minimum effect as such a "
+    "pair reads it at least and regressed beyond it as such a pair reads it at most: "
+    f"{pct_text(Settings.min_effect)} reads "
+    f"{pct_text((1 + Settings.min_effect) ** Settings.crossed_reads[0] - 1)} to "
+    f"{pct_text((1 + Settings.min_effect) ** Settings.crossed_reads[1] - 1)}, inconclusive between."
 )
 
 

@@ -77,11 +77,13 @@ def add_comparison_flags(parser: Any) -> None:
     parser.set_defaults(min_effect=None)
     effect = pct_text(Settings.min_effect)
     edge = pct_text((1 + Settings.min_effect) ** Settings.crossed_reads[0] - 1)
+    far = pct_text((1 + Settings.min_effect) ** Settings.crossed_reads[1] - 1)
     for action in parser._actions:
         if action.dest == "min_effect":
             words = (
                 f" (default: the spec's min_effect, {effect} in the specs shipped; a guest cell "
-                f"measured in crossed pairs decides at it as such a pair reads it, ±{edge} for {effect})"
+                f"measured in crossed pairs is unchanged within ±{edge} and regressed beyond {far} for {effect}, "
+                "as such a pair reads it at least and at most)"
             )
             action.help = f"{action.help}{words.replace('%', '%%')}"
 

@@ -99,6 +99,7 @@ def _decided(
     shrink = alone.shrink
     reads = alone.reads if together else None
     read_m = m if reads is None else read_effect(m, reads)
+    beyond_m = m if reads is None else read_effect(m, (reads[1], reads[0]))
     evidence = weigh(b, h, settings=settings, p_adjusted=p_adjusted, together=together)
     measured = None
     if together:
@@ -124,7 +125,7 @@ def _decided(
         lo,
         hi,
         evidence,
-        effects=Effect(m, read_m),
+        effects=Effect(m, read_m, beyond_m),
         higher_is_better=result.higher_is_better,
         settings=settings,
         constant=b[0] if constant else None,
@@ -138,10 +139,12 @@ def _decided(
     elif p_adjusted is not None:
         reason += f" (Holm-adjusted {_p_is(p_adjusted)}, family alpha {settings.alpha:g})"
     crossed = None if reads is None else round(read_effect(m, reads), 6)
-    interval = _Interval(ratio, lo, hi, result.n_base, result.n_head, m, crossed)
+    interval = _Interval(
+        ratio, lo, hi, result.n_base, result.n_head, m, crossed, None if reads is None else beyond_m
+    )
     seen = could_see(interval, settings)
     scaled = together and shrink != 1.0
-    ends = None if reads is None else alone_range(ratio, reads)
+    ends = None if reads is None else (alone_range(lo, reads)[0], alone_range(hi, reads)[1])
     return replace(
         result,
         together=together,
@@ -176,6 +179,7 @@ class _Interval(NamedTuple):
     n_head: int
     min_effect: float
     crossed_effect: float | None
+    crossed_beyond: float | None = None
 
 
 def _reason_notes(ratio: float, measured: float | None, *, alone: Alone, together: bool) -> str:
@@ -203,14 +207,16 @@ def _change(value: float | None) -> float | None:
 
 
 def read_effect(m: float, reads: tuple[float, float]) -> float:
-    """The minimum effect ``m`` as a crossed pair reads it at least: ``(1 + m) ** reads[0] - 1``."""
+    """The minimum effect ``m`` as a crossed pair that reads a change at ``reads[0]`` times its
+    size alone on logs measures it: ``(1 + m) ** reads[0] - 1`` (``reads[1]`` is not used)."""
     return float((1.0 + m) ** reads[0] - 1.0)
 
 
 def alone_range(ratio: float, reads: tuple[float, float]) -> tuple[float, float]:
     """The sizes alone a crossed pair's ``ratio`` may stand for, read at ``reads[0]``-``reads[1]``
-    times a change's size alone on logs: ``ratio ** (1 / reads[1])`` to ``ratio ** (1 / reads[0])``,
-    in order."""
+    times a change's size alone on logs: ``ratio ** (1 / reads[1])`` and ``ratio ** (1 / reads[0])``,
+    in order.  Applied to an interval's ends (the low end's lower, the high end's upper), it is
+    the interval of the size alone: one run's noise and the read factor's range together."""
     if not 0 < ratio < math.inf:
         return ratio, ratio
     ends = sorted(math.exp(math.log(ratio) / k) for k in reads)
@@ -225,11 +231,14 @@ def _alone(ratio: float, shrink: float) -> float:
 
 
 class Effect(NamedTuple):
-    """The minimum effect, and the change a figure must measure for it: the same, or for a crossed
-    guest pair what that pair reads a change of the minimum effect alone as at least."""
+    """The minimum effect and the edges a figure's measured change is held to: ``measured``, what
+    a change of the minimum effect alone may read as at least (the edge of "unchanged"), and
+    ``beyond``, at most (the edge of a regression or an improvement); all three are the same but
+    for a crossed guest pair."""
 
     minimum: float
     measured: float
+    beyond: float
 
 
 def _decide(
@@ -245,12 +254,13 @@ def _decide(
 ) -> tuple[Verdict, str]:
     """The decision table of one metric, first matching row wins (see :func:`compare_metric`);
     ``effects``: the minimum effect and what it measures as (the edge of every row)."""
-    m, measured = effects
+    m, measured, beyond_m = effects
     if higher_is_better:
         worse, w_lo, w_hi = _inverse(ratio), _inverse(hi), _inverse(lo)
     else:
         worse, w_lo, w_hi = ratio, lo, hi
     edge = 1.0 + measured
+    far = 1.0 + beyond_m
     significant = evidence.significant
     excludes_one = w_lo > 1.0 or w_hi < 1.0
     inside = 1.0 / edge < w_lo and w_hi < edge
@@ -263,20 +273,26 @@ def _decide(
     change = f"{pct(ratio)}{' (higher is better)' if higher_is_better else ''}"
     effect = f"{m * 100:g}%"
     if measured != m:
-        # a crossed pair: the minimum effect as the pair reads it at least
-        effect += f" (a crossed pair reads it as {measured * 100:.1f}% at least)"
+        # a crossed pair: the minimum effect as the pair may read it, at least and at most
+        effect += f" (a crossed pair reads it as {measured * 100:.1f}% to {beyond_m * 100:.1f}%)"
     p = f"{_p_is(evidence.p)} ({'Yuen t on logs' if evidence.route == 't' else 'rank test'})"
     half = (hi - lo) / 2.0 * 100.0 if math.isfinite(hi - lo) else math.inf
     more = rounds_text(evidence)
 
     if constant is not None:
         return Verdict.UNCHANGED, f"identical constant samples on both sides ({constant:g})"
-    if significant and w_lo > 1.0 and worse >= edge:
+    if significant and w_lo > 1.0 and worse >= far:
         return Verdict.REGRESSION, f"worse by {change}, {conf}, {p}: at least the minimum {effect}"
-    if significant and w_hi < 1.0 and worse <= 1.0 / edge:
+    if significant and w_hi < 1.0 and worse <= 1.0 / far:
         return Verdict.IMPROVEMENT, f"better by {change}, {conf}, {p}: at least the minimum {effect}"
     if inside:
         return Verdict.UNCHANGED, f"{change}, {conf}: within the minimum effect ±{effect}"
+    if significant and excludes_one and (worse >= edge or worse <= 1.0 / edge):
+        return (
+            Verdict.INCONCLUSIVE,
+            f"significant ({p}): {change}, {conf}, but a crossed pair reads a change of the minimum "
+            f"{effect}: as measured it may lie within the minimum alone",
+        )
     if significant and excludes_one:
         return (
             Verdict.INCONCLUSIVE,

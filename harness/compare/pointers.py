@@ -205,15 +205,16 @@ def command_line(argv: Sequence[str]) -> str:
 
 
 #: why more rounds give an inconclusive metric no number (:func:`out_of_reach`)
-FEW, EDGE, FAR = "few", "edge", "far"
+FEW, EDGE, FAR, BETWEEN = "few", "edge", "far", "between"
 
 
 def out_of_reach(m: Figures | None, *, gate: bool = True) -> tuple[str, str]:
     """Why more rounds give an inconclusive metric no number, as a kind and the words for it:
     no interval yet (:data:`FEW`: more rounds are what it needs), a change on the edge of the
-    minimum effect (:data:`EDGE`; for a crossed pair, the edge as it reads it), or one that would
-    take more than :data:`~harness.compare.power.MAX_ROUNDS` (:data:`FAR`).  ``gate``: a gate's
-    metric (more rounds), else one of a comparison of records (more samples)."""
+    minimum effect (:data:`EDGE`; for a crossed pair, the edge as it reads it), a crossed pair's
+    change clear of none whose sizes alone lie on both sides of the minimum (:data:`BETWEEN`), or
+    one that would take more than :data:`~harness.compare.power.MAX_ROUNDS` (:data:`FAR`).
+    ``gate``: a gate's metric (more rounds), else one of a comparison of records (more samples)."""
     if m is None or m.ci_low is None or m.ci_high is None or m.change_pct is None:
         counts = f" ({m.n_base} + {m.n_head})" if m is not None else ""
         more = "run more rounds" if gate else "record more samples (`--repeat`)"
@@ -223,6 +224,12 @@ def out_of_reach(m: Figures | None, *, gate: bool = True) -> tuple[str, str]:
     size = abs(math.log1p(m.change_pct / 100.0)) if m.change_pct > -100.0 else math.inf
     if edge and abs(size - edge) <= 0.25 * edge:
         return EDGE, "is not within reach of more rounds (its change sits on the minimum effect)"
+    clear = m.ci_low_pct is not None and m.ci_high_pct is not None and (m.ci_low_pct > 0 or m.ci_high_pct < 0)
+    if m.crossed_effect is not None and clear and size > edge:
+        return BETWEEN, (
+            "is not within reach of more rounds (measured crossed, its change stands for sizes alone "
+            "on both sides of the minimum effect)"
+        )
     return FAR, f"would need more than {MAX_ROUNDS} rounds at this spread"
 
 
@@ -270,6 +277,14 @@ def inconclusive_sentence(
     if FEW in kinds:
         more = "run more rounds" if gate else "record more samples (`--repeat`) and compare again"
         return f"{text}. To decide, {more}: a metric without an interval has too few samples for one."
+    if BETWEEN in kinds:
+        return (
+            "Inconclusive here means a change is clear, but not whether it reaches the minimum effect "
+            f"({min_effect * 100:g}%) alone: measured crossed, it stands for sizes alone on both sides "
+            "of it (the range beside its change), and more rounds would not move that range; read it "
+            "as a change that may be as small as the range's lower end, or narrow this runner's "
+            "`crossed_reads` with `benchmarks/calibrate_guest_pairs.py`."
+        )
     if FAR in kinds:
         return (
             f"{text}. More rounds would hardly decide it (more than {MAX_ROUNDS} at this spread): read it "

@@ -74,9 +74,13 @@ def rounds_to_decide(result: _Interval, settings: Settings) -> int | None:
     if se == 0:
         return None
     r = abs(math.log(result.ratio))
-    # a crossed guest pair's edge is the minimum effect as it reads it at least (Settings.crossed_reads)
+    # a crossed guest pair's edges: the minimum effect as it reads it at least and at most
+    # (Settings.crossed_reads); a change measured between them stays undecided at any count
     read_m = getattr(result, "crossed_effect", None)
     edge = math.log1p(result.min_effect if read_m is None else read_m)
+    far = getattr(result, "crossed_beyond", None)
+    if far is not None and edge <= r < math.log1p(far):
+        return None
     z_c = _Z((1.0 + settings.confidence) / 2.0)
     if r < edge:
         target = (edge - r) / z_c

@@ -65,10 +65,11 @@ class Settings:
     # its log ratio and interval are scaled by this to the size the change has alone, at worst
     together_shrink: float = 2.0
     # what a guest pair taken crossed (each side a CPU of its own, swapped) reads of a change's size
-    # alone, on logs, at least and at most (benchmarks/calibrate_guest_pairs.py: 0.38-1.5 over four
-    # runs): such a pair's figure is decided with the minimum effect as it reads it at least,
-    # (1 + m) ** low - 1 (5 % -> 1.7 %), for every verdict, so that a change of 5 % alone is never
-    # called unchanged and one that reads smaller still fails; its size alone is said as the range
+    # alone, on logs, at least and at most (docs/calibration.md): such a pair's figure is unchanged
+    # only within (1 + m) ** low - 1 (5 % -> 1.7 %), so that a change of 5 % alone is never called
+    # unchanged, and a regression or an improvement only beyond (1 + m) ** high - 1 (5 % -> 7.6 %),
+    # so that a change below 5 % alone never fails; between, inconclusive; its size alone is said as
+    # the interval its interval's ends stand for
     crossed_reads: tuple[float, float] = (0.35, 1.5)
 
     @property

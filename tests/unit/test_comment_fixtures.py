@@ -13,10 +13,11 @@ out, so two more are derived from real ones, and say so:
   whose guest ran past its deadline in the last round (``harness.gate.rounds._timed_out_result``,
   the deadline from base's median ``total_s``), and the budget stopped there;
 * ``derived-qemu-upgrade.json``: ``real-gate-pairs.json`` (the default spec's eight cells) as a
-  QEMU 7.2 → 10.0 gate read it: head's QEMU 10.0.2, its five guest cells regressed crossed
+  QEMU 7.2 → 10.0 gate read it: head's QEMU 10.0.2, its five guest cells slower crossed
   (``host.workload_s`` +3 … +19 %, each judged by :func:`harness.compare.metric.compare_metric`
-  on twelve pairs at the spec's ``crossed_reads``, Holm over the family of 26), the replay cells
-  unchanged; the summary, axis sentence and screen as this diskbench writes them.
+  on twelve pairs at the spec's ``crossed_reads``, Holm over the family of 26: three regressed,
+  the two read at +3 and +4 % inconclusive, as they may lie below the minimum alone), the replay
+  cells unchanged; the summary, axis sentence and screen as this diskbench writes them.
 
 ``python tests/unit/test_comment_fixtures.py`` writes the screens and the derived documents again.
 """
@@ -153,12 +154,12 @@ def derived_qemu_upgrade(real: Comparison) -> Comparison:
             p_adjusted=p_adjusted,
         )
         figures = result
-        assert figures.verdict is Verdict.REGRESSION, figures.reason
+        assert figures.verdict in (Verdict.REGRESSION, Verdict.INCONCLUSIVE), figures.reason
         cells.append(
             replace(
                 cell,
-                verdict=Verdict.REGRESSION,
-                time_verdict=Verdict.REGRESSION,
+                verdict=figures.verdict,
+                time_verdict=figures.verdict,
                 reason=f"{lead.metric}: {figures.reason}",
                 rounds=len(base),
                 base_ok=len(base),

@@ -98,9 +98,10 @@ def test_gate_help_says_what_the_gate_tests_and_its_minimum_effect() -> None:
         # what the help says of the shipped specs is what they hold
         assert spec.min_effect == Settings.min_effect and spec.crossed_reads == Settings.crossed_reads
     edge = read_effect(Settings.min_effect, Settings.crossed_reads)
-    assert f"5% reads ±{edge * 100:.1f}%" in gate
+    far = read_effect(Settings.min_effect, Settings.crossed_reads[::-1])
+    assert f"5% reads {edge * 100:.1f}% to {far * 100:.1f}%, inconclusive between" in gate
     for name in ("diskbench gate", "diskbench bisect"):
         action = next(a for a in flags(commands[name]) if a.dest == "min_effect")
         shown = rendered_help(commands[name], action)
         assert "(default: the spec's min_effect, 5% in the specs shipped;" in shown, shown
-        assert f"±{edge * 100:.1f}% for 5%" in shown
+        assert f"unchanged within ±{edge * 100:.1f}% and regressed beyond {far * 100:.1f}% for 5%" in shown
