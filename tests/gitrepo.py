@@ -8,6 +8,7 @@ fixtures are in tests/integration/conftest.py.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -36,6 +37,22 @@ def new_repo(path: Path, *, branch: str = "main") -> Path:
     path.mkdir(parents=True, exist_ok=True)
     git(path, "init", "-q", "-b", branch)
     return path
+
+
+def copy_worktree(dest: Path) -> Path:
+    """This working tree's files (tracked, and new ones git does not ignore) copied under ``dest``,
+    uncommitted changes included, without ``.git``; gives ``dest``."""
+    listed = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        check=True,
+        capture_output=True,
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        src = REPO_ROOT / name
+        if src.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+    return dest
 
 
 def clone_project(path: Path) -> Path:

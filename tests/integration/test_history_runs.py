@@ -15,25 +15,20 @@ the system's binaries, checks the QEMU config's build -> env -> suite handoff.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
-import shutil
-import subprocess
 import tempfile
-import threading
 from collections.abc import Iterator
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
-from gitrepo import git, new_repo
+from gitrepo import copy_worktree, git, new_repo
+from served_chromium import CHROMEDRIVER, CHROMIUM, served
 
 from harness.history.asvrun import HistoryOptions, HistoryResult, run_history
 from harness.host.hostinfo import filesystem_type
 from harness.paths import cache_dir
-from harness.record import load_record
+from harness.record import Record, load_record
 from harness.sample.images import MEMORY_FILESYSTEMS
 from harness.subject.binaries import Binaries
 
@@ -44,8 +39,6 @@ timed = pytest.mark.timed
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "tests" / "artifacts"
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
 THROTTLE_BPS = 8 * 1024**2
 TRIM_SPEC = """\
 name = "history-trim"
@@ -60,17 +53,7 @@ AFFECTED = ("Dd.track_total_s", "Dd.track_phase_write_s", "Dd.track_s_per_gib")
 
 def copy_project(dest: Path) -> Path:
     """The working tree's files (tracked, and new ones git does not ignore) in a new repository."""
-    listed = subprocess.run(
-        ["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        check=True,
-        capture_output=True,
-    ).stdout.decode()
-    for name in filter(None, listed.split("\0")):
-        src = REPO / name
-        if src.is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / name)
-    return new_repo(dest)
+    return new_repo(copy_worktree(dest))
 
 
 def commit_all(repo: Path, message: str) -> str:
@@ -185,17 +168,23 @@ def test_asv_flags_the_throttled_commit_and_no_other(
     assert published.log.is_file()
 
 
+def commit_record(published: HistoryResult, repo: Path, commit: str) -> Record:
+    """The one record of ``commit``'s run in the published history of ``repo``."""
+    assert published.machine is not None
+    (path,) = (repo / "results" / "history" / published.machine / commit / "sweeps" / "history").glob(
+        "*.json"
+    )
+    return load_record(path)
+
+
 @timed
 def test_the_suite_measured_each_commits_own_policy(
     published: HistoryResult, four_commits: tuple[Path, list[str]]
 ) -> None:
     repo, commits = four_commits
-    assert published.machine is not None
-    records = repo / "results" / "history" / published.machine
     options = {}
     for commit in commits:
-        (path,) = (records / commit / "sweeps" / "history").glob("*.json")
-        record = load_record(path).to_json()
+        record = commit_record(published, repo, commit).to_json()
         assert record["machine"]["accel"] == "tcg"
         options[commit] = record["subject"]["policy"]["drive_options"]
     assert options[commits[0]] == options[commits[1]] == {}
@@ -211,11 +200,9 @@ def test_the_commit_that_moves_the_qemu_pin_runs_that_build_and_its_step_is_the_
 
     repo, hashes = four_commits
     assert published.machine is not None
-    records = repo / "results" / "history" / published.machine
     machine = {}
     for commit in hashes[2:]:
-        (path,) = (records / commit / "sweeps" / "history").glob("*.json")
-        record = load_record(path)
+        record = commit_record(published, repo, commit)
         assert record.ok, f"{commit[:8]}: {[s.reason for s in record.failed]}"
         machine[commit] = record.machine
     third, fourth = machine[hashes[2]], machine[hashes[3]]
@@ -239,20 +226,12 @@ def test_the_commit_that_moves_the_qemu_pin_runs_that_build_and_its_step_is_the_
     )
 
 
-class _QuietHandler(SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
 @timed
 def test_pages_load_in_headless_chromium_with_four_points_and_the_qemu_of_each(
     published: HistoryResult,
 ) -> None:
     if not CHROMIUM.exists() or not CHROMEDRIVER.exists():
         pytest.skip(f"{CHROMIUM} or {CHROMEDRIVER} is absent: scripts/setup.sh installs them")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -260,27 +239,7 @@ def test_pages_load_in_headless_chromium_with_four_points_and_the_qemu_of_each(
     assert "https://" not in "".join(
         line for line in published.index.read_text().splitlines() if "<script" in line or "<link" in line
     ), "the pages must load nothing from the network"
-    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(html)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    base = f"http://127.0.0.1:{server.server_address[1]}/"
-    options = Options()
-    options.binary_location = str(CHROMIUM)
-    for arg in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--window-size=1280,900",
-    ):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
-    try:
+    with served(html, window="1280,900") as (driver, base):
         driver.get(base + "index.html")
         WebDriverWait(driver, 60).until(
             lambda d: d.execute_script(
@@ -316,11 +275,6 @@ def test_pages_load_in_headless_chromium_with_four_points_and_the_qemu_of_each(
         assert cells[1:3] == ["10.0", "10.0.2"] and cells[3].startswith("Debian 1:10.0.2+"), cells
         assert [td.text for td in rows[0].find_elements(By.TAG_NAME, "td")][1:3] == ["runner", "7.2.22"]
         driver.save_screenshot(str(ARTIFACTS / "history-qemu-builds.png"))
-    finally:
-        driver.quit()
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
 
 
 # -- the QEMU config, with a stand-in QEMU repository -------------------------------------

@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gitrepo import copy_worktree
 
 from harness.paths import REPO_ROOT
 from harness.presets import load_preset
@@ -64,15 +64,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip("this venv's setuptools cannot build a wheel offline: run scripts/setup.sh (dev extra)")
     base = tmp_path_factory.mktemp("installed")
     source = base / "source"
-    listed = subprocess.run(
-        ["git", "-C", str(REPO_ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        check=True,
-        capture_output=True,
-    ).stdout.decode()
-    for name in filter(None, listed.split("\0")):
-        if (REPO_ROOT / name).is_file():
-            (source / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO_ROOT / name, source / name)
+    copy_worktree(source)
     wheels = base / "wheels"
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input"]
     subprocess.run(

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gitrepo import copy_worktree
+
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 STANDINS = HERE / "standins"
@@ -76,20 +78,6 @@ def third_party_actions(workflows: Path) -> dict[str, str]:
                 raise AssertionError(f"{path.name}: {owner_name}@{sha} has no stand-in in {STANDINS}")
             mapping[f"{owner_name}@{sha}"] = str(standin)
     return mapping
-
-
-def copy_project(dest: Path) -> None:
-    """This working tree's files (tracked, and new ones git does not ignore)."""
-    listed = subprocess.run(
-        ["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        check=True,
-        capture_output=True,
-    ).stdout.decode()
-    for name in filter(None, listed.split("\0")):
-        src = REPO / name
-        if src.is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / name)
 
 
 def rewrite_for_host(tree: Path) -> None:
@@ -193,7 +181,7 @@ class World:
 
     def create_repository(self, tree: Path) -> str:
         """``acme/diskbench``: this project, with :data:`HOST_REWRITES` as a commit of its own."""
-        copy_project(tree)
+        copy_worktree(tree)
         git(tree, "init", "-q", "-b", "main")
         git(tree, "add", "-A")
         git(tree, "commit", "-q", "-m", "diskbench")
