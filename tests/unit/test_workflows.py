@@ -346,17 +346,17 @@ class Expression:
         return False
 
     def _or(self) -> Any:
-        value = self._and()
-        while self._take("||"):
-            right = self._and()
-            value = value or right
-        return value
+        return self._chain("||", self._and, lambda value, right: value or right)
 
     def _and(self) -> Any:
-        value = self._compare()
-        while self._take("&&"):
-            right = self._compare()
-            value = value and right
+        return self._chain("&&", self._compare, lambda value, right: value and right)
+
+    def _chain(self, op: str, operand: Callable[[], Any], combine: Callable[[Any, Any], Any]) -> Any:
+        """Operands joined by ``op``, left to right, each read before it is combined (no short circuit)."""
+        value = operand()
+        while self._take(op):
+            right = operand()
+            value = combine(value, right)
         return value
 
     def _compare(self) -> Any:
