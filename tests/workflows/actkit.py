@@ -21,6 +21,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sysconfig
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -247,6 +248,7 @@ class World:
         shim = self.root / "shim"
         if not shim.is_dir():
             make_node_shim(shim)
+            make_suite_packages_python(shim)
         argv = [
             str(self.act_bin),
             event_name,
@@ -287,6 +289,8 @@ class World:
             "DISKBENCH_WF_ARTIFACTS": str(self.artifacts),
             "DISKBENCH_WF_PAGES": str(self.pages),
             "DISKBENCH_WF_SUMMARIES": str(self.summaries),
+            # the Python scripts/setup.sh makes its venv with: see make_suite_packages_python
+            "PYTHON": str(shim / SUITE_PACKAGES_PYTHON),
             # gh at the loopback API: github.localhost is gh's plain-HTTP host, reached by proxy
             "GH_HOST": "github.localhost",
             "HTTP_PROXY": self.api_url,
@@ -416,6 +420,32 @@ def make_node_shim(directory: Path) -> None:
         sudo = directory / "sudo"
         sudo.write_text('#!/usr/bin/env bash\n# the jobs run as root here: what sudo would do\nexec "$@"\n')
         sudo.chmod(0o755)
+
+
+#: the name of the ``python3`` that :func:`make_suite_packages_python` writes
+SUITE_PACKAGES_PYTHON = "python3-suite-packages"
+
+
+def make_suite_packages_python(directory: Path) -> None:
+    """``python3`` for scripts/setup.sh's ``$PYTHON``: a venv it makes (``-m venv DIR``) also sees
+    this suite's installed packages (a ``.pth`` line, where both are the same Python), so the
+    job's ``pip install -c constraints.txt -e .[dev]`` finds the pinned packages installed and
+    installs the job's checkout alone, into its own venv; any other call is python3's own.
+    setup.sh installs every package from nothing when the suite starts, and ci.yml's job (whose
+    ``python -m venv`` is not setup.sh's) does in its own test."""
+    site = Path(sysconfig.get_paths()["purelib"])
+    script = directory / SUITE_PACKAGES_PYTHON
+    script.write_text(
+        "#!/bin/sh\n"
+        'if [ "$#" -eq 3 ] && [ "$1" = -m ] && [ "$2" = venv ]; then\n'
+        '  python3 -m venv "$3" || exit\n'
+        f'  site="$3/lib/{site.parent.name}/site-packages"\n'
+        f'  if [ -d "$site" ]; then echo "{site}" > "$site/zz-suite-packages.pth"; fi\n'
+        "  exit 0\n"
+        "fi\n"
+        'exec python3 "$@"\n'
+    )
+    script.chmod(0o755)
 
 
 @contextmanager
