@@ -10,8 +10,10 @@ size an injected slowdown reads as, from long runs resampled into many gates.
         --max-gate-rounds 12 --draws 200
 
 An *arm* is ``NAME[@MODE+MODE]`` or ``NAME[@MODES]:KEY=VALUE,...`` (its own modes, else
-``--modes``) as in ``benchmarks/calibrate_io.py`` (``cache=MODE``
-or a ``-drive`` option of the disk under test); an arm with no option is an A/A arm.  Each pair is
+``--modes``) as in ``benchmarks/calibrate_io.py`` (``cache=MODE``, ``aio=MODE``, a cell's own
+size key such as ``dd_mib=142``, ``spin_us=N`` or ``delay_us=N`` for a shim preloaded into the
+arm's QEMU that spins or sleeps before every read, write and flush its IO threads send, or a
+``-drive`` option of the disk under test); an arm with no option is an A/A arm.  Each pair is
 base's sample and the arm's, taken
 
 * ``apart``: one after the other, the order drawn (each sample alone on the host, as the
@@ -37,7 +39,9 @@ import dataclasses
 import json
 import math
 import random
+import shutil
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -54,7 +58,10 @@ from harness.rounds.cell import new_run_id
 from harness.sample.guest_sampler import RunOptions, run_sample
 from harness.sample.pairing import PAIR_NICE, SWAP_S, Mode, Pairing
 from harness.spec import make_cell
-from harness.subject.binaries import Binaries
+from harness.subject.binaries import QEMU, QEMU_IMG, Binaries
+
+sys.path.insert(0, str(Path(__file__).parent))
+from calibrate_replay import delayed_qemu_io
 
 CELL: dict[str, Any] = {
     "format": "qcow2",
@@ -92,8 +99,11 @@ def parse_cell(text: str) -> dict[str, Any]:
     return cell
 
 
-# keys of an arm that change the cell itself (its workload), not the drive
-CELL_KEYS = ("dd_mib", "fio_ios", "fio_size_mib")
+# keys of an arm that change the cell itself (its workload or its drive's aio), not a drive option
+CELL_KEYS = ("dd_mib", "fio_ios", "fio_size_mib", "aio")
+# keys of an arm that preload a shim into its QEMU: every read, write and flush its IO threads send
+# to the host first sleeps (a wait) or spins (CPU time) this many microseconds
+SHIM_KEYS = ("delay_us", "spin_us")
 
 
 def parse_arm(text: str, cache: str) -> tuple[str, str, tuple[tuple[str, str], ...]]:
@@ -114,12 +124,22 @@ def parse_arm(text: str, cache: str) -> tuple[str, str, tuple[tuple[str, str], .
 
 
 def arm_cell(base_cell: dict[str, Any], cache: str, options: tuple[tuple[str, str], ...]) -> dict[str, Any]:
-    own = {k: int(v) for k, v in options if k in CELL_KEYS}
+    own = {k: int(v) if v.isdigit() else v for k, v in options if k in CELL_KEYS}
     return {**base_cell, "cache": cache, **own}
 
 
 def drive_options(options: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
-    return tuple((k, v) for k, v in options if k not in CELL_KEYS)
+    return tuple((k, v) for k, v in options if k not in CELL_KEYS + SHIM_KEYS)
+
+
+def arm_binaries(options: tuple[tuple[str, str], ...], tools: Path) -> Binaries:
+    """The QEMU an arm runs: the one on PATH, or it with the delay shim preloaded (``SHIM_KEYS``)."""
+    shim = {k: int(v) for k, v in options if k in SHIM_KEYS}
+    if not shim:
+        return Binaries.on_path()
+    qemu = shutil.which(QEMU) or QEMU
+    wrapper = delayed_qemu_io(tools, qemu, shim.get("delay_us", 0), shim.get("spin_us", 0))
+    return Binaries(qemu=wrapper, qemu_img=QEMU_IMG)
 
 
 def run(args: argparse.Namespace) -> None:
@@ -141,6 +161,11 @@ def run(args: argparse.Namespace) -> None:
     with contextlib.ExitStack() as stack:
         tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="diskbench-calpairs-", dir="/var/tmp"))
         (Path(tmp) / "work").mkdir()
+        # the shim's wrappers where QEMU's own account can run them
+        tools = Path(
+            stack.enter_context(tempfile.TemporaryDirectory(prefix="diskbench-calshim-", dir="/var/tmp"))
+        )
+        tools.chmod(0o755)
         # the work dir on the host disk model (built for the run, torn down after it): each
         # guest's image lies on it, each QEMU with a disk of the model to itself, as in a gate
         stack.enter_context(
@@ -157,7 +182,7 @@ def run(args: argparse.Namespace) -> None:
         ) -> None:
             cell = cells[(cache, options)]
             opts = RunOptions(
-                binaries=Binaries.on_path(),
+                binaries=arm_binaries(options, tools),
                 accel="tcg",
                 accel_reason="calibration",
                 work_dir=Path(tmp) / "work",

@@ -52,6 +52,7 @@ from typing import Any
 from harness.compare import Settings, Verdict, compare_metric
 from harness.compare.power import could_see
 from harness.gate import GATE_SPEC, load_gate_spec, settings_for
+from harness.sample.pairing import Mode
 from harness.sample.replay.replay import Pairing, Replayer, replay
 from harness.sample.replay.stream import parse_stream
 from harness.spec import make_cell
@@ -119,8 +120,9 @@ def parse_arm(text: str) -> tuple[str, dict[str, str]]:
 
 
 def delayed_qemu_io(out: Path, qemu_io: str, delay_us: int, spin_us: int = 0) -> str:
-    """A wrapper that runs ``qemu_io`` with the delay shim preloaded (built once in ``out``):
-    ``delay_us`` sleeps, ``spin_us`` waits on the clock without giving the CPU up."""
+    """A wrapper that runs ``qemu_io`` (or any QEMU binary) with the delay shim preloaded (built
+    once in ``out``): ``delay_us`` sleeps, ``spin_us`` waits on the clock without giving the CPU
+    up, before every read, write and flush it sends to the host."""
     tools = out / "tools"
     tools.mkdir(mode=0o755, exist_ok=True)
     shim = tools / "delay2.so"
@@ -128,7 +130,7 @@ def delayed_qemu_io(out: Path, qemu_io: str, delay_us: int, spin_us: int = 0) ->
         source = tools / "delay.c"
         source.write_text(SHIM)
         subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", str(shim), str(source), "-ldl"], check=True)
-    wrapper = tools / f"qemu-io-delay-{delay_us}-spin-{spin_us}"
+    wrapper = tools / f"{Path(qemu_io).name}-delay-{delay_us}-spin-{spin_us}"
     wrapper.write_text(
         f"#!/bin/sh\nLD_PRELOAD={shim} DISKBENCH_DELAY_US={delay_us} DISKBENCH_SPIN_US={spin_us} "
         f'exec {qemu_io} "$@"\n'
@@ -188,7 +190,12 @@ def run(args: argparse.Namespace) -> None:
         finally:
             if together is not None:
                 together.barrier.abort()
-        return {"figures": got.figures, "pass_wall_s": got.pass_wall_s, "together": got.passes_together}
+        return {
+            "figures": got.figures,
+            "pass_wall_s": got.pass_wall_s,
+            "together": got.passes_together,
+            "crossed": got.crossed,
+        }
 
     for number in range(1, args.rounds + 1):
         order = list(plans)
@@ -200,7 +207,7 @@ def run(args: argparse.Namespace) -> None:
                 line = {"round": number, "arm": name, **play(name, None)}
             else:
                 # the arm and a base sample of its own at the same moment, pass by pass
-                barrier = Pairing()
+                barrier = Pairing(mode=Mode.CROSSED if args.crossed else Mode.SHARED)
                 got: dict[str, dict[str, Any]] = {}
 
                 def side(
@@ -323,6 +330,11 @@ def main() -> None:
         action="store_true",
         help="run each arm with a base sample of its own at the same moment on one CPU, pass by pass "
         "(as the gate's pairs)",
+    )
+    r.add_argument(
+        "--crossed",
+        action="store_true",
+        help="with --together: each qemu-io of a pair on a CPU of its own, the two swapped every 10 ms",
     )
     a = sub.add_parser("analyse")
     a.add_argument("out", type=Path)

@@ -209,6 +209,7 @@ def replay_streams(
         log_root=out_dir / "logs" / "streams",
         progress=progress,
         together=spec.replay_together,
+        pairing=spec.replay_pairing,
         clock=clock,
     )
     for side in sides.values():

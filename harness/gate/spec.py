@@ -79,6 +79,9 @@ class GateSpec:
     replay_passes: int = 1
     #: a replay cell's pair of samples (base's and head's) runs at the same moment, pass by pass
     replay_together: bool = False
+    #: how a replay pair taken together shares the host: each qemu-io on a CPU of its own, the two
+    #: swapped (crossed), or both on one CPU (shared; where the host has one CPU, crossed is shared)
+    replay_pairing: Mode = Mode.SHARED
     #: a guest cell's pair of samples runs at the same moment on one CPU (a cell's ``together`` wins)
     guest_together: bool = False
     #: how a guest pair taken together shares the host: each side on a CPU of its own, the two
@@ -160,6 +163,9 @@ def parse_gate_spec(text: str, *, source: str = "<gate spec>") -> GateSpec:
         replay_samples=integer("replay_samples", 1),
         replay_passes=integer("replay_passes", 1),
         replay_together=bool(together),
+        replay_pairing=_pairing(
+            data.get("replay_pairing", GateSpec.replay_pairing.value), f"{source}: replay_pairing"
+        ),
         guest_together=bool(_flag(data.get("guest_together", False), f"{source}: guest_together")),
         guest_pairing=_pairing(
             data.get("guest_pairing", GateSpec.guest_pairing.value), f"{source}: guest_pairing"

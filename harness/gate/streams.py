@@ -31,7 +31,7 @@ from typing import Any
 from harness.errors import GuestTimeout, StreamOverCap
 from harness.gate.rounds import Clock, Stop, head_deadline
 from harness.sample.guest_sampler import RunOptions, Sampler, vm_config
-from harness.sample.pairing import Pairing
+from harness.sample.pairing import Mode, Pairing
 from harness.sample.replay.record import RecordingCaps, cached_stream, recording_caps, stream_key
 from harness.sample.replay.sample import replay_sampler
 from harness.sample.replay.stream import Stream
@@ -137,12 +137,14 @@ def prepare_streams(
     passes: int,
     log_root: Path,
     together: bool = False,
+    pairing: Mode = Mode.SHARED,
     progress: Callable[[str], None] = lambda _m: None,
     clock: Clock | None = None,
 ) -> GateStreams:
     """Record (or find in the cache) base's stream of every replay cell in ``names``; head's too
     where it could differ; the samplers that replay base's on both sides (``together``: a pair's
-    two samples run at the same moment on one CPU, see :class:`harness.sample.pairing.Pairing`).
+    two samples run at the same moment, both on one CPU or crossed by ``pairing``, see
+    :class:`harness.sample.pairing.Pairing`).
     Each recording within ``clock``'s budget (none: the sides' own timeouts) and its caps."""
     out = GateStreams()
     base, head = sides["base"], sides["head"]
@@ -166,7 +168,7 @@ def prepare_streams(
             return out
         out.streams[name] = stream
         if together:
-            out.together[name] = Pairing()
+            out.together[name] = Pairing(mode=pairing)
         out.samplers[name] = replay_sampler(
             stream, passes=passes, label=f"base {stream.digest[:12]}", together=out.together.get(name)
         )

@@ -82,12 +82,24 @@ def run(
     with ``env`` added to the harness's environment.  ``confined`` holds the extra
     ``subprocess`` arguments of :meth:`harness.host.confine.Handoff.popen_kwargs`
     (the account to run as, the descriptors it inherits); a ``preexec_fn`` there runs after the
-    one that ties the child to the harness.
+    one that ties the child to the harness, an ``on_start`` there is called with the child's pid
+    as soon as it was started.
     """
     extra = dict(confined or {})
     preexec = _preexec(extra)
+    on_start: Callable[[int], None] | None = extra.pop("on_start", None)
 
     def child(args: list[str], full_env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        if on_start is not None:
+            return _started(
+                args,
+                on_start,
+                timeout_s=timeout_s,
+                input_text=input_text,
+                env=full_env,
+                cwd=cwd,
+                extra={"preexec_fn": preexec, **extra},
+            )
         return subprocess.run(
             args,
             capture_output=True,
@@ -103,6 +115,39 @@ def run(
         )
 
     return _run(argv, child, timeout_s=timeout_s, check=check, env=env, error_cls=error_cls)
+
+
+def _started(
+    args: list[str],
+    on_start: Callable[[int], None],
+    *,
+    timeout_s: float | None,
+    input_text: str | None,
+    env: dict[str, str],
+    cwd: str | os.PathLike[str] | None,
+    extra: dict[str, Any],
+) -> subprocess.CompletedProcess[str]:
+    """:func:`subprocess.run` of ``args``, output captured, with ``on_start(pid)`` called once the
+    child runs; killed and reaped on a timeout (``TimeoutExpired``) or any error of ``on_start``."""
+    with subprocess.Popen(
+        args,
+        stdin=subprocess.PIPE if input_text is not None else None,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+        env=env,
+        cwd=cwd,
+        **extra,
+    ) as child:
+        try:
+            on_start(child.pid)
+            out, err = child.communicate(input_text, timeout=timeout_s)
+        except BaseException:
+            child.kill()
+            child.communicate()
+            raise
+        return subprocess.CompletedProcess(args, child.returncode, out, err)
 
 
 def run_logged(

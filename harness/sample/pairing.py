@@ -13,12 +13,13 @@ the host's other work at normal priority then takes about 1.4 % of the pair's CP
 
 Two ways to share the host (:class:`Mode`):
 
-* ``crossed`` (the gate's guests): each side on a CPU of its own, the two swapped every
+* ``crossed`` (the gate's guests and replay cells): each side on a CPU of its own, the two swapped every
   :data:`SWAP_S` by a process of its own at a real-time priority (:class:`Crossing`), so that each side has each CPU for
   half its time: a CPU slower than the other (one that serves the host's interrupts, a neighbour
   pinned to it) slows both alike, and neither takes CPU time from the other, so a change reads at
-  its size alone, a change that makes the guest wait (a throttle) included.
-* ``shared`` (the replay cells; guests where the host has a single CPU): both on one CPU.  Two
+  its size alone, a change that makes the guest wait (a throttle) included.  A replay pass's
+  qemu-io starts after the pair met: it joins the swapping once started (:meth:`Pairing.started`).
+* ``shared`` (a spec's choice; pairs where the host has a single CPU): both on one CPU.  Two
   CPU-bound sides share it, so a slowdown r of one side alone reads as about r/2 in the pair's
   ratio (the faster side finishes at twice its own time, the slower runs its excess alone), and
   far less where the slower side waits (IO, a throttle): its partner runs meanwhile, and a rate
@@ -184,6 +185,8 @@ class Crossing:
         with self._lock:
             swapper = self._swapper
             if swapper is None or pid not in self._pids or swapper.stdin is None or swapper.stdout is None:
+                if pid in self._pids:
+                    self._pids.remove(pid)
                 return None
             try:
                 swapper.stdin.write(f"leave {pid}\n".encode())
@@ -200,6 +203,15 @@ class Crossing:
         return Crossed(
             self.cpus, (float(on[0]), float(on[1])), int(got.get("swaps", 0)), got.get("moves_ok") is True
         )
+
+    def end_if_left(self) -> None:
+        """The swapper ended once every process of the pair has left (the next pair starts its own)."""
+        with self._lock:
+            if self._pids:
+                return
+            swapper, self._swapper = self._swapper, None
+        if swapper is not None:
+            _end(swapper)
 
 
 def _end(swapper: subprocess.Popen[bytes]) -> None:
@@ -222,8 +234,8 @@ class Pairing:
 
     Each starts its subject (a replay pass's qemu-io, a guest's workload) only when the partner's
     is ready too (``barrier``).  ``shared``: both run on ``cpu`` alone (the affinity qemu-io or
-    QEMU starts with).  ``crossed`` (guests only): each on a CPU of ``cross`` of its own,
-    swapped every :data:`SWAP_S` (:class:`Crossing`).  Whatever slows the host down then slows both
+    QEMU starts with).  ``crossed``: each on a CPU of ``cross`` of its own, swapped every
+    :data:`SWAP_S` (:class:`Crossing`).  Whatever slows the host down then slows both
     alike and cancels in their ratio.  Measured on a busy 2-core host
     (benchmarks/calibrate_replay.py, benchmarks/calibrate_guest_pairs.py): the A/A log ratio of a
     replayed request's latency quantile varied 13-15 % between pairs run together on any CPU,
@@ -305,6 +317,21 @@ class Pairing:
         if self.crossing is None or pid is None:
             return None
         return self.crossing.leave(pid)
+
+    def started(self, pid: int) -> None:
+        """A side's process started after the pair met (a replay pass's qemu-io): at the pair's
+        priority, and a crossed pair's swapping begins once both sides' processes have started."""
+        self.join(pid)
+        if self.crossing is not None:
+            self.crossing.start()
+
+    def finished(self, pid: int | None) -> Crossed | None:
+        """:meth:`leave` for a process that :meth:`started`; a crossed pair's swapper ends once
+        both sides' processes are over."""
+        got = self.leave(pid)
+        if self.crossing is not None:
+            self.crossing.end_if_left()
+        return got
 
     def meet(self, *, timeout_s: float = PARTNER_WAIT_S) -> bool:
         """Wait for the partner to be ready; False when it broke the barrier or was late."""

@@ -120,6 +120,66 @@ def test_a_pairing_starts_crossing_when_both_sides_meet(spinners: list[Any]) -> 
     pairing.reset()
 
 
+@needs_two
+def test_processes_started_after_the_pair_met_are_crossed_and_their_swapper_ends(
+    spinners: list[Any],
+) -> None:
+    # a replay pass: both sides meet, then each starts its qemu-io; the swapping begins once both
+    # have started and ends once both are over, so that the next pass starts a swapper of its own
+    pairing = Pairing(mode=Mode.CROSSED)
+    crossing = pairing.crossing
+    assert crossing is not None
+    for _pass in range(2):
+        results: dict[int, Any] = {}
+
+        def side(pid: int, results: dict[int, Any] = results) -> None:
+            assert pairing.meet(timeout_s=10)
+            pairing.started(pid)
+            time.sleep(0.6)
+            results[pid] = pairing.finished(pid)
+
+        threads = [threading.Thread(target=side, args=(p.pid,)) for p in spinners]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert all(r is not None and r.ok and r.cpus == TWO and r.swaps >= 3 for r in results.values())
+        assert crossing._swapper is None and crossing._pids == []
+
+
+def test_a_side_that_leaves_before_the_swapping_began_is_not_left_behind() -> None:
+    crossing = Crossing((0, 1))
+    crossing.join(11)
+    assert crossing.leave(11) is None
+    crossing.join(12)
+    crossing.start()  # one process only: nothing to swap
+    assert crossing._swapper is None
+
+
+def test_a_command_tells_its_pid_once_started_and_is_killed_at_its_timeout() -> None:
+    from harness.errors import CommandError
+    from harness.host import proc
+
+    seen: list[int] = []
+    got = proc.run(["sh", "-c", "echo $$"], confined={"on_start": seen.append})
+    assert seen == [int(got.stdout.strip())]
+    with pytest.raises(CommandError) as raised:
+        proc.run(["sleep", "30"], timeout_s=0.3, confined={"on_start": seen.append})
+    assert raised.value.timed_out
+    assert (
+        not Path(f"/proc/{seen[-1]}").exists() or "Z" in Path(f"/proc/{seen[-1]}/stat").read_text().split()[2]
+    )
+
+
+def test_the_spec_says_how_a_replay_pair_shares_the_host() -> None:
+    cells = '[[cells]]\nname = "dd"\nworkload = "dd"\n'
+    assert parse_gate_spec(cells, source="g.toml").replay_pairing is Mode.SHARED
+    crossed = parse_gate_spec('replay_pairing = "crossed"\n' + cells, source="g.toml")
+    assert crossed.replay_pairing is Mode.CROSSED
+    with pytest.raises(SpecError, match=r"g.toml: replay_pairing = 'apart': use 'shared' or 'crossed'"):
+        parse_gate_spec('replay_pairing = "apart"\n' + cells, source="g.toml")
+
+
 def test_a_pair_with_one_cpu_or_asked_to_share_runs_on_one_cpu() -> None:
     lonely = Pairing(mode=Mode.CROSSED, cpu=3, cross=None)
     assert lonely.how is Mode.SHARED and lonely.cpus == (3,) and lonely.leave(1) is None

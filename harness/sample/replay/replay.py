@@ -104,8 +104,10 @@ class ReplaySample:
     pass_wall_s: list[float] = field(default_factory=list)
     #: passes that ran at the same moment as their partner's (see ``together``)
     passes_together: int = 0
-    #: the CPUs qemu-io ran on (a shared pair's one CPU); empty: any
+    #: the CPUs qemu-io ran on (a shared pair's one CPU, a crossed pair's two); empty: any
     cpus: tuple[int, ...] = ()
+    #: a crossed pair's swapping of the last pass (its CPUs, the time on each, the swaps)
+    crossed: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -118,6 +120,7 @@ class ReplaySample:
             "pass_wall_s": self.pass_wall_s,
             "passes_together": self.passes_together,
             "cpus": list(self.cpus),
+            **({"crossed": self.crossed} if self.crossed is not None else {}),
         }
 
 
@@ -233,6 +236,7 @@ def _replay(
         pass_wall_s=walls,
         passes_together=met,
         cpus=one.cpus,
+        crossed=one.crossed,
     )
 
 
@@ -246,6 +250,7 @@ class _Pass:
     argv: list[str]
     together: bool = False
     cpus: tuple[int, ...] = ()
+    crossed: dict[str, Any] | None = None
 
 
 def _one_pass(
@@ -279,22 +284,28 @@ def _one_pass(
             why = option_mismatch(wanted, applied)
             if why:
                 raise ReplayMismatch(why)
-            # a shared pair's CPU, taken in the child before its account's limits hold it there
-            cpus = (together.cpu,) if together is not None and together.cpu is not None else ()
+            # a shared pair's CPU (a crossed pair's two), taken in the child before its account's
+            # limits hold it there
+            cpus = together.cpus if together is not None else ()
             argv = [head[0], "-T", f"enable=bdrv_open_common,file={option_value(traced)}", *head[1:]]
             met = meet(together)
+            crossing = _Crossing(together if met and together is not None and together.crossing else None)
             try:
                 # on a host disk model, a disk of the model's own to this qemu-io, which it joins
                 # itself (harness.host.diskgroups)
                 with diskgroups.own_disk(image, uid=handoff.account.uid) as group:
-                    result = proc.run(
-                        [*argv, *command_args(script)],
-                        timeout_s=replayer.timeout_s,
-                        env=environ_for(head[0]),
-                        confined=handoff.popen_kwargs(
-                            functools.partial(_in_child, cpus, group) if cpus or group else None
-                        ),
+                    kwargs = handoff.popen_kwargs(
+                        functools.partial(_in_child, cpus, group) if cpus or group else None
                     )
+                    try:
+                        result = proc.run(
+                            [*argv, *command_args(script)],
+                            timeout_s=replayer.timeout_s,
+                            env=environ_for(head[0]),
+                            confined={**kwargs, **crossing.hook()},
+                        )
+                    finally:
+                        crossing.end()
             except CommandError as exc:
                 if exc.timed_out:
                     raise ReplayTimeout(
@@ -310,7 +321,36 @@ def _one_pass(
         why = graph_mismatch(stream.graph, graph)
         if why:
             raise ReplayMismatch(why)
-    return _Pass(parse_output(result.stdout), result.duration_s, wanted, applied, graph, argv, met, cpus)
+    return _Pass(
+        parse_output(result.stdout), result.duration_s, wanted, applied, graph, argv, met, cpus, crossing.got
+    )
+
+
+class _Crossing:
+    """A crossed pair's qemu-io: it joins the swapping once started, leaves it once over (in
+    every case); ``got``: what the swapping gave it."""
+
+    def __init__(self, together: Pairing | None) -> None:
+        self.together = together
+        self.pid: int | None = None
+        self.got: dict[str, Any] | None = None
+
+    def hook(self) -> dict[str, Any]:
+        """:func:`harness.host.proc.run`'s ``on_start`` where the pair is crossed, else nothing."""
+        return {"on_start": self._started} if self.together is not None else {}
+
+    def _started(self, pid: int) -> None:
+        self.pid = pid
+        if self.together is not None:
+            self.together.started(pid)
+
+    def end(self) -> None:
+        """The qemu-io is over (or never started): it leaves the swapping."""
+        if self.together is None or self.pid is None:
+            return
+        pid, self.pid = self.pid, None
+        crossed = self.together.finished(pid)
+        self.got = crossed.as_dict() if crossed is not None else None
 
 
 def _in_child(cpus: tuple[int, ...], group: Path | None) -> None:
