@@ -142,7 +142,8 @@ def _decided(
     interval = _Interval(
         ratio, lo, hi, result.n_base, result.n_head, m, crossed, None if reads is None else beyond_m
     )
-    seen = could_see(interval, settings)
+    # a crossed pair fails only from the minimum effect as it reads it at most: nothing smaller is seen
+    seen = could_see(interval, settings) if reads is None else max(could_see(interval, settings), beyond_m)
     scaled = together and shrink != 1.0
     ends = None if reads is None else (alone_range(lo, reads)[0], alone_range(hi, reads)[1])
     return replace(

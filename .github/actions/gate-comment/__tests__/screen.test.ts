@@ -67,7 +67,7 @@ describe('the first screen of a real comparison', () => {
   it('the QEMU upgrade: three regressions and two cells below the crossed edge, each said once, the crossed change on few lines', () => {
     const text = render(fixture('derived-qemu-upgrade.json'))
     expect(text.split('\n')[4]).toBe(
-      'Could see: 5 guest cells ≥ 1.5%; 3 replay cells ≥ 0.7–3.1% (a regression this large, alone, fails the gate 4 times in 5).',
+      'Could see: 5 guest cells ≥ 7.6%; 3 replay cells ≥ 0.7–3.1% (a regression this large, alone, fails the gate 4 times in 5).',
     )
     expect(rowsOf(text)).toEqual([
       '| qcow2 none ide · dd 128M | 4.43&nbsp;s | 5.25&nbsp;s | +18.8%<br><sub>+17.9% … +19.4%</sub><br><sub>alone +11.6% … +66.0%</sub> | regression |',
