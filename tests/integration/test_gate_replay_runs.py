@@ -26,7 +26,10 @@ min_effect = "5%"
 replay_samples = 4
 replay_passes = 1
 replay_together = true
-replay_pairing = "crossed"
+# both qemu-io on one CPU: writethrough's flushes make crossed pairs of this short stream too
+# noisy for 12 pairs (its write mean +28 %, 95 % CI +3.6 ... +50.9 % once); the crossed pass is
+# tested in test_replay.py
+replay_pairing = "shared"
 
 [[cells]]
 name = "policy-replay"
@@ -71,11 +74,9 @@ def test_a_writethrough_head_is_seen_by_the_replay_of_bases_stream(
         assert len(record["samples"]) == 12
         for sample in record["samples"]:
             assert sample["status"] == "ok", sample.get("reason")
-            # each pass at the same moment as its partner's, crossed: on a CPU of its own, swapped
+            # each pass at the same moment as its partner's, on one CPU
             assert sample["replay"]["passes_together"] == 1
-            crossed = sample["replay"]["crossed"]
-            assert len(sample["replay"]["cpus"]) == 2 and crossed["cpus"] == sample["replay"]["cpus"]
-            assert crossed["moves_ok"] is True and sum(crossed["on_cpu_s"]) > 0
+            assert len(sample["replay"]["cpus"]) == 1 and "crossed" not in sample["replay"]
             assert sample["host"]["stream"]["given"].startswith("base ")
             digests.add(sample["host"]["stream"]["digest"])
         assert record["samples"][0]["replay"]["options"]["cache"] == (

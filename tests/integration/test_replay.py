@@ -15,6 +15,7 @@ from tcgopts import tcg_options
 
 from harness.errors import HarnessError
 from harness.sample.guest_sampler import RunOptions
+from harness.sample.pairing import Mode, crossed_cpus
 from harness.sample.replay.record import record
 from harness.sample.replay.replay import Pairing, Replayer, qemu_io_beside, replay
 from harness.sample.replay.script import ReplayMismatch
@@ -173,9 +174,11 @@ def barrier_cpu() -> int:
     return max(os.sched_getaffinity(0))
 
 
-def _pair(streams: tuple[Stream, Stream], cells: tuple[Any, Any], work: Path, passes: int) -> dict[str, Any]:
+def _pair(
+    streams: tuple[Stream, Stream], cells: tuple[Any, Any], work: Path, passes: int, mode: Mode = Mode.SHARED
+) -> dict[str, Any]:
     """Two replays in two threads that meet before each pass, as a gate's pair does."""
-    barrier = Pairing()
+    barrier = Pairing(mode=mode)
     got: dict[str, Any] = {}
 
     def side(label: str, stream: Stream, cell: Any) -> None:
@@ -222,3 +225,18 @@ def test_a_pair_replays_together_pass_by_pass_and_a_failed_side_never_keeps_the_
     assert isinstance(got["head"], ReplayMismatch)
     assert got["base"].passes_together == 0
     assert "2 of 2 passes ran without their partner (it failed or was late)" in got["base"].notes
+
+
+@pytest.mark.skipif(crossed_cpus() is None, reason="a crossed pair needs two CPUs")
+def test_a_crossed_pair_swaps_each_passs_qemu_io_between_two_cpus(disk_dir: Path) -> None:
+    writes = tuple(Request(Kind.WRITE, i * 65536, 65536) for i in range(400))
+    stream = replace(SMALL, requests=(*writes, Request(Kind.FLUSH)), drive={})
+    got = _pair((stream, stream), (SMALL_CELL, SMALL_CELL), disk_dir, passes=2, mode=Mode.CROSSED)
+    for label in ("base", "head"):
+        sample = got[label]
+        assert sample.passes_together == 2 and sample.completions["wrote"] == 400
+        # each qemu-io of the last pass was moved between the pair's two CPUs, and says so
+        assert sample.cpus == crossed_cpus() and sample.crossed is not None
+        assert sample.crossed["cpus"] == list(sample.cpus)
+        assert sum(sample.crossed["on_cpu_s"]) > 0 and sample.as_dict()["crossed"] == sample.crossed
+    assert not list(disk_dir.glob("*.replay.*"))
