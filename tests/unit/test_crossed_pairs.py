@@ -103,21 +103,30 @@ def test_a_crossed_pair_swaps_its_two_processes_between_two_cpus(spinners: list[
 def test_a_pairing_starts_crossing_when_both_sides_meet(spinners: list[Any]) -> None:
     pairing = Pairing(mode=Mode.CROSSED)
     assert pairing.how is Mode.CROSSED and pairing.cpus == TWO
-    results: dict[int, Any] = {}
 
-    def side(pid: int) -> None:
+    def side(pid: int) -> Any:
         pairing.join(pid)
         assert pairing.meet(timeout_s=10)
         time.sleep(1.0)
-        results[pid] = pairing.leave(pid)
+        return pairing.leave(pid)
 
-    threads = [threading.Thread(target=side, args=(p.pid,)) for p in spinners]
+    results = _both_sides(spinners, side)
+    assert all(r is not None and r.ok and r.swaps >= 3 for r in results.values())
+    pairing.reset()
+
+
+def _both_sides(spinners: list[Any], side: Any) -> dict[int, Any]:
+    """``side(pid)`` of each spinner in a thread of its own, at once: what each returned, by pid."""
+    results: dict[int, Any] = {}
+    threads = [
+        threading.Thread(target=lambda pid=p.pid: results.__setitem__(pid, side(pid))) for p in spinners
+    ]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert all(r is not None and r.ok and r.swaps >= 3 for r in results.values())
-    pairing.reset()
+    assert len(results) == len(spinners), "a side failed in its thread"
+    return results
 
 
 @needs_two
@@ -129,20 +138,15 @@ def test_processes_started_after_the_pair_met_are_crossed_and_their_swapper_ends
     pairing = Pairing(mode=Mode.CROSSED)
     crossing = pairing.crossing
     assert crossing is not None
+
+    def side(pid: int) -> Any:
+        assert pairing.meet(timeout_s=10)
+        pairing.started(pid)
+        time.sleep(0.6)
+        return pairing.finished(pid)
+
     for _pass in range(2):
-        results: dict[int, Any] = {}
-
-        def side(pid: int, results: dict[int, Any] = results) -> None:
-            assert pairing.meet(timeout_s=10)
-            pairing.started(pid)
-            time.sleep(0.6)
-            results[pid] = pairing.finished(pid)
-
-        threads = [threading.Thread(target=side, args=(p.pid,)) for p in spinners]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        results = _both_sides(spinners, side)
         assert all(r is not None and r.ok and r.cpus == TWO and r.swaps >= 3 for r in results.values())
         assert crossing._swapper is None and crossing._pids == []
 
