@@ -30,18 +30,16 @@ def _p_is(p: float) -> str:
     return f"p{text}" if text.startswith("<") else f"p={text}"
 
 
+# unit -> how :func:`format_value` writes a value in it
+_FORMATS = {"s": "{:.2f} s", "MiB/s": "{:.1f} MiB/s", "ms": "{:.3g} ms", "ratio": "{:.3f}"}
+
+
 def format_value(value: float | None, unit: str) -> str:
     """A median in its unit: ``12.30 s``, ``1.028``, ``1500.0 MiB/s``, ``3.15 ms``, ``240``."""
     if value is None:
         return "-"
-    if unit == "s":
-        return f"{value:.2f} s"
-    if unit == "MiB/s":
-        return f"{value:.1f} MiB/s"
-    if unit == "ms":
-        return f"{value:.3g} ms"
-    if unit == "ratio":
-        return f"{value:.3f}"
+    if unit in _FORMATS:
+        return _FORMATS[unit].format(value)
     if unit == "B":
         return f"{value / 2**20:.1f} MiB" if abs(value) >= 2**20 else f"{value:.0f} B"
     return f"{value:.6g}"
