@@ -114,19 +114,8 @@ class SnapshotConfig(VMConfig):
     same delay, while a cold boot's varies.
     """
 
-    def argv(
-        self,
-        *,
-        qmp_path: Path,
-        console: Path,
-        report: Path,
-        control: Path | None = None,
-        incoming: Path | None = None,
-    ) -> list[str]:
-        args = super().argv(
-            qmp_path=qmp_path, console=console, report=report, control=control, incoming=incoming
-        )
-        return [*args, "-device", VMGENID_DEVICE]
+    def extra_args(self) -> list[str]:
+        return ["-device", VMGENID_DEVICE]
 
 
 def for_snapshot(config: VMConfig) -> SnapshotConfig:

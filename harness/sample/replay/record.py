@@ -133,9 +133,8 @@ class RecordingConfig(VMConfig):
 
     trace: Path = Path()
 
-    def argv(self, **kwargs: Any) -> list[str]:
+    def extra_args(self) -> list[str]:
         return [
-            *super().argv(**kwargs),
             "-msg",
             "timestamp=on",
             "-trace",

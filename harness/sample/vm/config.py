@@ -219,7 +219,11 @@ class VMConfig:
             args += ["-object", secret_object()]
         for drive in self.drives:
             args += drive.argv()
-        return args
+        return [*args, *self.extra_args()]
+
+    def extra_args(self) -> list[str]:
+        """What a kind of guest adds at the end of :meth:`argv` (a device, a trace); none here."""
+        return []
 
 
 def handed_config(config: VMConfig, handoff: confine.Handoff) -> VMConfig:
