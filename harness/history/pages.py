@@ -100,10 +100,10 @@ _GLYPHICONS = tuple(f"dist/fonts/glyphicons-halflings-regular.{ext}" for ext in 
 # minified files are not in its npm package: the plain ones are the same code).
 ASSETS: tuple[Asset, ...] = (
     Asset("https://code.jquery.com/jquery-3.3.1.min.js", JQUERY, "dist/jquery.min.js"),
-    Asset(f"{_CDNJS}/flot/0.8.3/jquery.flot.min.js", FLOT, "jquery.flot.js"),
-    Asset(f"{_CDNJS}/flot/0.8.3/jquery.flot.time.min.js", FLOT, "jquery.flot.time.js"),
-    Asset(f"{_CDNJS}/flot/0.8.3/jquery.flot.selection.min.js", FLOT, "jquery.flot.selection.js"),
-    Asset(f"{_CDNJS}/flot/0.8.3/jquery.flot.categories.min.js", FLOT, "jquery.flot.categories.js"),
+    *(
+        Asset(f"{_CDNJS}/flot/0.8.3/{name}.min.js", FLOT, f"{name}.js")
+        for name in ("jquery.flot", "jquery.flot.time", "jquery.flot.selection", "jquery.flot.categories")
+    ),
     Asset(
         "https://cdn.jsdelivr.net/npm/flot-orderbars@1.0.0/js/jquery.flot.orderBars.js",
         ORDERBARS,
