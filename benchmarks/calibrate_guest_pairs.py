@@ -53,7 +53,7 @@ from harness.compare.metric import Alone
 from harness.compare.paired import bootstrap_pairs_ci, pairs_ratio
 from harness.compare.rules import OWN_CPU_FIGURES, taken_together
 from harness.guest import build_guest
-from harness.host import workdir
+from harness.host import diskgroups, hostdisk, workdir
 from harness.rounds.cell import new_run_id
 from harness.sample.guest_sampler import RunOptions, run_sample
 from harness.sample.pairing import PAIR_NICE, SWAP_S, Mode, Pairing
@@ -171,6 +171,9 @@ def run(args: argparse.Namespace) -> None:
         stack.enter_context(
             workdir.hold(Path(tmp) / "results", Path(tmp) / "work", host_disk=args.host_disk, progress=print)
         )
+        on_model = diskgroups.model_device(hostdisk.model_dir(Path(tmp) / "work", args.host_disk))
+        if (args.host_disk != hostdisk.NATIVE) != (on_model is not None):
+            raise SystemExit(f"--host-disk {args.host_disk}: the images' dir is not on the model")
 
         def sample(
             number: int,
@@ -185,7 +188,7 @@ def run(args: argparse.Namespace) -> None:
                 binaries=arm_binaries(options, tools),
                 accel="tcg",
                 accel_reason="calibration",
-                work_dir=Path(tmp) / "work",
+                work_dir=hostdisk.model_dir(Path(tmp) / "work", args.host_disk),
                 results_dir=Path(tmp) / "results",
                 run_id=new_run_id(),
                 drive_options=drive_options(options),
