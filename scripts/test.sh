@@ -19,12 +19,15 @@ if [ "$#" -gt 0 ]; then
   exec .venv/bin/pytest "$@"
 fi
 # every test, in two tiers (pyproject's markers, set in tests/conftest.py): what times nothing of
-# the host, guests included, over two CPUs at once (a file to one CPU: its module's fixtures run
-# once), then the timed tests one at a time (they hold the host's speed to figures, a gate's
-# verdict or a deadline); both tiers run, and the first that failed sets the exit code
+# the host, guests included, over one worker more than the host has CPUs (a file to a worker: its
+# module's fixtures run once; the extra worker fills what the others leave idle while they wait on
+# a deadline or a throttled guest), then the timed tests one at a time (they hold the host's speed
+# to figures, a gate's verdict or a deadline); both tiers run, and the first that failed sets the
+# exit code
 status=0
-echo "== pytest -m 'not timed' -n 2 --dist loadfile --no-loadscope-reorder" >&2
-.venv/bin/pytest -m "not timed" -n 2 --dist loadfile --no-loadscope-reorder || status=$?
+workers=$(( $(nproc) + 1 ))
+echo "== pytest -m 'not timed' -n $workers --dist loadfile --no-loadscope-reorder" >&2
+.venv/bin/pytest -m "not timed" -n "$workers" --dist loadfile --no-loadscope-reorder || status=$?
 echo "== pytest -m timed" >&2
 .venv/bin/pytest -m timed || { rc=$?; [ "$status" -ne 0 ] || status=$rc; }
 exit "$status"
