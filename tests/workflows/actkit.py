@@ -236,11 +236,15 @@ class World:
         extra_args: tuple[str, ...] = (),
         timeout_s: float = 900,
         stop_at: str | None = None,
+        suite_venvs: bool = False,
     ) -> ActRun:
         """Run ``.github/workflows/WORKFLOW`` of ``workdir`` for one event; the log goes next to the world.
 
         ``stop_at``: end the run (act and its jobs' processes) once a line of the steps' own
-        output starts with it; the run's rc is then -1."""
+        output starts with it; the run's rc is then -1. ``suite_venvs``: a venv the jobs make with
+        the setup-python stand-in's ``python`` sees this suite's packages too, as setup.sh's does
+        (:func:`make_suite_packages_python`), so ``pip install -e .[plots]`` installs the checkout
+        alone."""
         logs = self.root / "logs"
         logs.mkdir(exist_ok=True)
         event_file = logs / f"{run_id}-event.json"
@@ -291,6 +295,8 @@ class World:
             "DISKBENCH_WF_SUMMARIES": str(self.summaries),
             # the Python scripts/setup.sh makes its venv with: see make_suite_packages_python
             "PYTHON": str(shim / SUITE_PACKAGES_PYTHON),
+            # and the setup-python stand-in's, where the test asks (``suite_venvs``)
+            **({"DISKBENCH_WF_SETUP_PYTHON": str(shim / SUITE_PACKAGES_PYTHON)} if suite_venvs else {}),
             # gh at the loopback API: github.localhost is gh's plain-HTTP host, reached by proxy
             "GH_HOST": "github.localhost",
             "HTTP_PROXY": self.api_url,
@@ -434,16 +440,18 @@ def make_suite_packages_python(directory: Path) -> None:
     setup.sh installs every package from nothing when the suite starts, and ci.yml's job (whose
     ``python -m venv`` is not setup.sh's) does in its own test."""
     site = Path(sysconfig.get_paths()["purelib"])
+    # by its path: a job's PATH may lead ``python3`` back to this script (the setup-python stand-in)
+    real = shutil.which("python3") or "python3"
     script = directory / SUITE_PACKAGES_PYTHON
     script.write_text(
         "#!/bin/sh\n"
         'if [ "$#" -eq 3 ] && [ "$1" = -m ] && [ "$2" = venv ]; then\n'
-        '  python3 -m venv "$3" || exit\n'
+        f'  "{real}" -m venv "$3" || exit\n'
         f'  site="$3/lib/{site.parent.name}/site-packages"\n'
         f'  if [ -d "$site" ]; then echo "{site}" > "$site/zz-suite-packages.pth"; fi\n'
         "  exit 0\n"
         "fi\n"
-        'exec python3 "$@"\n'
+        f'exec "{real}" "$@"\n'
     )
     script.chmod(0o755)
 

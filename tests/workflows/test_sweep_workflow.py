@@ -44,7 +44,7 @@ def test_two_shards_sweep_their_halves_and_the_report_has_every_cell_once(act: P
         "repository": {"full_name": "acme/diskbench"},
     }
 
-    run = world.act(workdir, "sweep.yml", "workflow_dispatch", event, RUN_ID)
+    run = world.act(workdir, "sweep.yml", "workflow_dispatch", event, RUN_ID, suite_venvs=True)
 
     assert run.rc == 0, run.tail()
     assert run.job_results() == {
