@@ -171,8 +171,9 @@ def run(args: argparse.Namespace) -> None:
         stack.enter_context(
             workdir.hold(Path(tmp) / "results", Path(tmp) / "work", host_disk=args.host_disk, progress=print)
         )
-        on_model = diskgroups.model_device(hostdisk.model_dir(Path(tmp) / "work", args.host_disk))
-        if (args.host_disk != hostdisk.NATIVE) != (on_model is not None):
+        # the samples' images: on the model's mount point (the work dir itself for native)
+        images_dir = hostdisk.model_dir(Path(tmp) / "work", args.host_disk)
+        if (args.host_disk != hostdisk.NATIVE) != (diskgroups.model_device(images_dir) is not None):
             raise SystemExit(f"--host-disk {args.host_disk}: the images' dir is not on the model")
 
         def sample(
@@ -188,7 +189,7 @@ def run(args: argparse.Namespace) -> None:
                 binaries=arm_binaries(options, tools),
                 accel="tcg",
                 accel_reason="calibration",
-                work_dir=hostdisk.model_dir(Path(tmp) / "work", args.host_disk),
+                work_dir=images_dir,
                 results_dir=Path(tmp) / "results",
                 run_id=new_run_id(),
                 drive_options=drive_options(options),

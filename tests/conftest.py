@@ -24,7 +24,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     Spread over workers (``-n N --dist loadfile --no-loadscope-reorder``), a file is one unit of work,
     so that what its module's fixtures ran once (a preset's sweep, a history over four commits) is
-    not run again on the other CPU, and the units go out in this order: the workflows, the other
+    not run again on another worker, and the units go out in this order: the workflows, the other
     guest tests, the other integration tests, then the unit tests, so that the longest do not start
     last and the short ones fill the end."""
     for item in items:
